@@ -1,0 +1,236 @@
+package rewrite
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	farm "github.com/dgryski/go-farm"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// HashPrefix puts a short hash of the key in front of it:
+//
+//	new = hex(hash(t))[:N] + Sep + t
+//
+// where t is the key's text and hex is lowercase. Hash "md5" is
+// hex(MD5(t)) (32 digits, so N is 1..32); hash "farm" is the 16-digit hex of
+// farmhash Fingerprint64(t) as an unsigned big-endian number (N is 1..16),
+// the same bits as Spanner's FARM_FINGERPRINT. The original key is kept after
+// the separator, so the rewrite is injective and invertible: Invert strips
+// N+len(Sep) bytes after checking that the prefix matches the rest.
+//
+// The text t of a Spanner STRING or BYTES column is its bytes; of an INT64
+// column its decimal digits (the column becomes STRING). Of a Datastore path
+// element it is the element's text form (id digits; a name, quoted with a
+// leading ' if it is all digits or starts with '), and the element becomes a
+// name.
+//
+// A longer prefix spreads writes over more key ranges: Lindorm uses N=4,
+// Cloud Storage guidance uses 6 hex characters.
+type HashPrefix struct {
+	N      int
+	Hash   string // "md5" or "farm"
+	Sep    string
+	Column string // Spanner: the key column to prefix (default: the first)
+	scope  scope
+}
+
+func init() {
+	register(Info{
+		Name: "hashprefix", Summary: "prefix the key with the first n hex digits of its md5 or farmhash, keeping the key after a separator",
+		Invertible: true, Deterministic: true, Spanner: true, Datastore: true,
+	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
+		h := &HashPrefix{
+			Hash:   p.enum("hash", "md5", "md5", "farm"),
+			Sep:    p.str("sep", "-"),
+			Column: p.str("column", ""),
+			scope:  readScope(p, "all"),
+		}
+		max := int64(32)
+		if h.Hash == "farm" {
+			max = 16
+		}
+		h.N = int(p.integer("n", 4, 1, max))
+		if !utf8.ValidString(h.Sep) {
+			p.fail("sep", "must be valid UTF-8")
+		}
+		return h, nil
+	})
+}
+
+// Info describes the strategy.
+func (h *HashPrefix) Info() Info { return registry["hashprefix"].info }
+
+// Spec returns the canonical spec.
+func (h *HashPrefix) Spec() Spec {
+	return Spec{Strategy: "hashprefix", Params: map[string]string{
+		"n": strconv.Itoa(h.N), "hash": h.Hash, "sep": h.Sep, "column": h.Column, "elements": string(h.scope),
+	}}
+}
+
+// Append appends hex(hash(key))[:N] + Sep + key to dst. It does not
+// allocate when dst has room.
+func (h *HashPrefix) Append(dst, key []byte) []byte {
+	dst = h.appendPrefix(dst, key)
+	dst = append(dst, h.Sep...)
+	return append(dst, key...)
+}
+
+func (h *HashPrefix) appendPrefix(dst, key []byte) []byte {
+	var sum [16]byte
+	if h.Hash == "farm" {
+		binary.BigEndian.PutUint64(sum[:8], farm.Fingerprint64(key))
+	} else {
+		sum = md5.Sum(key)
+	}
+	for i := 0; i < h.N; i++ {
+		b := sum[i/2]
+		if i%2 == 0 {
+			dst = append(dst, hexDigits[b>>4])
+		} else {
+			dst = append(dst, hexDigits[b&0x0f])
+		}
+	}
+	return dst
+}
+
+// strip checks that s has a valid prefix for its remainder and returns the
+// remainder.
+func (h *HashPrefix) strip(s []byte) ([]byte, error) {
+	n := h.N + len(h.Sep)
+	if len(s) < n || !bytes.Equal(s[h.N:n], []byte(h.Sep)) {
+		return nil, fmt.Errorf("%q does not start with a %d-digit hash prefix and separator %q", s, h.N, h.Sep)
+	}
+	rest := s[n:]
+	var buf [32]byte
+	if want := h.appendPrefix(buf[:0], rest); !bytes.Equal(want, s[:h.N]) {
+		return nil, fmt.Errorf("%q: prefix %q does not match the hash of the rest (want %q)", s, s[:h.N], want)
+	}
+	return rest, nil
+}
+
+// Spanner binds the strategy to a source key.
+func (h *HashPrefix) Spanner(in KeySchema) (*SpannerRewriter, error) {
+	i, err := columnIndex("hashprefix", in, h.Column, TypeString, TypeBytes, TypeInt64)
+	if err != nil {
+		return nil, err
+	}
+	out := in.Clone()
+	c := &out.Columns[i]
+	grow := h.N + utf8.RuneCountInString(h.Sep)
+	srcType := c.Type
+	switch srcType {
+	case TypeInt64:
+		c.Type, c.MaxLen = TypeString, grow+20
+	case TypeString:
+		if c.MaxLen > 0 {
+			c.MaxLen += grow
+		}
+	case TypeBytes:
+		if c.MaxLen > 0 {
+			c.MaxLen += h.N + len(h.Sep)
+		}
+	}
+	fwd := func(dst, key []Value) ([]Value, error) {
+		dst = append(dst, key...)
+		v := &dst[len(dst)-len(key)+i]
+		if v.Null {
+			return dst[:len(dst)-len(key)], &KeyError{Key: FormatSpannerKey(in, key), Rule: fmt.Sprintf("hashprefix: key column %s is NULL", in.Columns[i].Name)}
+		}
+		var buf [128]byte
+		switch srcType {
+		case TypeInt64:
+			t := strconv.AppendInt(buf[:0], v.Int, 10)
+			*v = String(string(h.Append(make([]byte, 0, h.N+len(h.Sep)+len(t)), t)))
+		case TypeString:
+			t := append(buf[:0], v.Str...)
+			*v = String(string(h.Append(make([]byte, 0, h.N+len(h.Sep)+len(t)), t)))
+		case TypeBytes:
+			*v = Bytes(h.Append(nil, v.Bytes))
+		}
+		return dst, nil
+	}
+	inv := func(dst, key []Value) ([]Value, error) {
+		dst = append(dst, key...)
+		v := &dst[len(dst)-len(key)+i]
+		bad := func(err error) ([]Value, error) {
+			return dst[:len(dst)-len(key)], &KeyError{Key: FormatSpannerKey(out, key), Rule: "hashprefix: " + err.Error()}
+		}
+		if v.Null {
+			return bad(fmt.Errorf("column %s is NULL", out.Columns[i].Name))
+		}
+		var raw []byte
+		if srcType == TypeBytes {
+			raw = v.Bytes
+		} else {
+			raw = []byte(v.Str)
+		}
+		rest, err := h.strip(raw)
+		if err != nil {
+			return bad(err)
+		}
+		switch srcType {
+		case TypeInt64:
+			n, err := strconv.ParseInt(string(rest), 10, 64)
+			if err != nil || strconv.FormatInt(n, 10) != string(rest) {
+				return bad(fmt.Errorf("%q is not an INT64", rest))
+			}
+			*v = Int64(n)
+		case TypeString:
+			*v = String(string(rest))
+		case TypeBytes:
+			*v = Bytes(append([]byte(nil), rest...))
+		}
+		return dst, nil
+	}
+	return &SpannerRewriter{in: in, out: out, fwd: fwd, inv: inv,
+		explain: []string{fmt.Sprintf("%s = %s", out.Columns[i].Name, h.sqlExpr(in.Columns[i]))}}, nil
+}
+
+// sqlExpr renders the rewrite of column c in GoogleSQL, for --explain.
+func (h *HashPrefix) sqlExpr(c Column) string {
+	t := c.Name
+	if c.Type == TypeInt64 {
+		t = fmt.Sprintf("CAST(%s AS STRING)", c.Name)
+	}
+	var hexed string
+	if h.Hash == "farm" {
+		hexed = fmt.Sprintf("LOWER(FORMAT('%%016x', FARM_FINGERPRINT(%s)))", t)
+	} else {
+		hexed = fmt.Sprintf("TO_HEX(MD5(%s))", t)
+	}
+	if c.Type == TypeBytes {
+		return fmt.Sprintf("CONCAT(CAST(SUBSTR(%s, 1, %d) AS BYTES), b%q, %s)", hexed, h.N, h.Sep, t)
+	}
+	return fmt.Sprintf("CONCAT(SUBSTR(%s, 1, %d), %q, %s)", hexed, h.N, h.Sep, t)
+}
+
+// Datastore returns the Datastore form: each chosen path element becomes a
+// name prefixed with the hash of its text.
+func (h *HashPrefix) Datastore() (*DatastoreRewriter, error) {
+	fwd := func(k DatastoreKey) (DatastoreKey, error) {
+		return mapElements(k, h.scope, func(e PathElement) (PathElement, error) {
+			var buf [128]byte
+			t := appendElementText(buf[:0], e)
+			return PathElement{Kind: e.Kind, Name: string(h.Append(make([]byte, 0, h.N+len(h.Sep)+len(t)), t))}, nil
+		})
+	}
+	inv := func(k DatastoreKey) (DatastoreKey, error) {
+		return mapElements(k, h.scope, func(e PathElement) (PathElement, error) {
+			if !e.IsName() {
+				return PathElement{}, fmt.Errorf("hashprefix: has id %d, want a hash-prefixed name", e.ID)
+			}
+			rest, err := h.strip([]byte(e.Name))
+			if err != nil {
+				return PathElement{}, fmt.Errorf("hashprefix: %w", err)
+			}
+			return elementFromText(e.Kind, string(rest))
+		})
+	}
+	return &DatastoreRewriter{fwd: fwd, inv: inv}, nil
+}
