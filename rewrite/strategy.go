@@ -77,7 +77,7 @@ func (s Spec) String() string {
 }
 
 type factory struct {
-	info Info
+	info  Info
 	build func(p *paramReader, steps []StepConfig) (Strategy, error)
 }
 

@@ -39,7 +39,9 @@ func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %s", e.Key, e.Ru
 // Is makes errors.Is(err, ErrInvalidKey) true.
 func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
 
-func reserved(s string) bool { return len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__") }
+func reserved(s string) bool {
+	return len(s) >= 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
+}
 
 // ValidateDatastoreKey checks k against Datastore's rules: a non-empty path
 // of at most 100 elements; kinds non-empty, valid UTF-8, without "/", not
