@@ -46,7 +46,12 @@ func ReverseBits(x int64, preserveSign bool) int64 {
 }
 
 // Info describes the strategy.
-func (b *BitReverse) Info() Info { return registry["bitreverse"].info }
+// Without PreserveSign it has no Datastore form (ids would turn negative).
+func (b *BitReverse) Info() Info {
+	i := registry["bitreverse"].info
+	i.Datastore = b.PreserveSign
+	return i
+}
 
 // Spec returns the canonical spec.
 func (b *BitReverse) Spec() Spec {

@@ -52,7 +52,13 @@ func init() {
 }
 
 // Info describes the strategy.
-func (g *Generation) Info() Info { return registry["generation"].info }
+// As "column" has no Datastore form and "parent" no Spanner form.
+func (g *Generation) Info() Info {
+	i := registry["generation"].info
+	i.Spanner = g.As != "parent"
+	i.Datastore = g.As != "column"
+	return i
+}
 
 // Spec returns the canonical spec.
 func (g *Generation) Spec() Spec {

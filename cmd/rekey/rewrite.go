@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// rewriteOptions are the parsed flags of `rekey rewrite`.
+type rewriteOptions struct {
+	Strategy string
+	Params   rewrite.Params
+	Key      string // key schema, e.g. "LastAccess TIMESTAMP, UserId STRING(36)"
+	Table    string
+	Explain  bool
+	Invert   bool
+}
+
+const rewriteUsage = `--strategy NAME [--param key=value ...] [--key "Col TYPE, ..."] [--explain] [--invert] < keys
+
+Reads keys from stdin, one per line, and prints each rewritten key on one
+line in the same notation:
+  42  or  "Customer1"                       a one-column key
+  [1700000000, "u1"]                        a composite Spanner key
+  {"path": ["Customer", "Customer1", "Order", 5], "namespace": "ns"}
+                                            a Datastore key
+A line that cannot be read or rewritten is reported on stderr as
+"line N: reason"; the others are still processed, and the exit status is 1.`
+
+func parseRewriteFlags(args []string, w io.Writer) (rewriteOptions, error) {
+	var o rewriteOptions
+	var params multiFlag
+	fs := newFlagSet("rewrite", rewriteUsage, w)
+	fs.StringVar(&o.Strategy, "strategy", "", "strategy name (see 'rekey strategies')")
+	fs.Var(&params, "param", "strategy parameter key=value (repeatable)")
+	fs.StringVar(&o.Key, "key", "", `Spanner key schema, e.g. "LastAccess TIMESTAMP, UserId STRING(36) DESC" (default: inferred from each line)`)
+	fs.StringVar(&o.Table, "table", "T", "table name used in messages and DDL")
+	fs.BoolVar(&o.Explain, "explain", false, "print how the new key is computed (GoogleSQL for computed columns) and exit")
+	fs.BoolVar(&o.Invert, "invert", false, "map new keys back to old ones (invertible strategies only)")
+	if err := parseFlags(fs, args); err != nil {
+		return o, err
+	}
+	if o.Strategy == "" {
+		return o, usagef("rewrite: --strategy is required (see 'rekey strategies')")
+	}
+	o.Params = rewrite.Params{}
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return o, usagef("rewrite: --param %q: want key=value", p)
+		}
+		o.Params[k] = v
+	}
+	return o, nil
+}
+
+func runRewrite(ctx context.Context, args []string, io stdio) error {
+	o, err := parseRewriteFlags(args, io.err)
+	if err != nil {
+		return err
+	}
+	return rewriteKeys(ctx, o, io)
+}
+
+// keyRewriter rewrites keys of any shape, binding the strategy once per key
+// schema.
+type keyRewriter struct {
+	strategy rewrite.Strategy
+	schema   *rewrite.KeySchema
+	table    string
+	invert   bool
+	spanner  map[string]*rewrite.SpannerRewriter
+	ds       *rewrite.DatastoreRewriter
+	dsErr    error
+}
+
+func (kr *keyRewriter) spannerFor(s rewrite.KeySchema) (*rewrite.SpannerRewriter, error) {
+	sig := s.String()
+	for _, c := range s.Columns {
+		sig += " " + c.SQLType()
+	}
+	if r, ok := kr.spanner[sig]; ok {
+		return r, nil
+	}
+	r, err := kr.strategy.Spanner(s)
+	if err != nil {
+		return nil, err
+	}
+	kr.spanner[sig] = r
+	return r, nil
+}
+
+// line rewrites one line of the notation.
+func (kr *keyRewriter) line(text string) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error: %v", p)
+		}
+	}()
+	pk, err := rewrite.ParseKey(text, kr.schema)
+	if err != nil {
+		return "", err
+	}
+	if pk.IsDatastore {
+		if kr.ds == nil && kr.dsErr == nil {
+			kr.ds, kr.dsErr = kr.strategy.Datastore()
+		}
+		if kr.dsErr != nil {
+			return "", kr.dsErr
+		}
+		var k rewrite.DatastoreKey
+		if kr.invert {
+			k, err = kr.ds.Invert(pk.Datastore)
+		} else {
+			if err := rewrite.ValidateDatastoreKey(pk.Datastore); err != nil {
+				return "", err
+			}
+			k, err = kr.ds.Rewrite(pk.Datastore)
+		}
+		if err != nil {
+			return "", err
+		}
+		return rewrite.FormatDatastoreKey(k), nil
+	}
+	if kr.invert && kr.schema == nil {
+		return "", fmt.Errorf("--invert on Spanner keys needs --key with the source key schema")
+	}
+	schema := rewrite.InferSchema(kr.table, pk.Values)
+	if kr.schema != nil {
+		schema = *kr.schema
+	}
+	r, err := kr.spannerFor(schema)
+	if err != nil {
+		return "", err
+	}
+	var vals []rewrite.Value
+	if kr.invert {
+		if pk, err = rewrite.ParseKey(text, &rewrite.KeySchema{Table: kr.table, Columns: r.Out().Columns}); err != nil {
+			return "", err
+		}
+		vals, err = r.Invert(nil, pk.Values)
+	} else {
+		vals, err = r.Rewrite(nil, pk.Values)
+	}
+	if err != nil {
+		return "", err
+	}
+	return rewrite.FormatKey(vals, pk.Bare), nil
+}
+
+func rewriteKeys(_ context.Context, o rewriteOptions, io stdio) error {
+	s, err := rewrite.New(rewrite.StepConfig{Strategy: o.Strategy, Params: o.Params})
+	if err != nil {
+		return usageError{fmt.Errorf("rewrite: %w", joinLines(err))}
+	}
+	kr := &keyRewriter{strategy: s, table: o.Table, invert: o.Invert, spanner: map[string]*rewrite.SpannerRewriter{}}
+	if o.Key != "" {
+		ks, err := rewrite.ParseKeySchema(o.Table, o.Key)
+		if err != nil {
+			return usagef("rewrite: --key: %v", err)
+		}
+		kr.schema = &ks
+		if _, err := kr.spannerFor(ks); err != nil {
+			return usagef("rewrite: %v", err)
+		}
+	}
+	if o.Explain {
+		return explain(io.out, s, kr.schema)
+	}
+	sc := bufio.NewScanner(io.in)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	w := bufio.NewWriter(io.out)
+	defer w.Flush()
+	failed := 0
+	n := 0
+	for sc.Scan() {
+		n++
+		text := sc.Text()
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		out, err := kr.line(text)
+		if err != nil {
+			failed++
+			w.Flush()
+			fmt.Fprintf(io.err, "line %d: %v\n", n, err)
+			continue
+		}
+		w.WriteString(out)
+		w.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading stdin after line %d: %w", n, err)
+	}
+	if failed > 0 {
+		w.Flush()
+		return fmt.Errorf("%d of %d lines failed: %w", failed, n, errPartial)
+	}
+	return nil
+}
+
+func explain(w io.Writer, s rewrite.Strategy, schema *rewrite.KeySchema) error {
+	info := s.Info()
+	fmt.Fprintf(w, "strategy:      %s\n", s.Spec())
+	fmt.Fprintf(w, "invertible:    %t\n", info.Invertible)
+	fmt.Fprintf(w, "deterministic: %t\n", info.Deterministic)
+	if schema == nil {
+		if info.Spanner {
+			fmt.Fprintln(w, `spanner:       pass --key "Col TYPE, ..." to see the new key and its GoogleSQL`)
+		}
+		if info.Datastore {
+			fmt.Fprintln(w, "datastore:     supported")
+		}
+		return nil
+	}
+	r, err := s.Spanner(*schema)
+	if err != nil {
+		return usagef("explain: %v", err)
+	}
+	fmt.Fprintf(w, "old key:       %s\n", describeKey(r.In()))
+	fmt.Fprintf(w, "new key:       %s\n", describeKey(r.Out()))
+	for _, e := range r.Explain() {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	return nil
+}
+
+func describeKey(s rewrite.KeySchema) string {
+	cols := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
+		cols[i] = c.Name + " " + c.SQLType()
+		if c.Desc {
+			cols[i] += " DESC"
+		}
+	}
+	return "(" + strings.Join(cols, ", ") + ")"
+}
+
+// joinLines flattens an errors.Join tree into one error per line.
+func joinLines(err error) error {
+	var lines []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range j.Unwrap() {
+				walk(c)
+			}
+			return
+		}
+		lines = append(lines, e.Error())
+	}
+	walk(err)
+	if len(lines) == 1 {
+		return errors.New(lines[0])
+	}
+	return errors.New("\n  " + strings.Join(lines, "\n  "))
+}
