@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Runs `go test ./... "$@"` against local Google emulators.
+#
+# Starts the Cloud Spanner emulator and the Firestore emulator in Datastore
+# mode on two free loopback ports, exports SPANNER_EMULATOR_HOST,
+# DATASTORE_EMULATOR_HOST and the project variables the clients and
+# internal/emulator read, runs the tests, stops both emulators (even when
+# the tests fail or the script is interrupted) and exits with go test's
+# status.
+#
+# If SPANNER_EMULATOR_HOST and DATASTORE_EMULATOR_HOST are both set already,
+# those emulators are reused and nothing is started; if only one is set,
+# only the other emulator is started.
+#
+# The emulators come with the machine image (google-cloud-sdk components
+# cloud-spanner-emulator and cloud-firestore-emulator, the latter needs Java
+# 17+); they cannot be installed from package registries. Override their
+# paths with SPANNER_EMULATOR_BIN and FIRESTORE_EMULATOR_BIN.
+#
+# Examples:
+#   bash scripts/test.sh
+#   bash scripts/test.sh -count=1 -run 'Equality|Emulator' ./integration/... ./internal/...
+#
+# Extra arguments go to `go test` after "./...". To test only some packages,
+# pass them: a package list anywhere in the arguments replaces "./...".
+set -euo pipefail
+
+SPANNER_EMULATOR_BIN="${SPANNER_EMULATOR_BIN:-/usr/lib/google-cloud-sdk/bin/cloud_spanner_emulator/emulator_main}"
+FIRESTORE_EMULATOR_BIN="${FIRESTORE_EMULATOR_BIN:-/usr/lib/google-cloud-sdk/platform/cloud-firestore-emulator/cloud_firestore_emulator}"
+# Seconds to wait for each emulator to answer.
+EMULATOR_START_TIMEOUT="${EMULATOR_START_TIMEOUT:-60}"
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 2
+}
+
+LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rekey-test.XXXXXX")"
+PIDS=()
+KEEP_LOGS=0
+
+# stop_group kills an emulator's whole process group (the Firestore
+# emulator's launcher script runs java as a child), politely first.
+stop_group() {
+	local pid="$1" i
+	kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
+	for i in $(seq 1 50); do
+		kill -0 -- "-$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL -- "-$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	local pid
+	for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
+		stop_group "$pid"
+	done
+	for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ $status -ne 0 || $KEEP_LOGS -ne 0 ]]; then
+		log "emulator logs kept in $LOG_DIR"
+	else
+		rm -rf "$LOG_DIR"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# port_free reports whether nothing listens on 127.0.0.1:$1.
+port_free() {
+	if command -v ss >/dev/null 2>&1; then
+		! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+	else
+		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# free_port prints a port that is free now and not among the arguments.
+# Ports come from 20000-32767, below Linux's ephemeral range, so outgoing
+# connections cannot take them meanwhile.
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + RANDOM % 12768))
+		[[ " $* " == *" $p "* ]] && continue
+		if port_free "$p"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "found no free loopback port"
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+http_ok() {
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$1/" 2>/dev/null
+	else
+		local reply
+		reply="$(exec 3<>"/dev/tcp/127.0.0.1/$1" &&
+			printf 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3 &&
+			timeout 2 head -n1 <&3)" 2>/dev/null || return 1
+		[[ "$reply" == *" 200 "* ]]
+	fi
+}
+
+# start NAME LOGFILE READY_CHECK PORT CMD... starts CMD in its own process
+# group and waits until READY_CHECK PORT succeeds. Returns 1 if the process
+# exits first (e.g. the port was taken meanwhile), exits on a timeout.
+STARTED_PID=
+start() {
+	local name="$1" logf="$2" check="$3" port="$4"
+	shift 4
+	log "starting $name on 127.0.0.1:$port (log: $logf)"
+	setsid "$@" >"$logf" 2>&1 </dev/null &
+	STARTED_PID=$!
+	PIDS+=("$STARTED_PID")
+	local deadline=$((SECONDS + EMULATOR_START_TIMEOUT))
+	until "$check" "$port"; do
+		if ! kill -0 "$STARTED_PID" 2>/dev/null; then
+			log "$name exited before answering on port $port; last lines of $logf:"
+			tail -n 20 "$logf" >&2 || true
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			KEEP_LOGS=1
+			log "$name did not answer on 127.0.0.1:$port within ${EMULATOR_START_TIMEOUT}s; last lines of $logf:"
+			tail -n 20 "$logf" >&2 || true
+			die "$name failed to start"
+		fi
+		sleep 0.1
+	done
+	log "$name ready on 127.0.0.1:$port"
+}
+
+# start_retry tries start on up to 3 fresh ports; sets PORT.
+PORT=
+start_retry() {
+	local name="$1" check="$2" mkcmd="$3" attempt
+	for attempt in 1 2 3; do
+		PORT="$(free_port "${USED_PORTS[@]+"${USED_PORTS[@]}"}")"
+		USED_PORTS+=("$PORT")
+		"$mkcmd" "$PORT"
+		if start "$name" "$LOG_DIR/$name.$attempt.log" "$check" "$PORT" "${CMD[@]}"; then
+			return 0
+		fi
+		stop_group "$STARTED_PID"
+	done
+	KEEP_LOGS=1
+	die "$name failed to start 3 times; logs in $LOG_DIR"
+}
+
+require_bin() {
+	local bin="$1" env="$2" component="$3"
+	if [[ ! -x "$bin" ]]; then
+		die "$bin not found or not executable. It comes with the machine image (google-cloud-sdk component '$component', e.g. the google-cloud-cli-${component} package or 'gcloud components install $component'); it cannot be installed from the package registries here. Set $env to its path if it is installed elsewhere."
+	fi
+}
+
+USED_PORTS=()
+CMD=()
+spanner_cmd() { CMD=("$SPANNER_EMULATOR_BIN" "--host_port=127.0.0.1:$1"); }
+firestore_cmd() {
+	CMD=("$FIRESTORE_EMULATOR_BIN" start --host=127.0.0.1 "--port=$1" --database-mode=datastore-mode)
+}
+
+if [[ -n "${SPANNER_EMULATOR_HOST:-}" ]]; then
+	log "reusing the Spanner emulator at SPANNER_EMULATOR_HOST=$SPANNER_EMULATOR_HOST"
+else
+	require_bin "$SPANNER_EMULATOR_BIN" SPANNER_EMULATOR_BIN cloud-spanner-emulator
+	start_retry spanner-emulator tcp_open spanner_cmd
+	export SPANNER_EMULATOR_HOST="127.0.0.1:$PORT"
+fi
+
+if [[ -n "${DATASTORE_EMULATOR_HOST:-}" ]]; then
+	log "reusing the Datastore emulator at DATASTORE_EMULATOR_HOST=$DATASTORE_EMULATOR_HOST"
+else
+	require_bin "$FIRESTORE_EMULATOR_BIN" FIRESTORE_EMULATOR_BIN cloud-firestore-emulator
+	if ! command -v "${JAVA:-java}" >/dev/null 2>&1; then
+		die "the Firestore emulator needs Java 17 or newer ('${JAVA:-java}' not found on PATH; set JAVA to a java binary)"
+	fi
+	start_retry firestore-emulator http_ok firestore_cmd
+	export DATASTORE_EMULATOR_HOST="127.0.0.1:$PORT"
+fi
+
+export DATASTORE_PROJECT_ID="${DATASTORE_PROJECT_ID:-rekey-test}"
+export SPANNER_PROJECT_ID="${SPANNER_PROJECT_ID:-rekey-test}"
+export SPANNER_INSTANCE_ID="${SPANNER_INSTANCE_ID:-rekey-test}"
+
+# Packages: "./..." unless the arguments name some: a pattern ending in
+# "/...", a directory, or an import path of this module.
+pkgs=(./...)
+for a in "$@"; do
+	case "$a" in
+	-*) continue ;;
+	*/... | github.com/rekeyio/rekey | github.com/rekeyio/rekey/*) ;;
+	*) [[ -d "$a" && "$a" == .* ]] || continue ;;
+	esac
+	pkgs=()
+	break
+done
+
+log "go test ${pkgs[*]-} $*"
+set +e
+go test "${pkgs[@]+"${pkgs[@]}"}" "$@"
+status=$?
+set -e
+if [[ $status -ne 0 ]]; then
+	log "go test failed with status $status"
+fi
+exit "$status"
