@@ -1,0 +1,264 @@
+// Package config is rekey's typed configuration: what to read, how to
+// rewrite its keys and where to write it.
+//
+// A Config comes from a YAML file, REKEY_* environment variables and flags,
+// merged by a *viper.Viper the caller owns (see NewViper and Load). Load
+// refuses unknown keys; Validate reports every remaining problem at once,
+// each prefixed with its path in the file, e.g.
+//
+//	rewrite.params.n: must be 1..32, got 40
+//	target.table: required for a spanner target
+package config
+
+import (
+	"strings"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Endpoint types.
+const (
+	TypeSpanner   = "spanner"
+	TypeDatastore = "datastore"
+	TypeJSONL     = "jsonl"
+	TypeCSV       = "csv"
+	TypeAvro      = "avro"
+)
+
+// Types lists every endpoint type.
+var Types = []string{TypeSpanner, TypeDatastore, TypeJSONL, TypeCSV, TypeAvro}
+
+// Values of Config.Ancestors.
+const (
+	AncestorsRoot = "root"
+	AncestorsAll  = "all"
+)
+
+// Values of WriteConfig.Mode.
+const (
+	ModeUpsert = "upsert"
+	ModeInsert = "insert"
+)
+
+// Values of RampConfig.Profile.
+const (
+	RampNone      = "none"
+	RampDatastore = "datastore"
+	RampGCS       = "gcs"
+	RampCustom    = "custom"
+)
+
+// Service limits and defaults for write batches.
+const (
+	// SpannerMaxMutations is Spanner's limit of mutations per commit.
+	SpannerMaxMutations = 80000
+	// SpannerMaxBytes is Spanner's limit on the size of a commit (100 MiB).
+	SpannerMaxBytes = 100 << 20
+	// DatastoreMaxEntities is Datastore's limit of entities per commit.
+	DatastoreMaxEntities = 500
+	// DatastoreMaxBytes is Datastore's limit on the size of a request (10 MiB).
+	DatastoreMaxBytes = 10 << 20
+
+	// Spanner defaults follow Beam's SpannerIO: 5000 mutations, 1 MiB, 500 rows.
+	DefaultSpannerBatchMutations = 5000
+	DefaultSpannerBatchBytes     = 1 << 20
+	DefaultSpannerBatchRows      = 500
+	// Datastore defaults follow Beam's Datastore connector: at most 500
+	// entities and about 9 MB a commit.
+	DefaultDatastoreBatchEntities = 500
+	DefaultDatastoreBatchBytes    = 9_000_000
+)
+
+// Config is one migration.
+type Config struct {
+	// Source is where rows or entities are read.
+	Source Endpoint `mapstructure:"source"`
+	// Target is where they are written under their new keys.
+	Target Endpoint `mapstructure:"target"`
+	// Rewrite is the key rewrite strategy.
+	Rewrite RewriteConfig `mapstructure:"rewrite"`
+	// Ancestors (Datastore): "root" rewrites only the root element of each
+	// key path, so descendants keep their ids under the new root and entity
+	// groups stay together; "all" (default) rewrites every element.
+	Ancestors string `mapstructure:"ancestors"`
+	// References are Datastore property names whose key values point at
+	// migrated entities; they are rewritten the same way.
+	References []string `mapstructure:"references"`
+	// KeepOriginalKey, when set, is the property or column that keeps the
+	// old key on each written row or entity.
+	KeepOriginalKey string `mapstructure:"keep_original_key"`
+	// Interleaved are Spanner child tables interleaved in Source.Table,
+	// carried along with their parent rows.
+	Interleaved []string `mapstructure:"interleaved"`
+	// DeadLetter is a path (local or gs://) where refused elements go.
+	DeadLetter string `mapstructure:"dead_letter"`
+	// Write shapes the writes to the target.
+	Write WriteConfig `mapstructure:"write"`
+	// Ramp throttles the write rate at the start of a run.
+	Ramp RampConfig `mapstructure:"ramp"`
+}
+
+// Endpoint is a source or a target.
+type Endpoint struct {
+	// Type is one of spanner, datastore, jsonl, csv, avro.
+	Type string `mapstructure:"type"`
+	// Project is the Google Cloud project (spanner, datastore).
+	Project string `mapstructure:"project"`
+	// Instance is the Spanner instance id.
+	Instance string `mapstructure:"instance"`
+	// Database is the Spanner database id, or the Datastore database id
+	// (empty for the default database).
+	Database string `mapstructure:"database"`
+	// Table is the Spanner table.
+	Table string `mapstructure:"table"`
+	// Columns is a projection: the columns (or properties, or fields) to
+	// carry; empty means all. It must include the key columns.
+	Columns []string `mapstructure:"columns"`
+	// Filter is a Spanner SQL WHERE condition on a spanner source.
+	Filter string `mapstructure:"filter"`
+	// Key is the source key schema as Spanner DDL columns, e.g.
+	// "LastAccess TIMESTAMP, UserId INT64" (see rewrite.ParseKeySchema).
+	// Required on a non-spanner source going to a spanner target; optional
+	// on a spanner source, where it lets Validate check the rewrite.
+	Key string `mapstructure:"key"`
+	// Namespace is the Datastore namespace (empty for the default one).
+	Namespace string `mapstructure:"namespace"`
+	// Kind is the Datastore kind.
+	Kind string `mapstructure:"kind"`
+	// Path is a file or prefix, local or gs://bucket/... (jsonl, csv, avro).
+	Path string `mapstructure:"path"`
+	// Delimiter is the csv field delimiter (default ",").
+	Delimiter string `mapstructure:"delimiter"`
+}
+
+// IsFile reports whether the endpoint is a file type (jsonl, csv, avro).
+func (e Endpoint) IsFile() bool {
+	switch e.Type {
+	case TypeJSONL, TypeCSV, TypeAvro:
+		return true
+	}
+	return false
+}
+
+// RewriteConfig is a strategy with its parameters, as written in a config.
+type RewriteConfig struct {
+	Strategy string         `mapstructure:"strategy"`
+	Params   map[string]any `mapstructure:"params"`
+	// Steps are the strategies of a chain, applied in order.
+	Steps []RewriteConfig `mapstructure:"steps"`
+}
+
+// Step converts the section into the form rewrite.New takes.
+func (r RewriteConfig) Step() rewrite.StepConfig {
+	s := rewrite.StepConfig{Strategy: r.Strategy}
+	if r.Params != nil {
+		s.Params = make(rewrite.Params, len(r.Params))
+		for k, v := range r.Params {
+			s.Params[k] = v
+		}
+	}
+	for _, st := range r.Steps {
+		s.Steps = append(s.Steps, st.Step())
+	}
+	return s
+}
+
+// WriteConfig shapes writes to the target. Zero batch sizes take the
+// target's defaults (see SetDefaults).
+type WriteConfig struct {
+	// Mode is "upsert" (default: re-runs overwrite their own writes) or
+	// "insert" (refuse rows or entities that already exist).
+	Mode string `mapstructure:"mode"`
+	// BatchMutations caps mutations (Spanner cells, Datastore entities) per commit.
+	BatchMutations int `mapstructure:"batch_mutations"`
+	// BatchBytes caps the size of a commit.
+	BatchBytes int `mapstructure:"batch_bytes"`
+	// BatchRows caps rows or entities per commit.
+	BatchRows int `mapstructure:"batch_rows"`
+}
+
+// RampConfig is a ramp-up: the write rate starts at Base operations per
+// second and is multiplied by Growth every IntervalSeconds.
+//
+//	none       no ramp-up (default)
+//	datastore  Datastore's 500/50/5 rule: 500/s, ×1.5 every 5 minutes
+//	gcs        Cloud Storage's guidance: 1000/s, doubled every 20 minutes
+//	custom     Base, Growth and IntervalSeconds as given
+//
+// The datastore and gcs profiles fill in whichever of the three are unset.
+type RampConfig struct {
+	Profile         string  `mapstructure:"profile"`
+	Base            float64 `mapstructure:"base"`
+	Growth          float64 `mapstructure:"growth"`
+	IntervalSeconds float64 `mapstructure:"interval_seconds"`
+}
+
+// rampProfiles are the named profiles' Base, Growth and IntervalSeconds.
+var rampProfiles = map[string]RampConfig{
+	RampDatastore: {Base: 500, Growth: 1.5, IntervalSeconds: 300},
+	RampGCS:       {Base: 1000, Growth: 2, IntervalSeconds: 1200},
+}
+
+// SetDefaults normalizes enumerated values to lower case and fills in
+// defaults: ancestors "all", write mode "upsert", the target's batch sizes,
+// ramp profile "none" and the named ramp profiles' parameters, csv
+// delimiter ",". Load calls it; Validate expects it to have run.
+func (c *Config) SetDefaults() {
+	for _, e := range []*Endpoint{&c.Source, &c.Target} {
+		e.Type = lowerTrim(e.Type)
+		if e.Type == TypeCSV && e.Delimiter == "" {
+			e.Delimiter = ","
+		}
+	}
+	c.Ancestors = orDefault(lowerTrim(c.Ancestors), AncestorsAll)
+	c.Write.Mode = orDefault(lowerTrim(c.Write.Mode), ModeUpsert)
+	mut, bytes, rows := DefaultSpannerBatchMutations, DefaultSpannerBatchBytes, DefaultSpannerBatchRows
+	if c.Target.Type == TypeDatastore {
+		mut, bytes, rows = DefaultDatastoreBatchEntities, DefaultDatastoreBatchBytes, DefaultDatastoreBatchEntities
+	}
+	if c.Write.BatchMutations == 0 {
+		c.Write.BatchMutations = mut
+	}
+	if c.Write.BatchBytes == 0 {
+		c.Write.BatchBytes = bytes
+	}
+	if c.Write.BatchRows == 0 {
+		c.Write.BatchRows = rows
+	}
+	c.Ramp.Profile = orDefault(lowerTrim(c.Ramp.Profile), RampNone)
+	if p, ok := rampProfiles[c.Ramp.Profile]; ok {
+		if c.Ramp.Base == 0 {
+			c.Ramp.Base = p.Base
+		}
+		if c.Ramp.Growth == 0 {
+			c.Ramp.Growth = p.Growth
+		}
+		if c.Ramp.IntervalSeconds == 0 {
+			c.Ramp.IntervalSeconds = p.IntervalSeconds
+		}
+	}
+}
+
+// SourceKey parses Source.Key into the key schema of the source table
+// (named after Source.Table, else Target.Table). ok is false when no key
+// is configured.
+func (c *Config) SourceKey() (schema rewrite.KeySchema, ok bool, err error) {
+	if strings.TrimSpace(c.Source.Key) == "" {
+		return rewrite.KeySchema{}, false, nil
+	}
+	table := c.Source.Table
+	if table == "" {
+		table = c.Target.Table
+	}
+	schema, err = rewrite.ParseKeySchema(table, c.Source.Key)
+	return schema, true, err
+}
+
+func lowerTrim(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,307 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix prefixes the environment variables NewViper reads:
+// REKEY_TARGET_TABLE overrides target.table.
+const EnvPrefix = "REKEY"
+
+// FieldError is one problem with one key of a config.
+type FieldError struct {
+	// Path is the key's path in the file, e.g. "target.table" or
+	// "rewrite.steps[1].params.n"; empty for the config as a whole.
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// NewViper returns a fresh viper instance (never the global one) that reads
+// the YAML file file, if file is not empty, and lets environment variables
+// override any key: REKEY_ followed by the key path in upper case with "."
+// replaced by "_", e.g. REKEY_TARGET_TABLE or REKEY_WRITE_BATCH_ROWS. Lists
+// may be given as comma-separated values (REKEY_SOURCE_COLUMNS=a,b).
+func NewViper(file string) (*viper.Viper, error) {
+	v := viper.New()
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if file != "" {
+		v.SetConfigFile(file)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", file, err)
+		}
+	}
+	registerKeys(v)
+	return v, nil
+}
+
+// Load decodes the settings of v (file, environment, flags, as the caller
+// set it up) into a Config and fills in defaults (SetDefaults). Unknown keys
+// and values of the wrong type are reported together, each as a
+// *FieldError with its path, joined with errors.Join. Load does not call
+// Validate.
+//
+// So that environment variables reach keys the file does not mention, Load
+// registers every key of Config with v (an unset default, which changes no
+// value). Parameters under rewrite.params are free-form (rewrite.New checks
+// them), and can be overridden from the environment only when the file
+// names them.
+func Load(v *viper.Viper) (*Config, error) {
+	registerKeys(v)
+	var c Config
+	err := v.Unmarshal(&c,
+		viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+			stringToListHook,
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc(),
+		)),
+		func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true },
+	)
+	if err != nil {
+		errs := decodeProblems(err)
+		slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, errors.Join(errs...)
+	}
+	c.SetDefaults()
+	return &c, nil
+}
+
+// registerKeys makes every key of Config known to v, so that AutomaticEnv
+// applies to it in Unmarshal. A key v already knows is left alone.
+func registerKeys(v *viper.Viper) {
+	known := map[string]bool{}
+	for _, k := range v.AllKeys() {
+		known[k] = true
+	}
+	for _, k := range leafKeys(reflect.TypeFor[Config](), "") {
+		if !known[k] {
+			v.SetDefault(k, nil)
+		}
+	}
+}
+
+// leafKeys lists the key paths of t's fields that hold a single value or a
+// list of values: not maps (free-form) and not lists of sections.
+func leafKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("mapstructure")
+		if name == "" || name == "-" {
+			continue
+		}
+		path := prefix + name
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			out = append(out, leafKeys(f.Type, path+".")...)
+		case f.Type.Kind() == reflect.Map:
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+		default:
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// stringToListHook turns "a, b,,c" into [a b c], for lists given in the
+// environment or on the command line.
+func stringToListHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to != reflect.TypeFor[[]string]() {
+		return data, nil
+	}
+	var out []string
+	for _, s := range strings.Split(reflect.ValueOf(data).String(), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// decodeProblems turns mapstructure's errors into FieldErrors.
+func decodeProblems(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		var de *mapstructure.DecodeError
+		switch x := e.(type) {
+		case *mapstructure.DecodeError:
+			de = x
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walk(e)
+			}
+			return
+		case interface{ Unwrap() error }:
+			if errors.As(e, &de) {
+				walk(x.Unwrap())
+				return
+			}
+			out = append(out, &FieldError{Msg: e.Error()})
+			return
+		default:
+			out = append(out, &FieldError{Msg: e.Error()})
+			return
+		}
+		inner := de.Unwrap()
+		if _, ok := inner.(interface{ Unwrap() []error }); ok {
+			walk(inner)
+			return
+		}
+		if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
+			for _, k := range strings.Split(keys, ", ") {
+				out = append(out, unknownKey(de.Name(), k))
+			}
+			return
+		}
+		out = append(out, &FieldError{Path: de.Name(), Msg: describeDecodeError(inner)})
+	}
+	walk(err)
+	return out
+}
+
+func describeDecodeError(err error) string {
+	var pe *mapstructure.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("must be %s, got %s", typeName(pe.Expected.Type()), describeValue(pe.Value))
+	}
+	var ue *mapstructure.UnconvertibleTypeError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("must be %s, got %s", typeName(ue.Expected.Type()), describeValue(ue.Value))
+	}
+	return err.Error()
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a section of keys"
+	}
+	return t.String()
+}
+
+func describeValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case map[string]any:
+		return "a section of keys"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprint(v)
+}
+
+// unknownKey reports key under the section at parent, listing the keys the
+// section knows.
+func unknownKey(parent, key string) error {
+	path := key
+	if parent != "" {
+		path = parent + "." + key
+	}
+	msg := "unknown key"
+	if known := sectionKeys(parent); len(known) > 0 {
+		if s := closest(key, known); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		msg += " (known: " + strings.Join(known, ", ") + ")"
+	}
+	return &FieldError{Path: path, Msg: msg}
+}
+
+// sectionKeys lists the keys of the section at path, e.g. "source" or
+// "rewrite.steps[0]", in the order Config declares them.
+func sectionKeys(path string) []string {
+	t := reflect.TypeFor[Config]()
+	if path != "" {
+		for _, seg := range strings.Split(path, ".") {
+			if i := strings.IndexByte(seg, '['); i >= 0 {
+				seg = seg[:i]
+			}
+			f, ok := fieldByTag(t, seg)
+			if !ok {
+				return nil
+			}
+			t = f.Type
+			for t.Kind() == reflect.Slice {
+				t = t.Elem()
+			}
+			if t.Kind() != reflect.Struct {
+				return nil
+			}
+		}
+	}
+	var out []string
+	for i := range t.NumField() {
+		if name := t.Field(i).Tag.Get("mapstructure"); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Tag.Get("mapstructure") == tag {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// closest returns the candidate within edit distance 2 of s, if any.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
