@@ -1,0 +1,486 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Validate reports every problem of the config at once: errors.Join of
+// *FieldError, each with the path of the key at fault. The rewrite section
+// is checked by rewrite.New, whose paths are prefixed with "rewrite.".
+// Validate expects defaults to be filled in (Load does; see SetDefaults).
+func (c *Config) Validate() error {
+	var p problems
+	c.validateEndpoint(&p, "source", c.Source)
+	c.validateEndpoint(&p, "target", c.Target)
+	c.validateSame(&p)
+	schema, schemaOK := c.validateKey(&p)
+	c.validateRewrite(&p, schema, schemaOK)
+	c.validateOptions(&p, schema, schemaOK)
+	c.validateWrite(&p)
+	c.validateRamp(&p)
+	return errors.Join(p...)
+}
+
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// enum checks that v is one of allowed.
+func (p *problems) enum(path, v string, allowed ...string) bool {
+	if slices.Contains(allowed, v) {
+		return true
+	}
+	if v == "" {
+		p.add(path, "required: one of %s", strings.Join(allowed, ", "))
+	} else {
+		p.add(path, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	}
+	return false
+}
+
+var (
+	// Spanner instance ids: 2-64 characters.
+	instanceRE = regexp.MustCompile(`^[a-z][-a-z0-9]{0,62}[a-z0-9]$`)
+	// Spanner database ids: 2-30 characters.
+	spannerDatabaseRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,28}[a-z0-9]$`)
+	// Firestore (Datastore mode) database ids: 4-63 characters.
+	datastoreDatabaseRE = regexp.MustCompile(`^[a-z][a-z0-9-]{2,61}[a-z0-9]$`)
+	// Spanner identifiers (tables, columns), up to 128 characters.
+	identRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+)
+
+// fieldUse says which endpoint types use a field; source/target restrict
+// it to one role.
+type fieldUse struct {
+	key        string
+	value      func(Endpoint) bool
+	types      []string
+	sourceOnly bool
+	hint       string
+}
+
+var endpointFields = []fieldUse{
+	{key: "project", value: func(e Endpoint) bool { return e.Project != "" }, types: []string{TypeSpanner, TypeDatastore}},
+	{key: "instance", value: func(e Endpoint) bool { return e.Instance != "" }, types: []string{TypeSpanner}},
+	{key: "database", value: func(e Endpoint) bool { return e.Database != "" }, types: []string{TypeSpanner, TypeDatastore}},
+	{key: "table", value: func(e Endpoint) bool { return e.Table != "" }, types: []string{TypeSpanner}},
+	{key: "filter", value: func(e Endpoint) bool { return e.Filter != "" }, types: []string{TypeSpanner}, sourceOnly: true},
+	{key: "key", value: func(e Endpoint) bool { return e.Key != "" }, types: Types, sourceOnly: true,
+		hint: "; the target key is source.key rewritten"},
+	{key: "namespace", value: func(e Endpoint) bool { return e.Namespace != "" }, types: []string{TypeDatastore}},
+	{key: "kind", value: func(e Endpoint) bool { return e.Kind != "" }, types: []string{TypeDatastore}},
+	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro}},
+	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
+}
+
+func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
+	if !p.enum(role+".type", e.Type, Types...) {
+		return
+	}
+	what := fmt.Sprintf("a %s %s", e.Type, role)
+	for _, f := range endpointFields {
+		if !f.value(e) {
+			continue
+		}
+		if f.sourceOnly && role != "source" {
+			p.add(role+"."+f.key, "not used by a %s%s", role, f.hint)
+		} else if !slices.Contains(f.types, e.Type) {
+			p.add(role+"."+f.key, "not used by %s", what)
+		}
+	}
+	required := func(key, v string) bool {
+		if strings.TrimSpace(v) == "" {
+			p.add(role+"."+key, "required for %s", what)
+			return false
+		}
+		return true
+	}
+	switch e.Type {
+	case TypeSpanner:
+		required("project", e.Project)
+		if required("instance", e.Instance) && !instanceRE.MatchString(e.Instance) {
+			p.add(role+".instance", "must be 2-64 lowercase letters, digits or hyphens, starting with a letter and not ending with a hyphen, got %q", e.Instance)
+		}
+		if required("database", e.Database) && !spannerDatabaseRE.MatchString(e.Database) {
+			p.add(role+".database", "must be 2-30 lowercase letters, digits, underscores or hyphens, starting with a letter and not ending with _ or -, got %q", e.Database)
+		}
+		if required("table", e.Table) {
+			checkTableName(p, role+".table", e.Table)
+		}
+		for i, col := range e.Columns {
+			checkIdent(p, fmt.Sprintf("%s.columns[%d]", role, i), col)
+		}
+	case TypeDatastore:
+		required("project", e.Project)
+		if e.Database != "" && e.Database != "(default)" && !datastoreDatabaseRE.MatchString(e.Database) {
+			p.add(role+".database", "must be empty or (default) for the default database, or 4-63 lowercase letters, digits or hyphens, starting with a letter and ending with a letter or digit, got %q", e.Database)
+		}
+		if required("kind", e.Kind) && strings.HasPrefix(e.Kind, "__") {
+			p.add(role+".kind", "kinds starting with __ are reserved by Datastore, got %q", e.Kind)
+		}
+		if strings.HasPrefix(e.Namespace, "__") && strings.HasSuffix(e.Namespace, "__") {
+			p.add(role+".namespace", "namespaces matching __*__ are reserved by Datastore, got %q", e.Namespace)
+		}
+	default: // files
+		if required("path", e.Path) {
+			checkPath(p, role+".path", e.Path)
+		}
+		if e.Type == TypeCSV {
+			if d := []rune(e.Delimiter); len(d) != 1 || d[0] == '"' || d[0] == '\r' || d[0] == '\n' {
+				p.add(role+".delimiter", "must be one character other than a quote or a line break, got %q", e.Delimiter)
+			}
+		}
+	}
+	for i, col := range e.Columns {
+		if strings.TrimSpace(col) == "" {
+			p.add(fmt.Sprintf("%s.columns[%d]", role, i), "must not be empty")
+		}
+	}
+	if i, j, ok := duplicate(e.Columns, true); ok {
+		p.add(fmt.Sprintf("%s.columns[%d]", role, j), "%q is listed twice (also columns[%d])", e.Columns[j], i)
+	}
+}
+
+// validateSame refuses a target that is the source itself: a source read
+// while it is being rewritten would see its own rewritten rows.
+func (c *Config) validateSame(p *problems) {
+	s, t := c.Source, c.Target
+	if s.Type != t.Type {
+		return
+	}
+	switch s.Type {
+	case TypeSpanner:
+		if s.Project == t.Project && s.Instance == t.Instance && s.Database == t.Database && strings.EqualFold(s.Table, t.Table) && s.Table != "" {
+			p.add("target.table", "is the source table %q in the same database; write the rewritten rows to a new table", t.Table)
+		}
+	case TypeDatastore:
+		sameDB := s.Database == t.Database || (s.Database == "" || s.Database == "(default)") && (t.Database == "" || t.Database == "(default)")
+		if s.Project == t.Project && sameDB && s.Namespace == t.Namespace && s.Kind == t.Kind && s.Kind != "" {
+			p.add("target.kind", "is the source kind %q in the same database and namespace; write to another kind, namespace or database", t.Kind)
+		}
+	default:
+		if s.Path == t.Path && s.Path != "" {
+			p.add("target.path", "is the source path %q; write to another path", t.Path)
+		}
+	}
+}
+
+// validateKey checks source.key; it returns the parsed schema and whether
+// one is available.
+func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
+	schema, ok, err := c.SourceKey()
+	if err != nil {
+		p.add("source.key", "%v", err)
+		return schema, false
+	}
+	validSource := slices.Contains(Types, c.Source.Type)
+	if !ok {
+		if c.Target.Type == TypeSpanner && validSource && c.Source.Type != TypeSpanner {
+			p.add("source.key", "required for a %s source going to a spanner target: the key columns of each record as Spanner DDL, e.g. \"UserId STRING(36), LastAccess TIMESTAMP\"", c.Source.Type)
+		}
+		return schema, false
+	}
+	if c.Source.Type != TypeSpanner && c.Target.Type != TypeSpanner && validSource {
+		p.add("source.key", "used only with a spanner source or target")
+	}
+	if len(c.Source.Columns) > 0 {
+		for _, col := range schema.Columns {
+			if !slices.ContainsFunc(c.Source.Columns, func(s string) bool { return strings.EqualFold(s, col.Name) }) {
+				p.add("source.columns", "must include the key column %s (from source.key)", col.Name)
+			}
+		}
+	}
+	return schema, true
+}
+
+// rewriteStore is the store whose keys the rewrite produces: the target's,
+// else the source's when the target is a file; "" when neither is a store.
+func (c *Config) rewriteStore() (store, role string) {
+	for _, e := range []struct {
+		role string
+		e    Endpoint
+	}{{"target", c.Target}, {"source", c.Source}} {
+		if e.e.Type == TypeSpanner || e.e.Type == TypeDatastore {
+			return e.e.Type, e.role
+		}
+	}
+	return "", ""
+}
+
+func (c *Config) validateRewrite(p *problems, schema rewrite.KeySchema, schemaOK bool) {
+	if strings.TrimSpace(c.Rewrite.Strategy) == "" {
+		names := make([]string, 0)
+		for _, i := range rewrite.Strategies() {
+			names = append(names, i.Name)
+		}
+		p.add("rewrite.strategy", "required: one of %s", strings.Join(names, ", "))
+		return
+	}
+	store, role := c.rewriteStore()
+	supported := store == "" || c.checkSupport(p, "rewrite.", c.Rewrite, store, role)
+	s, err := rewrite.New(c.Rewrite.Step())
+	if err != nil {
+		for _, e := range leaves(err) {
+			var pe *rewrite.ParamError
+			if errors.As(e, &pe) {
+				p.add("rewrite."+pe.Path, "%s", pe.Msg)
+			} else {
+				p.add("rewrite", "%v", e)
+			}
+		}
+		return
+	}
+	if !supported {
+		return
+	}
+	switch store {
+	case TypeSpanner:
+		if schemaOK {
+			if _, err := s.Spanner(schema); err != nil {
+				p.add("rewrite", "does not apply to source.key %q: %v", c.Source.Key, err)
+			}
+		}
+	case TypeDatastore:
+		if _, err := s.Datastore(); err != nil {
+			p.add("rewrite", "%v", err)
+		}
+	}
+}
+
+// checkSupport reports the strategies of r (a chain's steps one by one)
+// that cannot rewrite keys of store, at path+"strategy". It works from the
+// strategies' descriptions, so it also reports on a rewrite whose
+// parameters are wrong.
+func (c *Config) checkSupport(p *problems, path string, r RewriteConfig, store, role string) bool {
+	name := strings.ToLower(strings.TrimSpace(r.Strategy))
+	if name == "chain" {
+		ok := true
+		for i, st := range r.Steps {
+			ok = c.checkSupport(p, fmt.Sprintf("%ssteps[%d].", path, i), st, store, role) && ok
+		}
+		return ok
+	}
+	i := slices.IndexFunc(rewrite.Strategies(), func(info rewrite.Info) bool { return info.Name == name })
+	if i < 0 {
+		return true // unknown: rewrite.New reports it
+	}
+	info := rewrite.Strategies()[i]
+	if store == TypeSpanner && info.Spanner || store == TypeDatastore && info.Datastore {
+		return true
+	}
+	msg := fmt.Sprintf("%s does not support a %s %s", name, store, role)
+	if s, err := rewrite.New(r.Step()); err == nil {
+		// The strategy's own error says what to use instead.
+		if store == TypeSpanner {
+			_, err = s.Spanner(rewrite.KeySchema{})
+		} else {
+			_, err = s.Datastore()
+		}
+		if err != nil {
+			msg += " (" + err.Error() + ")"
+		}
+	}
+	p.add(path+"strategy", "%s", msg)
+	return false
+}
+
+// leaves flattens a tree of errors.Join.
+func leaves(err error) []error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range m.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK bool) {
+	p.enum("ancestors", c.Ancestors, AncestorsRoot, AncestorsAll)
+
+	if len(c.References) > 0 && c.Target.Type != TypeDatastore && slices.Contains(Types, c.Target.Type) {
+		p.add("references", "only for a datastore target, not %s", c.Target.Type)
+	}
+	for i, r := range c.References {
+		if strings.TrimSpace(r) == "" {
+			p.add(fmt.Sprintf("references[%d]", i), "must not be empty")
+		}
+	}
+	if i, j, ok := duplicate(c.References, false); ok {
+		p.add(fmt.Sprintf("references[%d]", j), "%q is listed twice (also references[%d])", c.References[j], i)
+	}
+
+	if k := c.KeepOriginalKey; k != "" {
+		switch c.Target.Type {
+		case TypeSpanner:
+			checkIdent(p, "keep_original_key", k)
+			if schemaOK && schema.Index(k) >= 0 {
+				p.add("keep_original_key", "%q is a key column of the source; choose a new column name", k)
+			}
+		case TypeDatastore:
+			if strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__") {
+				p.add("keep_original_key", "property names matching __*__ are reserved by Datastore, got %q", k)
+			}
+			if slices.Contains(c.References, k) {
+				p.add("keep_original_key", "%q is also listed in references", k)
+			}
+		}
+	}
+
+	if len(c.Interleaved) > 0 && (c.Source.Type != TypeSpanner || c.Target.Type != TypeSpanner) {
+		p.add("interleaved", "only for a spanner source and target")
+	}
+	for i, t := range c.Interleaved {
+		path := fmt.Sprintf("interleaved[%d]", i)
+		checkTableName(p, path, t)
+		if strings.EqualFold(t, c.Source.Table) {
+			p.add(path, "%q is the source table itself", t)
+		}
+	}
+	if i, j, ok := duplicate(c.Interleaved, true); ok {
+		p.add(fmt.Sprintf("interleaved[%d]", j), "%q is listed twice (also interleaved[%d])", c.Interleaved[j], i)
+	}
+
+	if c.DeadLetter != "" {
+		checkPath(p, "dead_letter", c.DeadLetter)
+	}
+}
+
+func (c *Config) validateWrite(p *problems) {
+	w := c.Write
+	p.enum("write.mode", w.Mode, ModeUpsert, ModeInsert)
+	positive := func(key string, v int) bool {
+		if v <= 0 {
+			p.add("write."+key, "must be > 0, got %d", v)
+			return false
+		}
+		return true
+	}
+	atMost := func(key string, v, limit int, why string) {
+		if v > limit {
+			p.add("write."+key, "must be at most %d (%s), got %d", limit, why, v)
+		}
+	}
+	okM := positive("batch_mutations", w.BatchMutations)
+	okB := positive("batch_bytes", w.BatchBytes)
+	okR := positive("batch_rows", w.BatchRows)
+	switch c.Target.Type {
+	case TypeSpanner:
+		if okM {
+			atMost("batch_mutations", w.BatchMutations, SpannerMaxMutations, "Spanner's limit of mutations per commit")
+		}
+		if okB {
+			atMost("batch_bytes", w.BatchBytes, SpannerMaxBytes, "100 MiB, Spanner's limit per commit")
+		}
+	case TypeDatastore:
+		if okM {
+			atMost("batch_mutations", w.BatchMutations, DatastoreMaxEntities, "Datastore's limit of entities per commit")
+		}
+		if okR {
+			atMost("batch_rows", w.BatchRows, DatastoreMaxEntities, "Datastore's limit of entities per commit")
+		}
+		if okB {
+			atMost("batch_bytes", w.BatchBytes, DatastoreMaxBytes, "10 MiB, Datastore's limit per request")
+		}
+	}
+}
+
+func (c *Config) validateRamp(p *problems) {
+	r := c.Ramp
+	if !p.enum("ramp.profile", r.Profile, RampNone, RampDatastore, RampGCS, RampCustom) {
+		return
+	}
+	params := []struct {
+		key string
+		v   float64
+		min float64
+		doc string
+	}{
+		{"base", r.Base, 0, "writes per second at the start"},
+		{"growth", r.Growth, 1, "the rate is multiplied by it every interval"},
+		{"interval_seconds", r.IntervalSeconds, 0, "seconds between increases"},
+	}
+	for _, q := range params {
+		path := "ramp." + q.key
+		switch {
+		case r.Profile == RampNone:
+			if q.v != 0 {
+				p.add(path, "set to %g but ramp.profile is none; choose a profile (datastore, gcs or custom)", q.v)
+			}
+		case math.IsNaN(q.v) || math.IsInf(q.v, 0):
+			p.add(path, "must be a finite number, got %g", q.v)
+		case q.min == 0 && q.v <= 0:
+			if q.v == 0 && r.Profile == RampCustom {
+				p.add(path, "required for the custom profile (%s)", q.doc)
+			} else {
+				p.add(path, "must be > 0 (%s), got %g", q.doc, q.v)
+			}
+		case q.min > 0 && q.v < q.min:
+			if q.v == 0 && r.Profile == RampCustom {
+				p.add(path, "required for the custom profile (%s)", q.doc)
+			} else {
+				p.add(path, "must be >= %g (%s), got %g", q.min, q.doc, q.v)
+			}
+		}
+	}
+}
+
+func checkIdent(p *problems, path, s string) {
+	if s != "" && !identRE.MatchString(s) {
+		p.add(path, "must be a Spanner identifier (a letter, then up to 127 letters, digits or underscores), got %q", s)
+	}
+}
+
+// checkTableName accepts a table name, optionally in a named schema
+// ("schema.Table").
+func checkTableName(p *problems, path, s string) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 || !identRE.MatchString(parts[0]) || !identRE.MatchString(parts[len(parts)-1]) {
+		p.add(path, "must be a Spanner table name (a letter, then letters, digits or underscores, optionally schema.Table), got %q", s)
+	}
+}
+
+// checkPath accepts a local path or gs://bucket[/object].
+func checkPath(p *problems, path, s string) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return
+	}
+	if scheme != "gs" {
+		p.add(path, "unsupported scheme %q in %q (want a local path or gs://bucket/...)", scheme, s)
+		return
+	}
+	if bucket, _, _ := strings.Cut(rest, "/"); bucket == "" {
+		p.add(path, "missing bucket name in %q (want gs://bucket/...)", s)
+	}
+}
+
+// duplicate returns the first repeated entry of list: i < j with the same
+// value (compared case-insensitively when fold is set).
+func duplicate(list []string, fold bool) (i, j int, ok bool) {
+	seen := map[string]int{}
+	for j, s := range list {
+		if s == "" {
+			continue
+		}
+		k := s
+		if fold {
+			k = strings.ToLower(s)
+		}
+		if i, dup := seen[k]; dup {
+			return i, j, true
+		}
+		seen[k] = j
+	}
+	return 0, 0, false
+}
