@@ -1,0 +1,623 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/viper"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// load reads YAML text through a fresh viper, as the CLI does.
+func load(t *testing.T, text string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rekey.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewViper(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Load(v)
+}
+
+func mustLoad(t *testing.T, text string) *Config {
+	t.Helper()
+	c, err := load(t, text)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return c
+}
+
+// lines flattens an errors.Join tree into its messages.
+func lines(err error) []string {
+	var out []string
+	for _, e := range leaves(err) {
+		if e != nil {
+			out = append(out, e.Error())
+		}
+	}
+	return out
+}
+
+// checkProblems checks that got holds exactly the wanted messages, in any
+// order. A wanted message ending in "..." matches any message it starts.
+func checkProblems(t *testing.T, err error, want []string) {
+	t.Helper()
+	got := lines(err)
+	var fieldErrs int
+	for _, e := range leaves(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			fieldErrs++
+		}
+	}
+	if fieldErrs != len(got) {
+		t.Errorf("%d of %d problems are *FieldError", fieldErrs, len(got))
+	}
+	unmatched := slices.Clone(got)
+	for _, w := range want {
+		i := slices.IndexFunc(unmatched, func(g string) bool {
+			if p, ok := strings.CutSuffix(w, "..."); ok {
+				return strings.HasPrefix(g, p)
+			}
+			return g == w
+		})
+		if i < 0 {
+			t.Errorf("missing problem:\n  %s", w)
+			continue
+		}
+		unmatched = slices.Delete(unmatched, i, i+1)
+	}
+	for _, g := range unmatched {
+		t.Errorf("unexpected problem:\n  %s", g)
+	}
+	if t.Failed() {
+		t.Logf("all problems:\n  %s", strings.Join(got, "\n  "))
+	}
+}
+
+func TestExampleConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no example configs found in configs/")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			v, err := NewViper(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(v)
+			if err != nil {
+				t.Fatalf("Load:\n%v", err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate:\n%v", err)
+			}
+			if c.Rewrite.Strategy == "" {
+				t.Error("no rewrite strategy")
+			}
+		})
+	}
+}
+
+// spannerPair is a valid spanner-to-spanner config to break in tests.
+const spannerPair = `
+source:
+  type: spanner
+  project: rekey-demo
+  instance: rekey
+  database: demo
+  table: UserAccessLogs
+  key: LastAccess TIMESTAMP, UserId STRING(MAX)
+target:
+  type: spanner
+  project: rekey-demo
+  instance: rekey
+  database: demo
+  table: UserAccessLogsByUser
+`
+
+func TestValidateOK(t *testing.T) {
+	tests := map[string]string{
+		"swap": spannerPair + `
+rewrite: {strategy: swap, params: {order: [UserId]}}
+`,
+		"shard": spannerPair + `
+rewrite: {strategy: shard, params: {n: 16, columns: [UserId], mode: abs}}
+`,
+		"spanner source without key": `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T2}
+rewrite: {strategy: swap, params: {order: [B]}}
+`,
+		"csv to spanner": `
+source: {type: csv, path: gs://bucket/in/*.csv, key: "Id INT64", delimiter: ";"}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T}
+rewrite: {strategy: bitreverse}
+interleaved: []
+`,
+		"spanner to avro file": `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T, key: "A STRING(36)"}
+target: {type: avro, path: /tmp/out.avro}
+rewrite: {strategy: hashprefix}
+`,
+		"interleaved": spannerPair + `
+rewrite: {strategy: shard, params: {n: 4}}
+interleaved: [AccessDetails, AccessTags]
+keep_original_key: OldKey
+ramp: {profile: gcs}
+`,
+	}
+	for name, text := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := mustLoad(t, text)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate:\n%v", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "many at once",
+			yaml: `
+source: {type: foo}
+target: {type: spanner, project: rekey-demo, instance: rekey, database: demo}
+rewrite: {strategy: hashprefix, params: {n: 40}}
+ancestors: some
+write: {mode: merge, batch_mutations: 100000, batch_bytes: -1}
+ramp: {profile: fast}
+`,
+			want: []string{
+				`source.type: must be one of spanner, datastore, jsonl, csv, avro, got "foo"`,
+				`target.table: required for a spanner target`,
+				`rewrite.params.n: must be 1..32, got 40`,
+				`ancestors: must be one of root, all, got "some"`,
+				`write.mode: must be one of upsert, insert, got "merge"`,
+				`write.batch_mutations: must be at most 80000 (Spanner's limit of mutations per commit), got 100000`,
+				`write.batch_bytes: must be > 0, got -1`,
+				`ramp.profile: must be one of none, datastore, gcs, custom, got "fast"`,
+			},
+		},
+		{
+			name: "required fields",
+			yaml: `
+source: {type: datastore}
+target: {type: spanner}
+`,
+			want: []string{
+				`source.project: required for a datastore source`,
+				`source.kind: required for a datastore source`,
+				`target.project: required for a spanner target`,
+				`target.instance: required for a spanner target`,
+				`target.database: required for a spanner target`,
+				`target.table: required for a spanner target`,
+				`source.key: required for a datastore source going to a spanner target: the key columns of each record as Spanner DDL, e.g. "UserId STRING(36), LastAccess TIMESTAMP"`,
+				`rewrite.strategy: required: one of bitreverse, bucket, chain, generation, hashprefix, reverse, shard, swap, uuid`,
+			},
+		},
+		{
+			name: "types missing",
+			yaml: `rewrite: {strategy: reverse}`,
+			want: []string{
+				`source.type: required: one of spanner, datastore, jsonl, csv, avro`,
+				`target.type: required: one of spanner, datastore, jsonl, csv, avro`,
+			},
+		},
+		{
+			name: "strategy with bad params that cannot do datastore",
+			yaml: `
+source: {type: jsonl}
+target: {type: datastore, project: rekey-demo, kind: Customer, table: Customers}
+rewrite: {strategy: shard, params: {n: 0}}
+`,
+			want: []string{
+				`source.path: required for a jsonl source`,
+				`target.table: not used by a datastore target`,
+				`rewrite.params.n: must be 1..2147483648, got 0`,
+				`rewrite.strategy: shard does not support a datastore target`,
+			},
+		},
+		{
+			name: "strategy does not support the target store",
+			yaml: `
+source: {type: jsonl, path: in.jsonl}
+target: {type: datastore, project: rekey-demo, kind: Customer}
+rewrite:
+  strategy: chain
+  steps:
+    - {strategy: hashprefix}
+    - {strategy: swap, params: {order: [a]}}
+    - {strategy: bucket}
+`,
+			want: []string{
+				`rewrite.steps[1].strategy: swap does not support a datastore target (swap: Datastore keys not supported...`,
+				`rewrite.steps[2].strategy: bucket does not support a datastore target (bucket: Datastore keys not supported...`,
+			},
+		},
+		{
+			name: "jsonl to spanner without a key",
+			yaml: `
+source: {type: jsonl, path: ./in.jsonl}
+target: {type: spanner, project: rekey-demo, instance: rekey, database: demo, table: T}
+rewrite: {strategy: shard}
+`,
+			want: []string{
+				`source.key: required for a jsonl source going to a spanner target: the key columns of each record as Spanner DDL, e.g. "UserId STRING(36), LastAccess TIMESTAMP"`,
+			},
+		},
+		{
+			name: "chain steps",
+			yaml: spannerPair + `
+rewrite:
+  strategy: chain
+  steps:
+    - strategy: hashprefix
+      params: {bogus: 1, hash: sha1}
+    - strategy: generation
+      params: {g: 0}
+    - strategy: nope
+`,
+			want: []string{
+				`rewrite.steps[0].params.bogus: unknown parameter (known: column, elements, hash, n, sep)`,
+				`rewrite.steps[0].params.hash: must be one of md5, farm, got "sha1"`,
+				`rewrite.steps[1].params.g: must be 1..4611686018427387904, got 0`,
+				`rewrite.steps[2].strategy: unknown strategy "nope" (known: bitreverse, bucket, chain, generation, hashprefix, reverse, shard, swap, uuid)`,
+			},
+		},
+		{
+			name: "bad key schema and projection",
+			yaml: `
+source: {type: csv, path: in.csv, key: "LastAccess TIMESTAMP, UserId STRNG", delimiter: "::"}
+target: {type: spanner, project: rekey-demo, instance: Rekey_1, database: d, table: "1T"}
+rewrite: {strategy: shard}
+`,
+			want: []string{
+				`source.key: key column "UserId": unknown Spanner type "STRNG" (want one of INT64, STRING, BYTES, TIMESTAMP, DATE, BOOL, FLOAT64, NUMERIC)`,
+				`source.delimiter: must be one character other than a quote or a line break, got "::"`,
+				`target.instance: must be 2-64 lowercase letters, digits or hyphens, starting with a letter and not ending with a hyphen, got "Rekey_1"`,
+				`target.database: must be 2-30 lowercase letters, digits, underscores or hyphens, starting with a letter and not ending with _ or -, got "d"`,
+				`target.table: must be a Spanner table name (a letter, then letters, digits or underscores, optionally schema.Table), got "1T"`,
+			},
+		},
+		{
+			name: "rewrite does not fit the key",
+			yaml: `
+source:
+  type: spanner
+  project: rekey-demo
+  instance: rekey
+  database: demo
+  table: UserAccessLogs
+  key: LastAccess TIMESTAMP, UserId STRING(MAX)
+  columns: [UserId, Payload]
+target: {type: spanner, project: rekey-demo, instance: rekey, database: demo, table: New}
+rewrite: {strategy: swap, params: {order: [Nope]}}
+keep_original_key: UserId
+`,
+			want: []string{
+				`source.columns: must include the key column LastAccess (from source.key)`,
+				`rewrite: does not apply to source.key "LastAccess TIMESTAMP, UserId STRING(MAX)": swap: table UserAccessLogs has no key column "Nope" (key: PRIMARY KEY (LastAccess, UserId))`,
+				`keep_original_key: "UserId" is a key column of the source; choose a new column name`,
+			},
+		},
+		{
+			name: "options",
+			yaml: `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T, filter: "A > 1"}
+target: {type: datastore, project: p, kind: "__T", key: "A INT64", filter: "x", database: ab}
+rewrite: {strategy: reverse}
+ancestors: ROOT
+references: [Parent, "", Parent]
+interleaved: [Child]
+dead_letter: s3://bucket/dlq
+keep_original_key: __old__
+write: {batch_rows: 1000, batch_mutations: 600, batch_bytes: 20971520}
+`,
+			want: []string{
+				`target.database: must be empty or (default) for the default database, or 4-63 lowercase letters, digits or hyphens, starting with a letter and ending with a letter or digit, got "ab"`,
+				`target.filter: not used by a target`,
+				`target.key: not used by a target; the target key is source.key rewritten`,
+				`target.kind: kinds starting with __ are reserved by Datastore, got "__T"`,
+				`references[1]: must not be empty`,
+				`references[2]: "Parent" is listed twice (also references[0])`,
+				`interleaved: only for a spanner source and target`,
+				`dead_letter: unsupported scheme "s3" in "s3://bucket/dlq" (want a local path or gs://bucket/...)`,
+				`keep_original_key: property names matching __*__ are reserved by Datastore, got "__old__"`,
+				`write.batch_mutations: must be at most 500 (Datastore's limit of entities per commit), got 600`,
+				`write.batch_rows: must be at most 500 (Datastore's limit of entities per commit), got 1000`,
+				`write.batch_bytes: must be at most 10485760 (10 MiB, Datastore's limit per request), got 20971520`,
+			},
+		},
+		{
+			name: "spanner-only options and same table",
+			yaml: `
+source: {type: datastore, project: p, kind: K, key: "Id INT64", filter: "x"}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T, kind: K}
+rewrite: {strategy: bitreverse}
+references: [Parent]
+interleaved: [Child, child, K]
+keep_original_key: "Old Key"
+dead_letter: gs://
+`,
+			want: []string{
+				`source.filter: not used by a datastore source`,
+				`target.kind: not used by a spanner target`,
+				`references: only for a datastore target, not spanner`,
+				`interleaved: only for a spanner source and target`,
+				`interleaved[1]: "child" is listed twice (also interleaved[0])`,
+				`keep_original_key: must be a Spanner identifier (a letter, then up to 127 letters, digits or underscores), got "Old Key"`,
+				`dead_letter: missing bucket name in "gs://" (want gs://bucket/...)`,
+			},
+		},
+		{
+			name: "same place",
+			yaml: `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: t}
+rewrite: {strategy: shard}
+`,
+			want: []string{
+				`target.table: is the source table "t" in the same database; write the rewritten rows to a new table`,
+			},
+		},
+		{
+			name: "same kind",
+			yaml: `
+source: {type: datastore, project: p, kind: K}
+target: {type: datastore, project: p, kind: K, database: (default)}
+rewrite: {strategy: hashprefix}
+`,
+			want: []string{
+				`target.kind: is the source kind "K" in the same database and namespace; write to another kind, namespace or database`,
+			},
+		},
+		{
+			name: "ramp custom",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+ramp: {profile: custom, growth: 0.5, interval_seconds: -3}
+`,
+			want: []string{
+				`ramp.base: required for the custom profile (writes per second at the start)`,
+				`ramp.growth: must be >= 1 (the rate is multiplied by it every interval), got 0.5`,
+				`ramp.interval_seconds: must be > 0 (seconds between increases), got -3`,
+			},
+		},
+		{
+			name: "ramp none with parameters",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+ramp: {base: 100}
+`,
+			want: []string{
+				`ramp.base: set to 100 but ramp.profile is none; choose a profile (datastore, gcs or custom)`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustLoad(t, tt.yaml)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate accepted the config")
+			}
+			checkProblems(t, err, tt.want)
+		})
+	}
+}
+
+func TestEnvOverride(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rekey.yaml")
+	text := spannerPair + `
+rewrite: {strategy: shard, params: {n: 4}}
+`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("REKEY_TARGET_TABLE", "FromEnv")
+	t.Setenv("REKEY_SOURCE_COLUMNS", "UserId, LastAccess,Payload")
+	t.Setenv("REKEY_WRITE_BATCH_ROWS", "100")
+	t.Setenv("REKEY_RAMP_PROFILE", "custom")
+	t.Setenv("REKEY_RAMP_BASE", "250")
+	t.Setenv("REKEY_RAMP_GROWTH", "1.5")
+	t.Setenv("REKEY_RAMP_INTERVAL_SECONDS", "60")
+	t.Setenv("REKEY_DEAD_LETTER", "gs://dlq/rekey")
+	t.Setenv("REKEY_REWRITE_PARAMS_N", "8") // named by the file, so known
+
+	v, err := NewViper(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(v)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if got, want := c.Target.Table, "FromEnv"; got != want {
+		t.Errorf("target.table = %q, want %q", got, want)
+	}
+	if got, want := c.Source.Table, "UserAccessLogs"; got != want {
+		t.Errorf("source.table = %q, want %q (from the file)", got, want)
+	}
+	if got, want := c.Source.Columns, []string{"UserId", "LastAccess", "Payload"}; !slices.Equal(got, want) {
+		t.Errorf("source.columns = %q, want %q", got, want)
+	}
+	if got, want := c.Write.BatchRows, 100; got != want {
+		t.Errorf("write.batch_rows = %d, want %d", got, want)
+	}
+	if got, want := c.Ramp, (RampConfig{Profile: "custom", Base: 250, Growth: 1.5, IntervalSeconds: 60}); got != want {
+		t.Errorf("ramp = %+v, want %+v", got, want)
+	}
+	if got, want := c.DeadLetter, "gs://dlq/rekey"; got != want {
+		t.Errorf("dead_letter = %q, want %q", got, want)
+	}
+	s, err := rewrite.New(c.Rewrite.Step())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Spec().Params["n"], "8"; got != want {
+		t.Errorf("rewrite.params.n = %q, want %q", got, want)
+	}
+
+	// Without a file, everything can come from the environment.
+	t.Setenv("REKEY_SOURCE_TYPE", "jsonl")
+	t.Setenv("REKEY_SOURCE_PATH", "in.jsonl")
+	t.Setenv("REKEY_SOURCE_KEY", "Id INT64")
+	t.Setenv("REKEY_SOURCE_COLUMNS", "")
+	t.Setenv("REKEY_TARGET_TYPE", "spanner")
+	t.Setenv("REKEY_TARGET_PROJECT", "rekey-demo")
+	t.Setenv("REKEY_TARGET_INSTANCE", "rekey")
+	t.Setenv("REKEY_TARGET_DATABASE", "demo")
+	t.Setenv("REKEY_REWRITE_STRATEGY", "bitreverse")
+	v, err = NewViper("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(v)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if c.Source.Type != "jsonl" || c.Target.Table != "FromEnv" || c.Rewrite.Strategy != "bitreverse" {
+		t.Errorf("config from the environment = %+v", c)
+	}
+}
+
+func TestLoadKeepsCallerSettings(t *testing.T) {
+	v := viper.New() // a caller's own instance, no environment
+	v.SetDefault("write.mode", "insert")
+	v.Set("target.table", "Set")
+	c, err := Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Write.Mode != "insert" || c.Target.Table != "Set" {
+		t.Errorf("write.mode = %q, target.table = %q; want the caller's insert, Set", c.Write.Mode, c.Target.Table)
+	}
+	if keys := viper.AllKeys(); len(keys) != 0 {
+		t.Errorf("the global viper has keys %q", keys)
+	}
+}
+
+func TestUnknownKeys(t *testing.T) {
+	_, err := load(t, spannerPair+`
+  tabel: oops
+rewrite:
+  strategy: chain
+  params: {anything: goes}
+  steps:
+    - {strategy: hashprefix, param: {n: 4}}
+write: {batch_row: 10, batch_bytes: lots}
+bogus: 1
+`)
+	if err == nil {
+		t.Fatal("Load accepted unknown keys")
+	}
+	checkProblems(t, err, []string{
+		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, dead_letter, write, ramp)`,
+		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
+		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows)`,
+		`write.batch_bytes: must be an integer, got "lots"`,
+	})
+
+	// rewrite.params is free-form for Load; rewrite.New checks it.
+	c := mustLoad(t, spannerPair+`
+rewrite: {strategy: shard, params: {anything: goes}}
+`)
+	checkProblems(t, c.Validate(), []string{
+		`rewrite.params.anything: unknown parameter (known: columns, mode, n, name, sep)`,
+	})
+}
+
+func TestDefaults(t *testing.T) {
+	c := mustLoad(t, `
+source: {type: CSV, path: in.csv, key: "Id STRING(MAX)"}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: hashprefix}
+ramp: {profile: Datastore, base: 100}
+`)
+	want := Config{
+		Source:    Endpoint{Type: "csv", Path: "in.csv", Key: "Id STRING(MAX)", Delimiter: ","},
+		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
+		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
+		Ancestors: "all",
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500},
+		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
+	}
+	if !reflect.DeepEqual(*c, want) {
+		t.Errorf("got  %+v\nwant %+v", *c, want)
+	}
+	// source.key with neither side on Spanner is refused.
+	checkProblems(t, c.Validate(), []string{`source.key: used only with a spanner source or target`})
+
+	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500}); got != want {
+		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
+	}
+}
+
+func TestStep(t *testing.T) {
+	r := RewriteConfig{
+		Strategy: "chain",
+		Steps: []RewriteConfig{
+			{Strategy: "hashprefix", Params: map[string]any{"n": 4}},
+			{Strategy: "generation", Params: map[string]any{"g": 3, "as": "prefix"}},
+		},
+	}
+	want := rewrite.StepConfig{
+		Strategy: "chain",
+		Steps: []rewrite.StepConfig{
+			{Strategy: "hashprefix", Params: rewrite.Params{"n": 4}},
+			{Strategy: "generation", Params: rewrite.Params{"g": 3, "as": "prefix"}},
+		},
+	}
+	if got := r.Step(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Step() = %+v, want %+v", got, want)
+	}
+	s, err := rewrite.New(r.Step())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Datastore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ds.Rewrite(rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "Customer", Name: "Customer1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := k.Leaf().Name; !strings.HasPrefix(name, "3-") || !strings.HasSuffix(name, "-Customer1") || len(name) != len("3-a1b2-Customer1") {
+		t.Errorf("rewritten name = %q, want the form 3-a1b2-Customer1", name)
+	}
+}
+
+func TestNewViperMissingFile(t *testing.T) {
+	if _, err := NewViper(filepath.Join(t.TempDir(), "nope.yaml")); err == nil {
+		t.Error("NewViper accepted a missing file")
+	}
+}
