@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"unsafe"
 
 	farm "github.com/dgryski/go-farm"
 )
@@ -175,10 +177,21 @@ func (h *textHasher) sql() string {
 	return "CONCAT(" + strings.Join(parts, ", ") + ")"
 }
 
+// textBufs holds scratch buffers for hashed texts: farm.Fingerprint64 lets
+// its argument escape, so a stack buffer would be a heap allocation per key.
+var textBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
 // fingerprint returns FARM_FINGERPRINT of key's text.
 func (h *textHasher) fingerprint(key []Value) (int64, error) {
-	var buf [256]byte
-	t, err := h.appendText(buf[:0], key)
+	if h.raw && !key[h.idx[0]].Null && key[h.idx[0]].Type == TypeString {
+		s := key[h.idx[0]].Str
+		// Hash the string's bytes in place; Fingerprint64 only reads them.
+		return int64(farm.Fingerprint64(unsafe.Slice(unsafe.StringData(s), len(s)))), nil
+	}
+	bp := textBufs.Get().(*[]byte)
+	defer textBufs.Put(bp)
+	t, err := h.appendText((*bp)[:0], key)
+	*bp = t
 	if err != nil {
 		return 0, err
 	}
