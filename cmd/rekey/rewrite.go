@@ -102,7 +102,15 @@ func (kr *keyRewriter) line(text string) (out string, err error) {
 			err = fmt.Errorf("internal error: %v", p)
 		}
 	}()
-	pk, err := rewrite.ParseKey(text, kr.schema)
+	parseSchema := kr.schema
+	if kr.invert && kr.schema != nil {
+		r, err := kr.spannerFor(*kr.schema)
+		if err != nil {
+			return "", err
+		}
+		parseSchema = &rewrite.KeySchema{Table: kr.table, Columns: r.Out().Columns}
+	}
+	pk, err := rewrite.ParseKey(text, parseSchema)
 	if err != nil {
 		return "", err
 	}
@@ -140,9 +148,6 @@ func (kr *keyRewriter) line(text string) (out string, err error) {
 	}
 	var vals []rewrite.Value
 	if kr.invert {
-		if pk, err = rewrite.ParseKey(text, &rewrite.KeySchema{Table: kr.table, Columns: r.Out().Columns}); err != nil {
-			return "", err
-		}
 		vals, err = r.Invert(nil, pk.Values)
 	} else {
 		vals, err = r.Rewrite(nil, pk.Values)
