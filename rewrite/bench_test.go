@@ -19,7 +19,7 @@ import (
 const benchKeys = 1024
 
 var (
-	byteKeys   = func() [][]byte {
+	byteKeys = func() [][]byte {
 		ks := make([][]byte, benchKeys)
 		for i := range ks {
 			ks[i] = []byte(fmt.Sprintf("Customer%07d", i))
