@@ -10,6 +10,7 @@ import (
 // conformanceConfigs are the strategy configurations the conformance suite
 // runs on: every strategy, with its main parameter variants.
 var conformanceConfigs = []rewrite.StepConfig{
+	{Strategy: "none"},
 	{Strategy: "hashprefix"},
 	{Strategy: "hashprefix", Params: rewrite.Params{"n": 32, "sep": ""}},
 	{Strategy: "hashprefix", Params: rewrite.Params{"n": 16, "hash": "farm", "sep": "_", "elements": "root"}},

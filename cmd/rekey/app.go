@@ -56,6 +56,7 @@ type stdio struct {
 
 func commands() map[string]command {
 	cs := []command{
+		{"demo", "rewrite the bundled sample keys with several strategies and show how evenly they spread", runDemo},
 		{"strategies", "list the key-rewrite strategies", runStrategies},
 		{"rewrite", "rewrite keys read from stdin (one per line) and print the new keys", runRewrite},
 		{"validate", "validate a config file", runValidate},

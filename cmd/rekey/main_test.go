@@ -23,7 +23,7 @@ func TestStrategiesListsEveryStrategy(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, s := range []string{"hashprefix", "shard", "bitreverse", "uuid", "swap", "reverse", "bucket", "generation", "chain"} {
+	for _, s := range []string{"none", "hashprefix", "shard", "bitreverse", "uuid", "swap", "reverse", "bucket", "generation", "chain"} {
 		if !strings.Contains(out, "\n"+s+" ") {
 			t.Errorf("strategies output lacks %s:\n%s", s, out)
 		}
@@ -170,4 +170,19 @@ func FuzzRewriteLine(f *testing.F) {
 			t.Fatalf("line %q with %s: %s", line, strategy, errb.String())
 		}
 	})
+}
+
+func TestDemo(t *testing.T) {
+	out, errs, code := rekey(t, "", "demo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, "FAILED") {
+		t.Errorf("a round trip failed:\n%s", out)
+	}
+	for _, want := range []string{"none (copy)           (LastAccess, UserId)           12.80x", "2000 Customer entities", "becf-Customer1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
 }
