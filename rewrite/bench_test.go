@@ -127,6 +127,14 @@ func BenchmarkHashPrefix(b *testing.B) {
 
 func BenchmarkShard(b *testing.B) {
 	s := mustNew(b, "shard", rewrite.Params{"n": 10})
+	b.Run("farm/append", func(b *testing.B) {
+		b.ReportAllocs()
+		sh := s.(*rewrite.Shard)
+		for i := 0; b.Loop(); i++ {
+			sink += uint64(sh.Of(byteKeys[i%benchKeys]))
+		}
+		keysPerSec(b)
+	})
 	b.Run("farm/string", func(b *testing.B) { benchRewrite(b, mustBind(b, s, "K STRING(MAX)"), stringVals) })
 	b.Run("farm/int64", func(b *testing.B) { benchRewrite(b, mustBind(b, s, "K INT64"), intVals) })
 	b.Run("farm/timestamp+string", func(b *testing.B) {

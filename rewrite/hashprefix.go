@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -38,6 +39,7 @@ type HashPrefix struct {
 	Sep    string
 	Column string // Spanner: the key column to prefix (default: the first)
 	scope  scope
+	farm   bool
 }
 
 func init() {
@@ -56,6 +58,7 @@ func init() {
 			max = 16
 		}
 		h.N = int(p.integer("n", 4, 1, max))
+		h.farm = h.Hash == "farm"
 		if !utf8.ValidString(h.Sep) {
 			p.fail("sep", "must be valid UTF-8")
 		}
@@ -76,27 +79,70 @@ func (h *HashPrefix) Spec() Spec {
 // Append appends hex(hash(key))[:N] + Sep + key to dst. It does not
 // allocate when dst has room.
 func (h *HashPrefix) Append(dst, key []byte) []byte {
-	dst = h.appendPrefix(dst, key)
-	dst = append(dst, h.Sep...)
-	return append(dst, key...)
+	n := h.N + len(h.Sep) + len(key)
+	off := len(dst)
+	if cap(dst)-off < n {
+		dst = slices.Grow(dst, n)
+	}
+	dst = dst[:off+n]
+	out := dst[off:]
+	if h.farm && len(out) >= 16 {
+		// Write all 16 digits at once; the separator and key overwrite
+		// the digits past N.
+		fp := farm.Fingerprint64(key)
+		binary.BigEndian.PutUint64(out[0:8], hex8(uint32(fp>>32)))
+		binary.BigEndian.PutUint64(out[8:16], hex8(uint32(fp)))
+	} else {
+		h.putPrefix(out[:h.N], key)
+	}
+	if len(h.Sep) == 1 {
+		out[h.N] = h.Sep[0]
+	} else {
+		copy(out[h.N:], h.Sep)
+	}
+	copy(out[h.N+len(h.Sep):], key)
+	return dst
 }
 
+// hex8 returns the 8 lowercase hex digits of v, most significant first,
+// as the bytes of a big-endian uint64 (nibbles spread into bytes, then
+// shifted into '0'-'9' and 'a'-'f' all at once).
+func hex8(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	letters := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
+	return x + 0x3030303030303030 + letters*('a'-'0'-10)
+}
+
+// appendPrefix appends hex(hash(key))[:N] to dst.
 func (h *HashPrefix) appendPrefix(dst, key []byte) []byte {
-	var sum [16]byte
-	if h.Hash == "farm" {
-		binary.BigEndian.PutUint64(sum[:8], farm.Fingerprint64(key))
-	} else {
-		sum = md5.Sum(key)
+	off := len(dst)
+	dst = slices.Grow(dst, h.N)[:off+h.N]
+	h.putPrefix(dst[off:], key)
+	return dst
+}
+
+// putPrefix writes the first len(out) hex digits of key's hash into out.
+func (h *HashPrefix) putPrefix(out, key []byte) {
+	if h.farm {
+		fp := farm.Fingerprint64(key)
+		for i := range out {
+			out[i] = hexDigits[fp>>60]
+			fp <<= 4
+		}
+		return
 	}
-	for i := 0; i < h.N; i++ {
-		b := sum[i/2]
-		if i%2 == 0 {
-			dst = append(dst, hexDigits[b>>4])
+	sum := md5.Sum(key)
+	for i := range out {
+		b := sum[i>>1]
+		if i&1 == 0 {
+			out[i] = hexDigits[b>>4]
 		} else {
-			dst = append(dst, hexDigits[b&0x0f])
+			out[i] = hexDigits[b&0x0f]
 		}
 	}
-	return dst
 }
 
 // strip checks that s has a valid prefix for its remainder and returns the

@@ -119,7 +119,7 @@ func newTextHasher(owner string, in KeySchema, names []string, sep string) (*tex
 // appendText appends the hashed text of key to dst.
 func (h *textHasher) appendText(dst []byte, key []Value) ([]byte, error) {
 	for j, i := range h.idx {
-		v := key[i]
+		v := &key[i]
 		if v.Null {
 			return dst, fmt.Errorf("%s: key column %s is NULL", h.owner, h.cols[j].Name)
 		}
@@ -197,6 +197,10 @@ func (h *textHasher) fingerprint(key []Value) (int64, error) {
 	}
 	return int64(farm.Fingerprint64(t)), nil
 }
+
+// Of returns the shard id of an already-rendered key text t (the text
+// described on Shard): ShardOf(FARM_FINGERPRINT(t)). It does not allocate.
+func (s *Shard) Of(t []byte) int64 { return s.ShardOf(int64(farm.Fingerprint64(t))) }
 
 // ShardOf computes the shard id from a FARM_FINGERPRINT value.
 func (s *Shard) ShardOf(fp int64) int64 {

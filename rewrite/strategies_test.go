@@ -400,3 +400,21 @@ func TestRewriteRefusesKeysBreakingTargetLimits(t *testing.T) {
 		t.Errorf("slash in name: %v", err)
 	}
 }
+
+// TestHashPrefixFastPathMatches checks the 16-digit fast path against the
+// digit-by-digit one for every N and short and long keys.
+func TestHashPrefixFastPathMatches(t *testing.T) {
+	for n := 1; n <= 16; n++ {
+		h := mustNew(t, "hashprefix", rewrite.Params{"hash": "farm", "n": n, "sep": "/"}).(*rewrite.HashPrefix)
+		for _, k := range []string{"", "a", "Customer0000001", strings.Repeat("x", 40)} {
+			fp := uint64(farm.Fingerprint64([]byte(k)))
+			want := hexI64(int64(fp))[:n] + "/" + k
+			if got := string(h.Append(nil, []byte(k))); got != want {
+				t.Errorf("n=%d key %q: got %q, want %q", n, k, got, want)
+			}
+			if got := string(h.Append(make([]byte, 3, 100), []byte(k))); got[3:] != want {
+				t.Errorf("n=%d key %q with a prefix in dst: got %q, want %q", n, k, got[3:], want)
+			}
+		}
+	}
+}

@@ -170,8 +170,8 @@ func (r *SpannerRewriter) apply(f func(dst, key []Value) ([]Value, error), from,
 	if len(key) != len(from.Columns) {
 		return dst, &KeyError{Key: FormatSpannerKey(from, key), Rule: fmt.Sprintf("has %d values, %s has %d key columns", len(key), from.Table, len(from.Columns))}
 	}
-	for i, c := range from.Columns {
-		if key[i].Type != c.Type {
+	for i := range from.Columns {
+		if c := &from.Columns[i]; key[i].Type != c.Type {
 			return dst, &KeyError{Key: FormatSpannerKey(from, key), Rule: fmt.Sprintf("column %s is %s, got a %s value", c.Name, c.SQLType(), key[i].Type)}
 		}
 	}

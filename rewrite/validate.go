@@ -140,7 +140,8 @@ func ValidatePropertyName(name string) error {
 // byte length for STRING and BYTES, and 0 for NULL.
 func SpannerKeySize(vals []Value) int {
 	n := 0
-	for _, v := range vals {
+	for i := range vals {
+		v := &vals[i]
 		if v.Null {
 			continue
 		}
@@ -174,8 +175,8 @@ func ValidateSpannerKey(s KeySchema, vals []Value) error {
 	if len(vals) != len(s.Columns) {
 		return bad("has %d values, table %s has %d key columns", len(vals), s.Table, len(s.Columns))
 	}
-	for i, c := range s.Columns {
-		v := vals[i]
+	for i := range s.Columns {
+		c, v := &s.Columns[i], &vals[i]
 		if v.Type != c.Type {
 			return bad("column %s is %s, got a %s value", c.Name, c.SQLType(), v.Type)
 		}

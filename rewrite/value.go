@@ -236,7 +236,7 @@ func (v Value) String() string {
 }
 
 // check reports a value whose fields contradict its type.
-func (v Value) check() error {
+func (v *Value) check() error {
 	if v.Type == TypeInvalid || int(v.Type) >= len(typeNames) {
 		return fmt.Errorf("value has no valid type")
 	}
