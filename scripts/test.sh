@@ -64,16 +64,28 @@ cleanup() {
 	for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
 		wait "$pid" 2>/dev/null || true
 	done
-	if [[ $status -ne 0 || $KEEP_LOGS -ne 0 ]]; then
+	if [[ -z "$(ls -A "$LOG_DIR" 2>/dev/null)" ]]; then
+		rm -rf "$LOG_DIR"
+	elif [[ $status -ne 0 || $KEEP_LOGS -ne 0 ]]; then
 		log "emulator logs kept in $LOG_DIR"
 	else
 		rm -rf "$LOG_DIR"
 	fi
 	exit "$status"
 }
+# go test runs in its own process group so that an interrupt stops it (and
+# its test binaries) at once instead of after the tests finish.
+GO_PID=
+on_signal() {
+	if [[ -n "$GO_PID" ]]; then
+		log "interrupted; stopping go test"
+		stop_group "$GO_PID"
+	fi
+	exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 # port_free reports whether nothing listens on 127.0.0.1:$1.
 port_free() {
@@ -211,10 +223,13 @@ for a in "$@"; do
 done
 
 log "go test ${pkgs[*]-} $*"
+setsid go test "${pkgs[@]+"${pkgs[@]}"}" "$@" &
+GO_PID=$!
 set +e
-go test "${pkgs[@]+"${pkgs[@]}"}" "$@"
+wait "$GO_PID"
 status=$?
 set -e
+GO_PID=
 if [[ $status -ne 0 ]]; then
 	log "go test failed with status $status"
 fi
