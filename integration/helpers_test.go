@@ -96,7 +96,7 @@ func rowValue(row *spanner.Row, i int, t rewrite.Type) (rewrite.Value, error) {
 func columnDDL(s rewrite.KeySchema) []string {
 	out := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
-		out[i] = c.Name + " " + c.SQLType() + " NOT NULL"
+		out[i] = rewrite.QuoteIdent(c.Name) + " " + c.SQLType() + " NOT NULL"
 	}
 	return out
 }
@@ -138,7 +138,7 @@ func (kt *keyTable) ddl() string {
 	cols = append(cols, kt.generated...)
 	pk := make([]string, len(kt.schema.Columns))
 	for i, c := range kt.schema.Columns {
-		pk[i] = c.Name
+		pk[i] = rewrite.QuoteIdent(c.Name)
 	}
 	return fmt.Sprintf("CREATE TABLE %s (\n  %s\n) PRIMARY KEY (%s)", kt.schema.Table, strings.Join(cols, ",\n  "), strings.Join(pk, ", "))
 }
@@ -188,7 +188,7 @@ func (kt *keyTable) readBack(t *testing.T, ctx context.Context, c *spanner.Clien
 	t.Helper()
 	sel := []string{"Idx"}
 	for _, col := range kt.schema.Columns {
-		sel = append(sel, col.Name)
+		sel = append(sel, rewrite.QuoteIdent(col.Name))
 	}
 	sel = append(sel, cols...)
 	got := make([][]int64, len(kt.keys))

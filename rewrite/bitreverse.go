@@ -74,7 +74,7 @@ func (b *BitReverse) Spanner(in KeySchema) (*SpannerRewriter, error) {
 		}
 		return dst, nil
 	}
-	name := in.Columns[i].Name
+	name := QuoteIdent(in.Columns[i].Name)
 	return &SpannerRewriter{in: in, out: in, fwd: f, inv: f,
 		explain: []string{fmt.Sprintf("%s = BIT_REVERSE(%s, %t)", name, name, b.PreserveSign)}}, nil
 }

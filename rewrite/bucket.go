@@ -106,13 +106,13 @@ func (b *Bucket) Spanner(in KeySchema) (*SpannerRewriter, error) {
 		}
 		return append(dst, key[1:]...), nil
 	}
-	x := col.Name
+	x := QuoteIdent(col.Name)
 	if col.Type == TypeTimestamp {
-		x = map[string]string{"s": "UNIX_SECONDS", "ms": "UNIX_MILLIS", "us": "UNIX_MICROS"}[b.Unit] + "(" + col.Name + ")"
+		x = map[string]string{"s": "UNIX_SECONDS", "ms": "UNIX_MILLIS", "us": "UNIX_MICROS"}[b.Unit] + "(" + x + ")"
 	}
 	expr := fmt.Sprintf("MOD(MOD(%s, %d) + %d, %d)", x, b.N, b.N, b.N)
 	return &SpannerRewriter{in: in, out: out, fwd: fwd, inv: inv, explain: []string{
 		fmt.Sprintf("%s = %s", b.Name, expr),
-		fmt.Sprintf("DDL: %s INT64 NOT NULL AS (%s) STORED", b.Name, expr),
+		fmt.Sprintf("DDL: %s INT64 NOT NULL AS (%s) STORED", QuoteIdent(b.Name), expr),
 	}}, nil
 }

@@ -127,7 +127,7 @@ func (g *Generation) Spanner(in KeySchema) (*SpannerRewriter, error) {
 			}
 			return dst, nil
 		}
-		name := in.Columns[i].Name
+		name := QuoteIdent(in.Columns[i].Name)
 		return &SpannerRewriter{in: in, out: out, fwd: fwd, inv: inv,
 			explain: []string{fmt.Sprintf("%s = CONCAT('%d%s', %s)", name, g.G, g.Sep, name)}}, nil
 	}

@@ -240,9 +240,9 @@ func (h *HashPrefix) Spanner(in KeySchema) (*SpannerRewriter, error) {
 
 // sqlExpr renders the rewrite of column c in GoogleSQL, for --explain.
 func (h *HashPrefix) sqlExpr(c Column) string {
-	t := c.Name
+	t := QuoteIdent(c.Name)
 	if c.Type == TypeInt64 {
-		t = fmt.Sprintf("CAST(%s AS STRING)", c.Name)
+		t = fmt.Sprintf("CAST(%s AS STRING)", t)
 	}
 	var hexed string
 	if h.Hash == "farm" {

@@ -145,7 +145,7 @@ func (r *Reverse) Spanner(in KeySchema) (*SpannerRewriter, error) {
 		}
 		return fwd(dst[:len(dst)-len(key)], key)
 	}
-	name := in.Columns[i].Name
+	name := QuoteIdent(in.Columns[i].Name)
 	expr := fmt.Sprintf("REVERSE(%s)", name)
 	if srcType == TypeInt64 {
 		expr = fmt.Sprintf("REVERSE(CAST(%s AS STRING)) (a minus sign kept in front)", name)

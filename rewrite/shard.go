@@ -153,22 +153,23 @@ func (h *textHasher) appendText(dst []byte, key []Value) ([]byte, error) {
 // sql renders the same text in GoogleSQL.
 func (h *textHasher) sql() string {
 	if h.raw {
-		return h.cols[0].Name
+		return QuoteIdent(h.cols[0].Name)
 	}
 	parts := make([]string, 0, 2*len(h.cols))
 	for j, c := range h.cols {
 		if j > 0 {
 			parts = append(parts, "'"+h.sep+"'")
 		}
+		name := QuoteIdent(c.Name)
 		switch c.Type {
 		case TypeString:
-			parts = append(parts, c.Name)
+			parts = append(parts, name)
 		case TypeBytes:
-			parts = append(parts, fmt.Sprintf("TO_BASE64(%s)", c.Name))
+			parts = append(parts, fmt.Sprintf("TO_BASE64(%s)", name))
 		case TypeTimestamp:
-			parts = append(parts, fmt.Sprintf("CAST(UNIX_MICROS(%s) AS STRING)", c.Name))
+			parts = append(parts, fmt.Sprintf("CAST(UNIX_MICROS(%s) AS STRING)", name))
 		default:
-			parts = append(parts, fmt.Sprintf("CAST(%s AS STRING)", c.Name))
+			parts = append(parts, fmt.Sprintf("CAST(%s AS STRING)", name))
 		}
 	}
 	if len(parts) == 1 {
@@ -259,7 +260,7 @@ func (s *Shard) Spanner(in KeySchema) (*SpannerRewriter, error) {
 	expr := s.sql(h)
 	return &SpannerRewriter{in: in, out: out, fwd: fwd, inv: inv, explain: []string{
 		fmt.Sprintf("%s = %s", s.Name, expr),
-		fmt.Sprintf("DDL: %s INT64 NOT NULL AS (%s) STORED", s.Name, expr),
+		fmt.Sprintf("DDL: %s INT64 NOT NULL AS (%s) STORED", QuoteIdent(s.Name), expr),
 	}}, nil
 }
 

@@ -297,7 +297,7 @@ func TestBucket(t *testing.T) {
 			t.Errorf("bucket(%d s) = %d, want %d", tc.sec, got[0].Int, tc.want)
 		}
 	}
-	if e := r.Explain()[0]; e != "Bucket = MOD(MOD(UNIX_SECONDS(At), 10) + 10, 10)" {
+	if e := r.Explain()[0]; e != "Bucket = MOD(MOD(UNIX_SECONDS(`At`), 10) + 10, 10)" {
 		t.Errorf("explain = %q", e)
 	}
 }
@@ -416,5 +416,17 @@ func TestHashPrefixFastPathMatches(t *testing.T) {
 				t.Errorf("n=%d key %q with a prefix in dst: got %q, want %q", n, k, got[3:], want)
 			}
 		}
+	}
+}
+
+func TestSQLQuotesReservedColumnNames(t *testing.T) {
+	r := mustBind(t, mustNew(t, "shard", rewrite.Params{"n": 4}), "At TIMESTAMP, Order INT64, Name STRING(MAX)")
+	want := "ShardId = MOD(FARM_FINGERPRINT(CONCAT(CAST(UNIX_MICROS(`At`) AS STRING), '|', CAST(`Order` AS STRING), '|', Name)), 4)"
+	if got := r.Explain()[0]; got != want {
+		t.Errorf("explain:\n got %s\nwant %s", got, want)
+	}
+	b := mustBind(t, mustNew(t, "bucket", rewrite.Params{"name": "Group"}), "At TIMESTAMP")
+	if got := b.Explain()[1]; got != "DDL: `Group` INT64 NOT NULL AS (MOD(MOD(UNIX_MILLIS(`At`), 16) + 16, 16)) STORED" {
+		t.Errorf("bucket DDL: %s", got)
 	}
 }

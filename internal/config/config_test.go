@@ -212,7 +212,7 @@ target: {type: spanner}
 				`target.database: required for a spanner target`,
 				`target.table: required for a spanner target`,
 				`source.key: required for a datastore source going to a spanner target: the key columns of each record as Spanner DDL, e.g. "UserId STRING(36), LastAccess TIMESTAMP"`,
-				`rewrite.strategy: required: one of bitreverse, bucket, chain, generation, hashprefix, reverse, shard, swap, uuid`,
+				`rewrite.strategy: required: one of bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid`,
 			},
 		},
 		{
@@ -281,7 +281,7 @@ rewrite:
 				`rewrite.steps[0].params.bogus: unknown parameter (known: column, elements, hash, n, sep)`,
 				`rewrite.steps[0].params.hash: must be one of md5, farm, got "sha1"`,
 				`rewrite.steps[1].params.g: must be 1..4611686018427387904, got 0`,
-				`rewrite.steps[2].strategy: unknown strategy "nope" (known: bitreverse, bucket, chain, generation, hashprefix, reverse, shard, swap, uuid)`,
+				`rewrite.steps[2].strategy: unknown strategy "nope" (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`,
 			},
 		},
 		{
