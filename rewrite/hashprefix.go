@@ -246,7 +246,10 @@ func (h *HashPrefix) sqlExpr(c Column) string {
 	}
 	var hexed string
 	if h.Hash == "farm" {
-		hexed = fmt.Sprintf("LOWER(FORMAT('%%016x', FARM_FINGERPRINT(%s)))", t)
+		// FARM_FINGERPRINT is signed: print its two 32-bit halves so the
+		// hex is that of the unsigned 64 bits.
+		fp := fmt.Sprintf("FARM_FINGERPRINT(%s)", t)
+		hexed = fmt.Sprintf("FORMAT('%%08x%%08x', (%s >> 32) & 0xFFFFFFFF, %s & 0xFFFFFFFF)", fp, fp)
 	} else {
 		hexed = fmt.Sprintf("TO_HEX(MD5(%s))", t)
 	}
