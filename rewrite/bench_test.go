@@ -3,6 +3,7 @@ package rewrite_test
 import (
 	"crypto/md5"
 	"crypto/sha1"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -80,6 +81,25 @@ func BenchmarkFloor(b *testing.B) {
 			sink += uint64(s[0])
 		}
 		keysPerSec(b)
+	})
+}
+
+// BenchmarkFloorAppend is the raw hash of the same bytes measured through
+// the same append harness as the strategies: the hash appended to a reused
+// buffer (8 bytes for farm, 16 for md5, 20 for sha1).
+func BenchmarkFloorAppend(b *testing.B) {
+	b.Run("md5", func(b *testing.B) {
+		benchAppend(b, func(dst, key []byte) []byte { s := md5.Sum(key); return append(dst, s[:]...) })
+	})
+	b.Run("farm", func(b *testing.B) {
+		benchAppend(b, func(dst, key []byte) []byte { return binary.BigEndian.AppendUint64(dst, farm.Fingerprint64(key)) })
+	})
+	b.Run("sha1", func(b *testing.B) {
+		benchAppend(b, func(dst, key []byte) []byte {
+			var buf [64]byte
+			s := sha1.Sum(append(append(buf[:0], nsUUID[:]...), key...))
+			return append(dst, s[:]...)
+		})
 	})
 }
 

@@ -86,12 +86,14 @@ func (h *HashPrefix) Append(dst, key []byte) []byte {
 	}
 	dst = dst[:off+n]
 	out := dst[off:]
-	if h.farm && len(out) >= 16 {
-		// Write all 16 digits at once; the separator and key overwrite
-		// the digits past N.
+	if h.farm && len(out) >= 8 && (h.N <= 8 || len(out) >= 16) {
+		// Write 8 (or 16) digits at once; the separator and key then
+		// overwrite the digits past N.
 		fp := farm.Fingerprint64(key)
 		binary.BigEndian.PutUint64(out[0:8], hex8(uint32(fp>>32)))
-		binary.BigEndian.PutUint64(out[8:16], hex8(uint32(fp)))
+		if h.N > 8 {
+			binary.BigEndian.PutUint64(out[8:16], hex8(uint32(fp)))
+		}
 	} else {
 		h.putPrefix(out[:h.N], key)
 	}
