@@ -1,0 +1,274 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Records cross pipeline stages in batches: EncodeBatch packs records into
+// one []byte element, so Beam's per-element cost is paid once per batch.
+// The format is private to rekey and versioned by its first byte.
+
+const batchVersion = 1
+
+// EncodeBatch encodes records into one byte slice.
+func EncodeBatch(recs []Record) []byte {
+	b := make([]byte, 0, 64*len(recs)+8)
+	b = append(b, batchVersion)
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for i := range recs {
+		b = AppendRecord(b, &recs[i])
+	}
+	return b
+}
+
+// DecodeBatch decodes a batch written by EncodeBatch.
+func DecodeBatch(b []byte) ([]Record, error) {
+	if len(b) == 0 || b[0] != batchVersion {
+		return nil, errors.New("record batch: unknown format")
+	}
+	d := decoder{b: b, i: 1}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return nil, errors.New("record batch: corrupt length")
+	}
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = d.record()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return recs, nil
+}
+
+// AppendRecord appends one encoded record.
+func AppendRecord(b []byte, r *Record) []byte {
+	b = appendString(b, r.Table)
+	if r.Key == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendKey(b, r.Key)
+	}
+	return appendFields(b, r.Fields)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendKey(b []byte, k *rewrite.DatastoreKey) []byte {
+	b = appendString(b, k.Database)
+	b = appendString(b, k.Namespace)
+	b = binary.AppendUvarint(b, uint64(len(k.Path)))
+	for _, e := range k.Path {
+		b = appendString(b, e.Kind)
+		b = binary.AppendVarint(b, e.ID)
+		b = appendString(b, e.Name)
+	}
+	return b
+}
+
+func appendFields(b []byte, fs []Field) []byte {
+	b = binary.AppendUvarint(b, uint64(len(fs)))
+	for _, f := range fs {
+		b = appendString(b, f.Name)
+		if f.NoIndex {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = appendValue(b, f.Value)
+	}
+	return b
+}
+
+func appendValue(b []byte, v Value) []byte {
+	b = append(b, byte(v.Kind))
+	switch v.Kind {
+	case KindInt, KindBool, KindDate:
+		b = binary.AppendVarint(b, v.Int)
+	case KindFloat:
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Float))
+	case KindString, KindNumeric, KindJSON:
+		b = appendString(b, v.Str)
+	case KindBytes:
+		b = binary.AppendUvarint(b, uint64(len(v.Bytes)))
+		b = append(b, v.Bytes...)
+	case KindTimestamp:
+		b = binary.AppendVarint(b, v.Time.Unix())
+		b = binary.AppendUvarint(b, uint64(v.Time.Nanosecond()))
+	case KindKey:
+		if v.Key == nil {
+			b = append(b, 0)
+		} else {
+			b = append(b, 1)
+			b = appendKey(b, v.Key)
+		}
+	case KindGeoPoint:
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Lat))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Lng))
+	case KindArray:
+		b = binary.AppendUvarint(b, uint64(len(v.Array)))
+		for _, e := range v.Array {
+			b = appendValue(b, e)
+		}
+	case KindEntity:
+		b = appendFields(b, v.Entity)
+	}
+	return b
+}
+
+type decoder struct {
+	b   []byte
+	i   int
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("record batch: corrupt at byte %d", d.i)
+	}
+	d.i = len(d.b)
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b[d.i:])
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.i += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b[d.i:])
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.i += n
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.i >= len(d.b) {
+		d.fail()
+		return 0
+	}
+	c := d.b[d.i]
+	d.i++
+	return c
+}
+
+func (d *decoder) raw() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)-d.i) {
+		d.fail()
+		return nil
+	}
+	s := d.b[d.i : d.i+int(n)]
+	d.i += int(n)
+	return s
+}
+
+func (d *decoder) str() string { return string(d.raw()) }
+
+func (d *decoder) u64() uint64 {
+	if len(d.b)-d.i < 8 {
+		d.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b[d.i:])
+	d.i += 8
+	return v
+}
+
+func (d *decoder) record() Record {
+	r := Record{Table: d.str()}
+	if d.byte() == 1 {
+		r.Key = d.key()
+	}
+	r.Fields = d.fields()
+	return r
+}
+
+func (d *decoder) key() *rewrite.DatastoreKey {
+	k := &rewrite.DatastoreKey{Database: d.str(), Namespace: d.str()}
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return k
+	}
+	k.Path = make([]rewrite.PathElement, n)
+	for i := range k.Path {
+		k.Path[i] = rewrite.PathElement{Kind: d.str(), ID: d.varint(), Name: d.str()}
+	}
+	return k
+}
+
+func (d *decoder) fields() []Field {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	fs := make([]Field, n)
+	for i := range fs {
+		fs[i].Name = d.str()
+		fs[i].NoIndex = d.byte() == 1
+		fs[i].Value = d.value()
+	}
+	return fs
+}
+
+func (d *decoder) value() Value {
+	v := Value{Kind: Kind(d.byte())}
+	switch v.Kind {
+	case KindNull:
+	case KindInt, KindBool, KindDate:
+		v.Int = d.varint()
+	case KindFloat:
+		v.Float = math.Float64frombits(d.u64())
+	case KindString, KindNumeric, KindJSON:
+		v.Str = d.str()
+	case KindBytes:
+		v.Bytes = append([]byte{}, d.raw()...)
+	case KindTimestamp:
+		sec := d.varint()
+		v.Time = time.Unix(sec, int64(d.uvarint())).UTC()
+	case KindKey:
+		if d.byte() == 1 {
+			v.Key = d.key()
+		}
+	case KindGeoPoint:
+		v.Lat = math.Float64frombits(d.u64())
+		v.Lng = math.Float64frombits(d.u64())
+	case KindArray:
+		n := d.uvarint()
+		if n > uint64(len(d.b)) {
+			d.fail()
+			return v
+		}
+		v.Array = make([]Value, n)
+		for i := range v.Array {
+			v.Array[i] = d.value()
+		}
+	case KindEntity:
+		v.Entity = d.fields()
+	default:
+		d.fail()
+	}
+	return v
+}

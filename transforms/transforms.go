@@ -1,0 +1,23 @@
+// Package transforms holds rekey's Beam transforms: sources (package
+// source), sinks (package sink) and the stages between them. Every stage
+// passes records in batches (record.EncodeBatch: one []byte element holds
+// many records, so Beam's per-element cost is paid once per batch) and
+// sends what it cannot handle to a dead-letter PCollection of JSON lines
+// (record.DeadLetter) instead of failing the job or dropping it.
+package transforms
+
+import "github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+// BatchSize is how many records a source or stage puts in one batch
+// element: large enough to amortise Beam's per-element cost, small enough
+// to keep a worker's memory flat.
+const BatchSize = 500
+
+// Counters every run reports (namespace "rekey").
+var (
+	Read         = beam.NewCounter("rekey", "read")
+	Rewritten    = beam.NewCounter("rekey", "rewritten")
+	Written      = beam.NewCounter("rekey", "written")
+	DeadLettered = beam.NewCounter("rekey", "dead_lettered")
+	Retried      = beam.NewCounter("rekey", "retried")
+)
