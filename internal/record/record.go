@@ -82,11 +82,11 @@ type Record struct {
 }
 
 // Constructors.
-func Int(v int64) Value         { return Value{Kind: KindInt, Int: v} }
-func Float(v float64) Value     { return Value{Kind: KindFloat, Float: v} }
-func String(s string) Value     { return Value{Kind: KindString, Str: s} }
-func Bytes(b []byte) Value      { return Value{Kind: KindBytes, Bytes: b} }
-func Time(t time.Time) Value    { return Value{Kind: KindTimestamp, Time: t.UTC()} }
+func Int(v int64) Value      { return Value{Kind: KindInt, Int: v} }
+func Float(v float64) Value  { return Value{Kind: KindFloat, Float: v} }
+func String(s string) Value  { return Value{Kind: KindString, Str: s} }
+func Bytes(b []byte) Value   { return Value{Kind: KindBytes, Bytes: b} }
+func Time(t time.Time) Value { return Value{Kind: KindTimestamp, Time: t.UTC()} }
 func Key(k rewrite.DatastoreKey) Value {
 	return Value{Kind: KindKey, Key: &k}
 }
