@@ -1,0 +1,376 @@
+// Package rekeyer rewrites whole records: the key with a rewrite strategy,
+// and everything that must follow it — interleaved Spanner child rows
+// (whose key starts with the parent key), Datastore key-valued properties
+// that point at migrated entities, the optional copy of the old key — and
+// converts between Datastore entities and Spanner rows when the source and
+// target stores differ. It is pure (no Beam, no clients): the pipeline's
+// rewrite stage, the planner and the cutover library share it.
+package rekeyer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Store names.
+const (
+	Spanner   = "spanner"
+	Datastore = "datastore"
+)
+
+// Options configure a Rekeyer.
+type Options struct {
+	Strategy rewrite.Strategy
+	// SourceStore and TargetStore are Spanner or Datastore (a file source
+	// holds records of its target's shape, so it uses the target store).
+	SourceStore, TargetStore string
+
+	// Table is the Spanner source table (rows of other tables are
+	// children, see Children); Key is its primary key. For a Datastore
+	// source going to Spanner, Key names the Spanner key columns the key
+	// path maps to: one column per path element, root first, holding the
+	// element's id (INT64) or name (STRING).
+	Table string
+	Key   rewrite.KeySchema
+	// Children are interleaved child tables, by name, with their primary
+	// keys; each starts with the parent's key columns.
+	Children map[string]rewrite.KeySchema
+	// TargetTable renames the table (Spanner) of the main table's rows.
+	TargetTable string
+
+	// Kind is the Datastore kind migrated (source kind, or target kind for
+	// rows going to Datastore); TargetKind renames it ("" keeps it), and
+	// TargetNamespace moves entities to another namespace ("" keeps it).
+	Kind, TargetKind, TargetNamespace string
+	// References are properties holding keys of migrated entities; their
+	// keys are rewritten like the entities' own keys.
+	References []string
+	// KeepOriginalKey, if set, is the property or column that receives the
+	// old key (a key value in Datastore, its JSON notation in Spanner).
+	KeepOriginalKey string
+}
+
+// Rekeyer rewrites records. It is safe for concurrent use.
+type Rekeyer struct {
+	o        Options
+	sp       *rewrite.SpannerRewriter
+	children map[string]childRewriter
+	ds       *rewrite.DatastoreRewriter
+	refs     map[string]bool
+}
+
+type childRewriter struct {
+	in, out rewrite.KeySchema
+	parent  int // number of leading parent key columns
+}
+
+// New checks the options and binds the strategy.
+func New(o Options) (*Rekeyer, error) {
+	rk := &Rekeyer{o: o, refs: map[string]bool{}}
+	for _, r := range o.References {
+		rk.refs[r] = true
+	}
+	var err error
+	switch o.TargetStore {
+	case Spanner:
+		if len(o.Key.Columns) == 0 {
+			return nil, fmt.Errorf("the Spanner key of %s is unknown (set source.key)", o.Table)
+		}
+		if rk.sp, err = o.Strategy.Spanner(o.Key); err != nil {
+			return nil, err
+		}
+		rk.children = map[string]childRewriter{}
+		for name, ck := range o.Children {
+			if len(ck.Columns) < len(o.Key.Columns) {
+				return nil, fmt.Errorf("child table %s: its key %s does not start with the key of %s", name, ck, o.Table)
+			}
+			for i, c := range o.Key.Columns {
+				if !strings.EqualFold(ck.Columns[i].Name, c.Name) || ck.Columns[i].Type != c.Type {
+					return nil, fmt.Errorf("child table %s: its key %s does not start with the key of %s %s", name, ck, o.Table, o.Key)
+				}
+			}
+			out := rewrite.KeySchema{Table: name, Columns: append(append([]rewrite.Column(nil), rk.sp.Out().Columns...), ck.Columns[len(o.Key.Columns):]...)}
+			rk.children[strings.ToLower(name)] = childRewriter{in: ck, out: out, parent: len(o.Key.Columns)}
+		}
+	case Datastore:
+		if rk.ds, err = o.Strategy.Datastore(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown target store %q", o.TargetStore)
+	}
+	return rk, nil
+}
+
+// SpannerOut is the target key of the main table (Spanner targets).
+func (rk *Rekeyer) SpannerOut() rewrite.KeySchema {
+	if rk.sp == nil {
+		return rewrite.KeySchema{}
+	}
+	return rk.sp.Out()
+}
+
+// ChildOut is the target key of an interleaved child table.
+func (rk *Rekeyer) ChildOut(table string) (rewrite.KeySchema, bool) {
+	c, ok := rk.children[strings.ToLower(table)]
+	return c.out, ok
+}
+
+// Rewrite rewrites rec in place. On error rec is unchanged where it
+// matters: the caller dead-letters the original.
+func (rk *Rekeyer) Rewrite(rec *record.Record) error {
+	if rk.o.SourceStore == Datastore && rk.o.TargetStore == Spanner {
+		if err := rk.entityToRow(rec); err != nil {
+			return err
+		}
+	}
+	if rk.o.SourceStore == Spanner && rk.o.TargetStore == Datastore {
+		if err := rk.rowToEntity(rec); err != nil {
+			return err
+		}
+	}
+	if rk.o.TargetStore == Spanner {
+		return rk.rewriteRow(rec)
+	}
+	return rk.rewriteEntity(rec)
+}
+
+func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
+	in, out := rk.o.Key, rk.sp.Out()
+	parent := 0
+	main := rec.Table == "" || strings.EqualFold(rec.Table, rk.o.Table)
+	if !main {
+		c, ok := rk.children[strings.ToLower(rec.Table)]
+		if !ok {
+			return fmt.Errorf("row of table %s: not %s and not one of its interleaved children", rec.Table, rk.o.Table)
+		}
+		in, out, parent = c.in, c.out, c.parent
+	}
+	old := make([]rewrite.Value, len(in.Columns))
+	for i, c := range in.Columns {
+		v, ok := rec.Get(c.Name)
+		if !ok {
+			return fmt.Errorf("row has no key column %s", c.Name)
+		}
+		kv, err := record.KeyValue(v, c.Type)
+		if err != nil {
+			return fmt.Errorf("key column %s: %w", c.Name, err)
+		}
+		old[i] = kv
+	}
+	var newKey []rewrite.Value
+	var err error
+	if main {
+		newKey, err = rk.sp.Rewrite(nil, old)
+	} else {
+		newKey, err = rk.sp.Rewrite(nil, old[:parent])
+		if err == nil {
+			newKey = append(newKey, old[parent:]...)
+			err = rewrite.ValidateSpannerKey(out, newKey)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rk.o.KeepOriginalKey != "" {
+		rec.Set(rk.o.KeepOriginalKey, record.String(rewrite.FormatKey(old, len(old) == 1)))
+	}
+	for i, c := range out.Columns {
+		rec.Set(c.Name, record.FromKeyValue(newKey[i]))
+	}
+	if main && rk.o.TargetTable != "" {
+		rec.Table = rk.o.TargetTable
+	} else if main && rec.Table == "" {
+		rec.Table = rk.o.Table
+	}
+	return nil
+}
+
+func (rk *Rekeyer) rewriteEntity(rec *record.Record) error {
+	if rec.Key == nil {
+		return fmt.Errorf("entity has no key")
+	}
+	old := *rec.Key
+	if err := rewrite.ValidateDatastoreKey(old); err != nil {
+		return err
+	}
+	nk, err := rk.rekeyDatastore(old)
+	if err != nil {
+		return err
+	}
+	fields := rec.Fields
+	if len(rk.refs) > 0 {
+		fields = make([]record.Field, len(rec.Fields))
+		copy(fields, rec.Fields)
+		for i := range fields {
+			if !rk.refs[fields[i].Name] {
+				continue
+			}
+			v, err := rk.rekeyValue(fields[i].Value)
+			if err != nil {
+				return fmt.Errorf("reference property %s: %w", fields[i].Name, err)
+			}
+			fields[i].Value = v
+		}
+	}
+	for _, f := range fields {
+		if err := rewrite.ValidatePropertyName(f.Name); err != nil {
+			return err
+		}
+	}
+	if rk.o.KeepOriginalKey != "" {
+		fields = append(fields[:len(fields):len(fields)], record.Field{Name: rk.o.KeepOriginalKey, Value: record.Key(old)})
+	}
+	rec.Key = &nk
+	rec.Table = nk.Leaf().Kind
+	rec.Fields = fields
+	return nil
+}
+
+// rekeyDatastore rewrites a Datastore key and applies the kind and
+// namespace renames.
+func (rk *Rekeyer) rekeyDatastore(k rewrite.DatastoreKey) (rewrite.DatastoreKey, error) {
+	nk, err := rk.ds.Rewrite(k)
+	if err != nil {
+		return nk, err
+	}
+	if rk.o.TargetKind != "" && rk.o.Kind != "" {
+		nk = nk.Clone()
+		for i := range nk.Path {
+			if nk.Path[i].Kind == rk.o.Kind {
+				nk.Path[i].Kind = rk.o.TargetKind
+			}
+		}
+	}
+	if rk.o.TargetNamespace != "" {
+		nk.Namespace = rk.o.TargetNamespace
+	}
+	return nk, rewrite.ValidateDatastoreKey(nk)
+}
+
+// rekeyValue rewrites the keys in a reference value (a key, or an array
+// of keys); other values pass unchanged.
+func (rk *Rekeyer) rekeyValue(v record.Value) (record.Value, error) {
+	switch v.Kind {
+	case record.KindKey:
+		if v.Key == nil || !rk.points(*v.Key) {
+			return v, nil
+		}
+		nk, err := rk.rekeyDatastore(*v.Key)
+		if err != nil {
+			return v, err
+		}
+		return record.Key(nk), nil
+	case record.KindArray:
+		out := make([]record.Value, len(v.Array))
+		for i, e := range v.Array {
+			ne, err := rk.rekeyValue(e)
+			if err != nil {
+				return v, err
+			}
+			out[i] = ne
+		}
+		return record.Value{Kind: record.KindArray, Array: out}, nil
+	}
+	return v, nil
+}
+
+// points reports whether a referenced key is one of the migrated
+// entities: its kind is the migrated kind (or any kind if none is set).
+func (rk *Rekeyer) points(k rewrite.DatastoreKey) bool {
+	return rk.o.Kind == "" || k.Leaf().Kind == rk.o.Kind
+}
+
+// entityToRow turns a Datastore entity into a Spanner row: the key path's
+// ids and names fill the key columns (one per element, root first), the
+// properties become columns.
+func (rk *Rekeyer) entityToRow(rec *record.Record) error {
+	if rec.Key == nil {
+		return fmt.Errorf("entity has no key")
+	}
+	k := *rec.Key
+	cols := rk.o.Key.Columns
+	if len(k.Path) != len(cols) {
+		return fmt.Errorf("key %s has %d path elements, the Spanner key %s has %d columns", k, len(k.Path), rk.o.Key, len(cols))
+	}
+	fields := make([]record.Field, 0, len(cols)+len(rec.Fields))
+	for i, e := range k.Path {
+		var v record.Value
+		switch {
+		case cols[i].Type == rewrite.TypeInt64 && !e.IsName():
+			v = record.Int(e.ID)
+		case cols[i].Type == rewrite.TypeString && e.IsName():
+			v = record.String(e.Name)
+		case cols[i].Type == rewrite.TypeString:
+			v = record.String(fmt.Sprint(e.ID))
+		default:
+			return fmt.Errorf("key %s: element %s does not fit key column %s %s", k, e, cols[i].Name, cols[i].SQLType())
+		}
+		fields = append(fields, record.Field{Name: cols[i].Name, Value: v})
+	}
+	for _, f := range rec.Fields {
+		fields = append(fields, record.Field{Name: f.Name, Value: flatten(f.Value)})
+	}
+	rec.Fields = fields
+	rec.Key = nil
+	rec.Table = rk.o.Table
+	return nil
+}
+
+// flatten turns Datastore-only values into what a Spanner column holds:
+// keys as their JSON notation, embedded entities and geo points as JSON.
+func flatten(v record.Value) record.Value {
+	switch v.Kind {
+	case record.KindKey:
+		if v.Key == nil {
+			return record.Value{}
+		}
+		return record.String(rewrite.FormatDatastoreKey(*v.Key))
+	case record.KindEntity, record.KindGeoPoint:
+		return record.Value{Kind: record.KindJSON, Str: string(record.AppendJSONValue(nil, v))}
+	case record.KindArray:
+		out := make([]record.Value, len(v.Array))
+		for i, e := range v.Array {
+			out[i] = flatten(e)
+		}
+		return record.Value{Kind: record.KindArray, Array: out}
+	}
+	return v
+}
+
+// rowToEntity turns a Spanner row into a Datastore entity of kind Kind: a
+// one-column INT64 key becomes the id, a STRING key the name; other key
+// shapes use the key's JSON notation as the name. Every column, key
+// columns included, becomes a property.
+func (rk *Rekeyer) rowToEntity(rec *record.Record) error {
+	if rk.o.Kind == "" {
+		return fmt.Errorf("no target kind for rows of %s", rec.Table)
+	}
+	vals := make([]rewrite.Value, len(rk.o.Key.Columns))
+	for i, c := range rk.o.Key.Columns {
+		v, ok := rec.Get(c.Name)
+		if !ok {
+			return fmt.Errorf("row has no key column %s", c.Name)
+		}
+		kv, err := record.KeyValue(v, c.Type)
+		if err != nil {
+			return fmt.Errorf("key column %s: %w", c.Name, err)
+		}
+		vals[i] = kv
+	}
+	e := rewrite.PathElement{Kind: rk.o.Kind}
+	switch {
+	case len(vals) == 1 && vals[0].Type == rewrite.TypeInt64 && !vals[0].Null:
+		e.ID = vals[0].Int
+	case len(vals) == 1 && vals[0].Type == rewrite.TypeString && !vals[0].Null:
+		e.Name = vals[0].Str
+	default:
+		e.Name = rewrite.FormatKey(vals, false)
+	}
+	rec.Key = &rewrite.DatastoreKey{Path: []rewrite.PathElement{e}}
+	rec.Table = rk.o.Kind
+	return nil
+}

@@ -1,0 +1,185 @@
+package rekeyer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+func strategy(t *testing.T, name string, p rewrite.Params) rewrite.Strategy {
+	t.Helper()
+	s, err := rewrite.New(rewrite.StepConfig{Strategy: name, Params: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func schema(t *testing.T, table, spec string) rewrite.KeySchema {
+	t.Helper()
+	s, err := rewrite.ParseKeySchema(table, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dsKey(elems ...any) rewrite.DatastoreKey {
+	var k rewrite.DatastoreKey
+	for i := 0; i < len(elems); i += 2 {
+		e := rewrite.PathElement{Kind: elems[i].(string)}
+		if id, ok := elems[i+1].(int); ok {
+			e.ID = int64(id)
+		} else {
+			e.Name = elems[i+1].(string)
+		}
+		k.Path = append(k.Path, e)
+	}
+	return k
+}
+
+func TestSpannerRowsAndInterleavedChildren(t *testing.T) {
+	rk, err := New(Options{
+		Strategy: strategy(t, "shard", rewrite.Params{"n": 8, "mode": "abs"}), SourceStore: Spanner, TargetStore: Spanner,
+		Table: "Singers", Key: schema(t, "Singers", "SingerId INT64"),
+		Children:    map[string]rewrite.KeySchema{"Albums": schema(t, "Albums", "SingerId INT64, AlbumId INT64")},
+		TargetTable: "SingersV2", KeepOriginalKey: "OldKey",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	singer := record.Record{Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: record.Int(42)}, {Name: "Name", Value: record.String("Ann")}}}
+	album := record.Record{Table: "Albums", Fields: []record.Field{{Name: "SingerId", Value: record.Int(42)}, {Name: "AlbumId", Value: record.Int(7)}}}
+	if err := rk.Rewrite(&singer); err != nil {
+		t.Fatal(err)
+	}
+	if err := rk.Rewrite(&album); err != nil {
+		t.Fatal(err)
+	}
+	sShard, _ := singer.Get("ShardId")
+	aShard, _ := album.Get("ShardId")
+	if sShard.Kind != record.KindInt || !sShard.Equal(aShard) {
+		t.Errorf("child shard %v differs from parent shard %v: children must land under their new parent", aShard, sShard)
+	}
+	if singer.Table != "SingersV2" || album.Table != "Albums" {
+		t.Errorf("tables %s, %s", singer.Table, album.Table)
+	}
+	if old, _ := singer.Get("OldKey"); old.Str != "42" {
+		t.Errorf("OldKey = %v", old)
+	}
+	if out, _ := rk.ChildOut("Albums"); out.String() != "PRIMARY KEY (ShardId, SingerId, AlbumId)" {
+		t.Errorf("child out %s", out)
+	}
+	orphan := record.Record{Table: "Songs", Fields: []record.Field{{Name: "SingerId", Value: record.Int(1)}}}
+	if err := rk.Rewrite(&orphan); err == nil || !strings.Contains(err.Error(), "not Singers and not one of its interleaved children") {
+		t.Errorf("unknown table: %v", err)
+	}
+}
+
+func TestSpannerTypelessKeysAreCoerced(t *testing.T) {
+	rk, err := New(Options{Strategy: strategy(t, "swap", rewrite.Params{"order": "UserId"}), SourceStore: Spanner, TargetStore: Spanner,
+		Table: "Logs", Key: schema(t, "Logs", "LastAccess TIMESTAMP, UserId STRING(36)")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record.Record{Fields: []record.Field{{Name: "LastAccess", Value: record.String("2024-01-31T13:00:00+01:00")}, {Name: "UserId", Value: record.String("u1")}}}
+	if err := rk.Rewrite(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := rec.Get("LastAccess"); v.Kind != record.KindTimestamp || !v.Time.Equal(time.Date(2024, 1, 31, 12, 0, 0, 0, time.UTC)) {
+		t.Errorf("LastAccess = %v", v)
+	}
+	bad := record.Record{Fields: []record.Field{{Name: "LastAccess", Value: record.String("yesterday")}, {Name: "UserId", Value: record.String("u1")}}}
+	if err := rk.Rewrite(&bad); err == nil || !strings.Contains(err.Error(), "key column LastAccess") {
+		t.Errorf("bad timestamp: %v", err)
+	}
+	long := record.Record{Fields: []record.Field{{Name: "LastAccess", Value: record.Time(time.Unix(0, 0))}, {Name: "UserId", Value: record.String(strings.Repeat("x", 37))}}}
+	if err := rk.Rewrite(&long); err == nil || !strings.Contains(err.Error(), "STRING(36)") {
+		t.Errorf("too long: %v", err)
+	}
+}
+
+func TestDatastoreReferencesAndRenames(t *testing.T) {
+	rk, err := New(Options{Strategy: strategy(t, "hashprefix", rewrite.Params{"elements": "root"}), SourceStore: Datastore, TargetStore: Datastore,
+		Kind: "Customer", TargetKind: "CustomerV2", TargetNamespace: "v2", References: []string{"Referrer", "Friends"}, KeepOriginalKey: "OldKey"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := dsKey("Customer", "Customer1")
+	rec := record.Record{Table: "Customer", Key: &k, Fields: []record.Field{
+		{Name: "Referrer", Value: record.Key(dsKey("Customer", "Customer2"))},
+		{Name: "Friends", Value: record.Value{Kind: record.KindArray, Array: []record.Value{record.Key(dsKey("Customer", "Customer3")), record.Key(dsKey("Store", "s1"))}}},
+		{Name: "Plain", Value: record.Key(dsKey("Customer", "Customer4"))},
+	}}
+	if err := rk.Rewrite(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Key.String(); got != `ns="v2",CustomerV2:"becf-Customer1"` {
+		t.Errorf("key %s", got)
+	}
+	ref, _ := rec.Get("Referrer")
+	friends, _ := rec.Get("Friends")
+	plain, _ := rec.Get("Plain")
+	old, _ := rec.Get("OldKey")
+	if ref.Key.String() != `ns="v2",CustomerV2:"0b02-Customer2"` {
+		t.Errorf("referrer %s", ref.Key)
+	}
+	if friends.Array[0].Key.Leaf().Name == "Customer3" || friends.Array[1].Key.Leaf().Name != "s1" {
+		t.Errorf("friends %v: customers rewritten, other kinds kept", friends)
+	}
+	if plain.Key.Leaf().Name != "Customer4" || old.Key.Leaf().Name != "Customer1" {
+		t.Errorf("plain %v old %v", plain, old)
+	}
+	bad := dsKey("Customer", "a/b")
+	if err := rk.Rewrite(&record.Record{Key: &bad}); err == nil || !strings.Contains(err.Error(), `name contains "/"`) {
+		t.Errorf("bad key: %v", err)
+	}
+	k2 := dsKey("Customer", "c")
+	if err := rk.Rewrite(&record.Record{Key: &k2, Fields: []record.Field{{Name: "a.b", Value: record.Int(1)}}}); err == nil || !strings.Contains(err.Error(), `name contains "."`) {
+		t.Errorf("dotted property: %v", err)
+	}
+}
+
+func TestDatastoreToSpannerAndBack(t *testing.T) {
+	rk, err := New(Options{Strategy: strategy(t, "shard", rewrite.Params{"n": 4}), SourceStore: Datastore, TargetStore: Spanner,
+		Table: "Orders", Key: schema(t, "Orders", "CustomerId STRING(MAX), OrderId INT64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := dsKey("Customer", "Customer1", "Order", 7)
+	rec := record.Record{Key: &k, Fields: []record.Field{{Name: "Total", Value: record.Float(9.5)}, {Name: "Customer", Value: record.Key(dsKey("Customer", "Customer1"))}}}
+	if err := rk.Rewrite(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Key != nil || rec.Table != "Orders" {
+		t.Fatalf("row %s", rec.Describe())
+	}
+	for name, want := range map[string]record.Value{"CustomerId": record.String("Customer1"), "OrderId": record.Int(7), "Total": record.Float(9.5), "Customer": record.String(`{"path":["Customer","Customer1"]}`)} {
+		if got, _ := rec.Get(name); !got.Equal(want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if _, ok := rec.Get("ShardId"); !ok {
+		t.Errorf("no ShardId")
+	}
+	short := dsKey("Customer", "Customer1")
+	if err := rk.Rewrite(&record.Record{Key: &short}); err == nil || !strings.Contains(err.Error(), "has 1 path elements") {
+		t.Errorf("path length mismatch: %v", err)
+	}
+
+	back, err := New(Options{Strategy: strategy(t, "hashprefix", nil), SourceStore: Spanner, TargetStore: Datastore,
+		Key: schema(t, "Users", "UserId STRING(MAX)"), Kind: "User"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := record.Record{Table: "Users", Fields: []record.Field{{Name: "UserId", Value: record.String("u1")}, {Name: "Age", Value: record.Int(3)}}}
+	if err := back.Rewrite(&row); err != nil {
+		t.Fatal(err)
+	}
+	if row.Key == nil || row.Key.Leaf().Kind != "User" || !strings.HasSuffix(row.Key.Leaf().Name, "-u1") || len(row.Key.Path) != 1 {
+		t.Errorf("entity key %v", row.Key)
+	}
+}
