@@ -154,7 +154,7 @@ func TestTypelessConversions(t *testing.T) {
 		"F32": spanner.NullFloat32{Float32: 0.1, Valid: true},
 		"Ts":  spanner.NullTime{Time: time.Date(2024, 1, 31, 11, 0, 0, 5e8, time.UTC), Valid: true},
 		"D":   spanner.NullDate{Date: date, Valid: true},
-		"Byt":  []byte{0, 0xff},
+		"Byt": []byte{0, 0xff},
 		"B":   spanner.NullBool{Bool: true, Valid: true},
 		"AI":  []spanner.NullInt64{{Int64: 5, Valid: true}, {}},
 		"S":   spanner.NullString{},
