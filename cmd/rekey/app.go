@@ -59,6 +59,7 @@ func commands() map[string]command {
 		{"demo", "rewrite the bundled sample keys with several strategies and show how evenly they spread", runDemo},
 		{"strategies", "list the key-rewrite strategies", runStrategies},
 		{"rewrite", "rewrite keys read from stdin (one per line) and print the new keys", runRewrite},
+		{"run", "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", runRun},
 		{"validate", "validate a config file", runValidate},
 		{"version", "print rekey's version", runVersion},
 	}

@@ -573,7 +573,7 @@ ramp: {profile: Datastore, base: 100}
 		t.Errorf("got  %+v\nwant %+v", *c, want)
 	}
 	// source.key with neither side on Spanner is refused.
-	checkProblems(t, c.Validate(), []string{`source.key: used only with a spanner source or target`})
+	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
 	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500}); got != want {

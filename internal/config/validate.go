@@ -72,7 +72,8 @@ var endpointFields = []fieldUse{
 	{key: "project", value: func(e Endpoint) bool { return e.Project != "" }, types: []string{TypeSpanner, TypeDatastore}},
 	{key: "instance", value: func(e Endpoint) bool { return e.Instance != "" }, types: []string{TypeSpanner}},
 	{key: "database", value: func(e Endpoint) bool { return e.Database != "" }, types: []string{TypeSpanner, TypeDatastore}},
-	{key: "table", value: func(e Endpoint) bool { return e.Table != "" }, types: []string{TypeSpanner}},
+	// A file's table names the table of its rows (Spanner-shaped records).
+	{key: "table", value: func(e Endpoint) bool { return e.Table != "" }, types: []string{TypeSpanner, TypeJSONL, TypeCSV, TypeAvro}},
 	{key: "filter", value: func(e Endpoint) bool { return e.Filter != "" }, types: []string{TypeSpanner}, sourceOnly: true},
 	{key: "key", value: func(e Endpoint) bool { return e.Key != "" }, types: Types, sourceOnly: true,
 		hint: "; the target key is source.key rewritten"},
@@ -189,8 +190,8 @@ func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
 		}
 		return schema, false
 	}
-	if c.Source.Type != TypeSpanner && c.Target.Type != TypeSpanner && validSource {
-		p.add("source.key", "used only with a spanner source or target")
+	if c.Source.Type != TypeSpanner && c.Target.Type != TypeSpanner && validSource && (c.Source.Type == TypeDatastore || c.Target.Type == TypeDatastore) {
+		p.add("source.key", "used only for rows: with a spanner source or target, or between files")
 	}
 	if len(c.Source.Columns) > 0 {
 		for _, col := range schema.Columns {

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/pipeline"
+)
+
+// runOptions are the parsed flags of `rekey run`.
+type runOptions struct {
+	Config       string
+	Runner       string
+	CreateTarget bool
+	Force        bool
+	Verbose      bool
+	BeamArgs     []string // everything else: Beam's own flags (--project, --region, ...)
+}
+
+const runUsage = `-c FILE [--runner prism|direct|dataflow|universal] [--create-target] [--force] [Beam flags]
+
+Reads the source, rewrites every record's key and writes the target, as one
+Beam pipeline. Flags rekey does not know are Beam's (for Dataflow:
+--project, --region, --staging_location, --temp_location,
+--service_account_email, --dry_run, ...).`
+
+// rekeyRunFlags are run's own flags; the value says whether it is boolean.
+var rekeyRunFlags = map[string]bool{"c": false, "config": false, "runner": false, "create-target": true, "force": true, "v": true, "h": true, "help": true}
+
+// splitRunArgs separates rekey's flags from Beam's.
+func splitRunArgs(args []string) (ours, beamArgs []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name := strings.TrimLeft(a, "-")
+		name, _, hasValue := strings.Cut(name, "=")
+		isBool, known := rekeyRunFlags[name]
+		if !strings.HasPrefix(a, "-") || !known {
+			beamArgs = append(beamArgs, a)
+			continue
+		}
+		ours = append(ours, a)
+		if !isBool && !hasValue && i+1 < len(args) {
+			i++
+			ours = append(ours, args[i])
+		}
+	}
+	return ours, beamArgs
+}
+
+func parseRunFlags(args []string, io stdio) (runOptions, error) {
+	var o runOptions
+	ours, beamArgs := splitRunArgs(args)
+	fs := newFlagSet("run", runUsage, io.err)
+	fs.StringVar(&o.Config, "c", "", "config file (YAML)")
+	fs.StringVar(&o.Config, "config", "", "config file (YAML)")
+	fs.StringVar(&o.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
+	fs.BoolVar(&o.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
+	fs.BoolVar(&o.Force, "force", false, "run even if the target's manifest records a different rewrite")
+	fs.BoolVar(&o.Verbose, "v", false, "show the runner's own log")
+	if err := parseFlags(fs, ours); err != nil {
+		return o, err
+	}
+	if o.Config == "" {
+		return o, usagef("run: -c FILE is required")
+	}
+	if !slices.Contains(pipeline.Runners, o.Runner) {
+		return o, usagef("run: --runner must be one of %s, got %q", strings.Join(pipeline.Runners, ", "), o.Runner)
+	}
+	o.BeamArgs = beamArgs
+	return o, nil
+}
+
+func runRun(ctx context.Context, args []string, io stdio) error {
+	o, err := parseRunFlags(args, io)
+	if err != nil {
+		return err
+	}
+	// Beam's flags live on the global flag set: Beam and its runners read
+	// them from there, and workers are started with them.
+	if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {
+		return usagef("run: %v", err)
+	}
+	if flag.NArg() > 0 {
+		return usagef("run: unexpected arguments: %s", strings.Join(flag.Args(), " "))
+	}
+	beam.Init()
+	if !o.Verbose {
+		// prism and the SDK log every job step at INFO.
+		slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	cfg, err := loadConfig(o.Config)
+	if err != nil {
+		return err
+	}
+	plan, err := pipeline.Resolve(ctx, cfg)
+	if err != nil {
+		return usagef("%s: %v", o.Config, err)
+	}
+	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: o.CreateTarget, Force: o.Force, Out: io.out}); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.out, "rekey: %s %s -> %s %s with %s on %s\n", cfg.Source.Type, describeEndpoint(cfg.Source.Table, cfg.Source.Kind, cfg.Source.Path),
+		cfg.Target.Type, describeEndpoint(cfg.Target.Table, cfg.Target.Kind, cfg.Target.Path), plan.Spec.Strategy.Strategy, o.Runner)
+	res, err := pipeline.Run(ctx, plan, o.Runner, io.err)
+	if res != nil {
+		fmt.Fprintf(io.out, "rekey: %s in %s\n", pipeline.FormatCounters(res.Counters), res.Elapsed.Round(1e6))
+		if res.Counters["dead_lettered"] > 0 {
+			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters["dead_lettered"], plan.DeadLetterPath)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if res.Counters["dead_lettered"] > 0 {
+		return fmt.Errorf("%d records were dead-lettered (see %s): %w", res.Counters["dead_lettered"], plan.DeadLetterPath, errPartial)
+	}
+	return nil
+}
+
+func describeEndpoint(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,250 @@
+package source
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs"   // gs:// paths
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local" // local paths
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/transforms"
+)
+
+// FilesConfig configures a file source.
+type FilesConfig struct {
+	// Path is a file or a glob, local or gs://.
+	Path string `json:"path"`
+	// Format is "jsonl" (the record JSON Lines format, see record.ParseJSON)
+	// or "csv" (a header line of column names; every field is a string,
+	// converted to the target column's type when written; an empty field
+	// is NULL).
+	Format string `json:"format"`
+	// Delimiter separates CSV fields (default ",").
+	Delimiter string `json:"delimiter"`
+	// Table names the records' table when a line does not ("__table__").
+	Table string `json:"table"`
+}
+
+func init() {
+	register.DoFn3x1[context.Context, []byte, func(int, string), error](&listFilesFn{})
+	register.Emitter2[int, string]()
+	register.DoFn5x1[context.Context, int, func(*string) bool, func([]byte), func(string), error](&readFilesFn{})
+	register.Iter1[string]()
+	register.Emitter1[[]byte]()
+	register.Emitter1[string]()
+}
+
+// Files reads JSON Lines or CSV files into record batches. Each file is
+// read by one worker; files are spread over workers by a GroupByKey. Lines
+// that cannot be parsed become dead letters ("read", file:line, the line).
+func Files(s beam.Scope, cfg FilesConfig) (batches, deadLetters beam.PCollection) {
+	s = s.Scope("source.Files")
+	names := beam.ParDo(s, &listFilesFn{Path: cfg.Path}, beam.Impulse(s))
+	grouped := beam.GroupByKey(s, names)
+	return beam.ParDo2(s, &readFilesFn{Cfg: cfg}, grouped)
+}
+
+type listFilesFn struct {
+	Path string `json:"path"`
+}
+
+func (f *listFilesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, string)) error {
+	fs, err := filesystem.New(ctx, f.Path)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	files, err := fs.List(ctx, f.Path)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", f.Path, err)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no file matches %s", f.Path)
+	}
+	for i, name := range files {
+		emit(i, name)
+	}
+	return nil
+}
+
+type readFilesFn struct {
+	Cfg FilesConfig `json:"cfg"`
+}
+
+func (f *readFilesFn) ProcessElement(ctx context.Context, _ int, names func(*string) bool, emit func([]byte), dead func(string)) error {
+	var name string
+	for names(&name) {
+		if err := f.readFile(ctx, name, emit, dead); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *readFilesFn) readFile(ctx context.Context, name string, emit func([]byte), dead func(string)) error {
+	fs, err := filesystem.New(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	rc, err := fs.OpenRead(ctx, name)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", name, err)
+	}
+	defer rc.Close()
+	b := batcher{emit: emit}
+	ok := func(rec record.Record) {
+		if rec.Table == "" {
+			rec.Table = f.Cfg.Table
+		}
+		transforms.CountRead(ctx, 1)
+		b.add(rec)
+	}
+	bad := func(line int, raw string, err error) {
+		transforms.CountDeadLettered(ctx, 1)
+		dead(record.RawDeadLetter(record.StageRead, fmt.Sprintf("%s:%d", name, line), raw, err))
+	}
+	if strings.EqualFold(f.Cfg.Format, "csv") {
+		err = readCSV(rc, f.Cfg.Delimiter, ok, bad)
+	} else {
+		err = readJSONL(rc, ok, bad)
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	b.flush()
+	return nil
+}
+
+// batcher groups records into encoded batches of transforms.BatchSize.
+type batcher struct {
+	emit func([]byte)
+	recs []record.Record
+}
+
+func (b *batcher) add(r record.Record) {
+	b.recs = append(b.recs, r)
+	if len(b.recs) >= transforms.BatchSize {
+		b.flush()
+	}
+}
+
+func (b *batcher) flush() {
+	if len(b.recs) > 0 {
+		b.emit(record.EncodeBatch(b.recs))
+		b.recs = b.recs[:0]
+	}
+}
+
+// maxLine bounds one JSON line (a Datastore entity is at most 1 MiB; its
+// JSON with base64 bytes is larger).
+const maxLine = 64 << 20
+
+func readJSONL(r io.Reader, ok func(record.Record), bad func(int, string, error)) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for n := 1; ; n++ {
+		line, err := readLine(br)
+		if len(line) > 0 {
+			if rec, perr := record.ParseJSON(line); perr != nil {
+				bad(n, string(line), perr)
+			} else {
+				ok(rec)
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, errLineTooLong) {
+				bad(n, "", err)
+				continue
+			}
+			return err
+		}
+	}
+}
+
+var errLineTooLong = fmt.Errorf("line longer than %d bytes", maxLine)
+
+// readLine returns the next line without its newline ("" for blank lines).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var long []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, chunk...)
+			if len(long) > maxLine {
+				for err == bufio.ErrBufferFull {
+					_, err = br.ReadSlice('\n')
+				}
+				return nil, errLineTooLong
+			}
+			continue
+		}
+		if long != nil {
+			chunk = append(long, chunk...)
+		}
+		chunk = trimNewline(chunk)
+		if len(strings.TrimSpace(string(chunk))) == 0 {
+			chunk = nil
+		}
+		return chunk, err
+	}
+}
+
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func readCSV(r io.Reader, delim string, ok func(record.Record), bad func(int, string, error)) error {
+	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
+	if delim != "" {
+		cr.Comma = []rune(delim)[0]
+	}
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return fmt.Errorf("CSV header: %w", err)
+	}
+	header = append([]string(nil), header...)
+	for {
+		row, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		line, _ := cr.FieldPos(0)
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				bad(pe.Line, "", err)
+				continue
+			}
+			return err
+		}
+		if len(row) != len(header) {
+			bad(line, strings.Join(row, string(cr.Comma)), fmt.Errorf("%d fields, the header has %d", len(row), len(header)))
+			continue
+		}
+		rec := record.Record{Fields: make([]record.Field, len(row))}
+		for i, v := range row {
+			rec.Fields[i] = record.Field{Name: header[i], Value: record.String(v)}
+			if v == "" {
+				rec.Fields[i].Value = record.Value{}
+			}
+		}
+		ok(rec)
+	}
+}
