@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/pipeline"
+)
+
+// runners are the local Beam runners every migration test runs on.
+var runners = []string{"prism", "direct"}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	beam.Init()
+	// prism logs every job step at INFO.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	os.Exit(m.Run())
+}
+
+// loadYAML writes a config to a temp file and loads and validates it as
+// `rekey run -c` does.
+func loadYAML(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rekey.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := config.NewViper(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config:\n%s\n%v", yaml, err)
+	}
+	return cfg
+}
+
+// migrate resolves and runs a migration on runner.
+func migrate(t *testing.T, cfg *config.Config, runner string) *pipeline.Result {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := pipeline.Resolve(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true}); err != nil {
+		t.Fatalf("PrepareTarget: %v", err)
+	}
+	res, err := pipeline.Run(ctx, plan, runner, nil)
+	if err != nil {
+		t.Fatalf("run on %s: %v", runner, err)
+	}
+	return res
+}
+
+// readJSONL reads a JSON Lines record file.
+func readJSONL(t *testing.T, path string) []record.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []record.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		r, err := record.ParseJSON(sc.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// readDeadLetters reads a dead-letter file.
+func readDeadLetters(t *testing.T, path string) []record.DeadLetter {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []record.DeadLetter
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		d, _, err := record.ParseDeadLetter([]byte(line))
+		if err != nil {
+			t.Fatalf("dead letter %q: %v", line, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// writeLines writes lines to a new temp file.
+func writeLines(t *testing.T, name string, lines []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
