@@ -12,7 +12,8 @@
 //	record kind       Datastore value (Go client type)
 //	null              null (nil)
 //	int               integer (int64)
-//	float             double (float64; NaN and -0 kept bit for bit)
+//	float             double (float64; -0 and infinities kept bit for bit,
+//	                  every NaN stored as the canonical quiet NaN)
 //	string            string (string, valid UTF-8)
 //	bool              boolean (bool)
 //	bytes             blob ([]byte)

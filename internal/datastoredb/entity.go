@@ -3,6 +3,7 @@ package datastoredb
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,11 @@ const (
 // inside a record.KindEntity value (the record model has no key slot in a
 // value).
 const EmbeddedKeyField = "__key__"
+
+// canonicalNaN is the NaN Datastore returns for every NaN stored (bits
+// 0x7ff8000000000000, Java's Double.NaN; Go's math.NaN() has another
+// payload).
+var canonicalNaN = math.Float64frombits(0x7ff8000000000000)
 
 // Timestamps Datastore can store, at microsecond precision.
 var (
@@ -121,6 +127,10 @@ func toValue(v record.Value, noIndex, inArray bool) (any, error) {
 	case record.KindInt:
 		return v.Int, nil
 	case record.KindFloat:
+		if math.IsNaN(v.Float) {
+			// The store keeps one NaN (Java's canonical quiet NaN).
+			return canonicalNaN, nil
+		}
 		return v.Float, nil
 	case record.KindBool:
 		return v.Int != 0, nil

@@ -1,0 +1,399 @@
+package datastoredb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// fakeStore is an in-memory Datastore commit endpoint that behaves like
+// the service where the Writer cares: a commit applies all or nothing, two
+// mutations of one key are refused, inserts of existing keys fail.
+type fakeStore struct {
+	entities map[string]datastore.PropertyList
+	commits  [][]string // keys of each successful commit
+	calls    int
+	// refuse returns a per-entity error the service would give.
+	refuse func(k *datastore.Key, props datastore.PropertyList) error
+	// fail returns an error for the whole call before anything else.
+	fail func(call int, ents []datastore.Entity) error
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{entities: map[string]datastore.PropertyList{}} }
+
+func (s *fakeStore) commit(_ context.Context, insert bool, ents []datastore.Entity) error {
+	s.calls++
+	if s.fail != nil {
+		if err := s.fail(s.calls, ents); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range ents {
+		k := e.Key.String()
+		if seen[k] {
+			return status.Error(codes.InvalidArgument, "A non-transactional commit may not contain multiple mutations affecting the same entity.")
+		}
+		seen[k] = true
+		if s.refuse != nil {
+			if err := s.refuse(e.Key, e.Properties); err != nil {
+				return err
+			}
+		}
+		if _, ok := s.entities[k]; ok && insert {
+			return status.Errorf(codes.AlreadyExists, "entity already exists: %s", k)
+		}
+	}
+	var keys []string
+	for _, e := range ents {
+		s.entities[e.Key.String()] = e.Properties
+		keys = append(keys, e.Key.String())
+	}
+	s.commits = append(s.commits, keys)
+	return nil
+}
+
+func (s *fakeStore) get(_ context.Context, keys []*datastore.Key) ([]datastore.PropertyList, []bool, error) {
+	props := make([]datastore.PropertyList, len(keys))
+	found := make([]bool, len(keys))
+	for i, k := range keys {
+		props[i], found[i] = s.entities[k.String()]
+	}
+	return props, found, nil
+}
+
+type writerLog struct {
+	dead      []record.DeadLetter
+	written   int
+	existing  int
+	retries   int
+	commitMax int
+}
+
+func newTestWriter(s *fakeStore, log *writerLog) *Writer {
+	return &Writer{
+		Commit:       s.commit,
+		Get:          s.get,
+		Source:       "test",
+		RetryInitial: time.Millisecond,
+		OnDeadLetter: func(_ context.Context, line string) {
+			d, _, err := record.ParseDeadLetter([]byte(line))
+			if err != nil {
+				panic(err)
+			}
+			log.dead = append(log.dead, d)
+		},
+		OnWritten:  func(_ context.Context, n int) { log.written += n },
+		OnExisting: func(_ context.Context, n int) { log.existing += n },
+		OnRetry:    func(context.Context, error) { log.retries++ },
+		OnCommit:   func(_ context.Context, n, _ int) { log.commitMax = max(log.commitMax, n) },
+	}
+}
+
+func idRecord(id int64, v int64) *record.Record {
+	k := rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", ID: id}}}
+	return &record.Record{Table: "K", Key: &k, Fields: []record.Field{{Name: "v", Value: record.Int(v)}}}
+}
+
+func addAll(t *testing.T, w *Writer, recs ...*record.Record) {
+	t.Helper()
+	ctx := context.Background()
+	for _, r := range recs {
+		if err := w.Add(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriterCommitsAtMost500(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s, log)
+	var recs []*record.Record
+	for i := int64(1); i <= 1234; i++ {
+		recs = append(recs, idRecord(i, i))
+	}
+	addAll(t, w, recs...)
+	if got, want := commitSizes(s), "500 500 234"; got != want {
+		t.Errorf("commit sizes = %s, want %s", got, want)
+	}
+	if log.written != 1234 || len(s.entities) != 1234 || len(log.dead) != 0 {
+		t.Errorf("written %d, stored %d, dead %d; want 1234, 1234, 0", log.written, len(s.entities), len(log.dead))
+	}
+
+	s, log = newFakeStore(), &writerLog{}
+	w = newTestWriter(s, log)
+	w.MaxEntities = 100
+	addAll(t, w, recs[:250]...)
+	if got, want := commitSizes(s), "100 100 50"; got != want {
+		t.Errorf("MaxEntities 100: commit sizes = %s, want %s", got, want)
+	}
+	w.MaxEntities = 100000
+	if w.maxEntities() != MaxCommitEntities {
+		t.Errorf("MaxEntities above the service limit is not clamped: %d", w.maxEntities())
+	}
+}
+
+func commitSizes(s *fakeStore) string {
+	var parts []string
+	for _, c := range s.commits {
+		parts = append(parts, fmt.Sprint(len(c)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestWriterCapsBytes(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s, log)
+	w.MaxBytes = 1 << 20
+	var bytesPerCommit []int
+	w.OnCommit = func(_ context.Context, _, b int) { bytesPerCommit = append(bytesPerCommit, b) }
+	var recs []*record.Record
+	for i := int64(1); i <= 40; i++ {
+		r := idRecord(i, i)
+		r.Fields = append(r.Fields, record.Field{Name: "blob", Value: record.Bytes(make([]byte, 100_000)), NoIndex: true})
+		recs = append(recs, r)
+	}
+	addAll(t, w, recs...)
+	if len(s.entities) != 40 {
+		t.Fatalf("stored %d, want 40", len(s.entities))
+	}
+	for i, b := range bytesPerCommit {
+		if b > 1<<20 {
+			t.Errorf("commit %d carries %d bytes, more than MaxBytes %d", i, b, 1<<20)
+		}
+	}
+	if len(bytesPerCommit) < 4 {
+		t.Errorf("%d commits for 4 MB at 1 MiB each, want at least 4", len(bytesPerCommit))
+	}
+}
+
+func TestWriterNeverCommitsAKeyTwice(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s, log)
+	recs := []*record.Record{idRecord(1, 1), idRecord(2, 1), idRecord(3, 1), idRecord(2, 2), idRecord(4, 1), idRecord(2, 3)}
+	addAll(t, w, recs...)
+	if len(log.dead) != 0 {
+		t.Fatalf("dead letters: %v", log.dead)
+	}
+	if got, want := commitSizes(s), "3 2 1"; got != want {
+		t.Errorf("commit sizes = %s, want %s (flush before each repeated key)", got, want)
+	}
+	if got := s.entities[datastore.IDKey("K", 2, nil).String()][0].Value; got != int64(3) {
+		t.Errorf("key 2 holds v=%v, want the last version 3", got)
+	}
+	if len(s.entities) != 4 {
+		t.Errorf("stored %d entities, want 4", len(s.entities))
+	}
+}
+
+func TestWriterIsolatesRefusedEntities(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	bad := map[int64]bool{17: true, 60: true, 61: true}
+	s.refuse = func(k *datastore.Key, _ datastore.PropertyList) error {
+		if bad[k.ID] {
+			return status.Errorf(codes.InvalidArgument, "maximum entity size is 1048576 bytes (%d)", k.ID)
+		}
+		return nil
+	}
+	w := newTestWriter(s, log)
+	var recs []*record.Record
+	for i := int64(1); i <= 100; i++ {
+		recs = append(recs, idRecord(i, i))
+	}
+	// and one the conversion refuses, dead-lettered without a commit
+	dotted := idRecord(101, 1)
+	dotted.Fields[0].Name = "a.b"
+	addAll(t, w, append(recs, dotted)...)
+	if len(s.entities) != 97 || log.written != 97 {
+		t.Errorf("stored %d, written %d, want 97", len(s.entities), log.written)
+	}
+	if len(log.dead) != 4 {
+		t.Fatalf("%d dead letters, want 4: %v", len(log.dead), log.dead)
+	}
+	var reasons []string
+	for _, d := range log.dead {
+		if d.Stage != record.StageWrite || d.Source != "test" || len(d.Record) == 0 {
+			t.Errorf("dead letter %+v: want stage write, source test, the record", d)
+		}
+		reasons = append(reasons, d.Reason)
+	}
+	all := strings.Join(reasons, "\n")
+	for _, want := range []string{"(17)", "(60)", "(61)", `name contains "."`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("dead-letter reasons %q lack %q", all, want)
+		}
+	}
+}
+
+func TestWriterSplitsTooLargeRequests(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	s.fail = func(_ int, ents []datastore.Entity) error {
+		if len(ents) > 70 {
+			return status.Error(codes.ResourceExhausted, "gRPC message exceeds maximum size 4194304: 11700854")
+		}
+		return nil
+	}
+	w := newTestWriter(s, log)
+	var recs []*record.Record
+	for i := int64(1); i <= 300; i++ {
+		recs = append(recs, idRecord(i, i))
+	}
+	addAll(t, w, recs...)
+	if len(s.entities) != 300 || len(log.dead) != 0 {
+		t.Errorf("stored %d, dead %d, want 300 and 0", len(s.entities), len(log.dead))
+	}
+}
+
+func TestWriterClientSideErrors(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	s.fail = func(_ int, ents []datastore.Entity) error {
+		me := make(datastore.MultiError, len(ents))
+		bad := false
+		for i, e := range ents {
+			if e.Key.ID == 3 {
+				me[i], bad = errors.New("datastore: invalid entity"), true
+			}
+		}
+		if bad {
+			return me
+		}
+		return nil
+	}
+	w := newTestWriter(s, log)
+	addAll(t, w, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1), idRecord(4, 1))
+	if len(s.entities) != 3 || len(log.dead) != 1 || !strings.Contains(log.dead[0].Reason, "invalid entity") {
+		t.Errorf("stored %d, dead %v; want 3 stored and key 3 dead-lettered", len(s.entities), log.dead)
+	}
+}
+
+func TestWriterRetriesTransientErrors(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	s.fail = func(call int, _ []datastore.Entity) error {
+		if call <= 2 {
+			return status.Error(codes.Unavailable, "try again")
+		}
+		return nil
+	}
+	w := newTestWriter(s, log)
+	addAll(t, w, idRecord(1, 1), idRecord(2, 1))
+	if len(s.entities) != 2 || log.retries != 2 || len(log.dead) != 0 {
+		t.Errorf("stored %d, retries %d, dead %d; want 2, 2, 0", len(s.entities), log.retries, len(log.dead))
+	}
+}
+
+func TestWriterReturnsInfrastructureErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		err   func(call int) error
+		calls int
+	}{
+		{"unavailable after retries", func(int) error { return status.Error(codes.Unavailable, "down") }, DefaultRetryAttempts},
+		{"permission denied at once", func(int) error { return status.Error(codes.PermissionDenied, "no") }, 1},
+		{"cancelled at once", func(int) error { return status.Error(codes.Canceled, "cancelled") }, 1},
+		{"unavailable while isolating", func(call int) error {
+			if call == 1 {
+				return status.Error(codes.InvalidArgument, "bad entity somewhere")
+			}
+			return status.Error(codes.Unavailable, "down")
+		}, 1 + DefaultRetryAttempts},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, log := newFakeStore(), &writerLog{}
+			s.fail = func(call int, _ []datastore.Entity) error { return tt.err(call) }
+			w := newTestWriter(s, log)
+			for i := int64(1); i <= 4; i++ {
+				if err := w.Add(ctx, idRecord(i, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := w.Flush(ctx)
+			if err == nil {
+				t.Fatal("Flush = nil, want the error")
+			}
+			if s.calls != tt.calls {
+				t.Errorf("%d commit calls, want %d", s.calls, tt.calls)
+			}
+			if len(log.dead) != 0 {
+				t.Errorf("dead letters %v for an infrastructure error, want none", log.dead)
+			}
+		})
+	}
+	// A cancelled context stops a retry wait.
+	s, log := newFakeStore(), &writerLog{}
+	s.fail = func(int, []datastore.Entity) error { return status.Error(codes.Unavailable, "down") }
+	w := newTestWriter(s, log)
+	w.RetryInitial = time.Hour
+	cctx, cancel := context.WithCancel(ctx)
+	if err := w.Add(cctx, idRecord(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(10*time.Millisecond, cancel)
+	if err := w.Flush(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestWriterInsertMode(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s, log)
+	w.Mode = ModeInsert
+	// An earlier run wrote 1..5 (same content) and someone else wrote 6.
+	var first []*record.Record
+	for i := int64(1); i <= 5; i++ {
+		first = append(first, idRecord(i, i))
+	}
+	first = append(first, idRecord(6, 600))
+	addAll(t, w, first...)
+	*log = writerLog{}
+	var recs []*record.Record
+	for i := int64(1); i <= 10; i++ {
+		recs = append(recs, idRecord(i, i))
+	}
+	addAll(t, w, recs...)
+	if log.existing != 5 || log.written != 9 {
+		t.Errorf("existing %d, written %d; want 5 already present and 9 written in all", log.existing, log.written)
+	}
+	if len(log.dead) != 1 || !strings.Contains(log.dead[0].Reason, "already exists with other content") {
+		t.Errorf("dead letters = %v, want key 6 only", log.dead)
+	}
+	if len(s.entities) != 10 {
+		t.Errorf("stored %d, want 10", len(s.entities))
+	}
+	if got := s.entities[datastore.IDKey("K", 6, nil).String()][0].Value; got != int64(600) {
+		t.Errorf("insert overwrote key 6: v=%v", got)
+	}
+	if err := CheckMode("replace"); err == nil {
+		t.Error(`CheckMode("replace") = nil`)
+	}
+}
+
+func TestWriterNamespaceOverride(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s, log)
+	w.Namespace = "target"
+	r := idRecord(1, 1)
+	r.Key.Namespace = "source"
+	addAll(t, w, r)
+	want := datastore.IDKey("K", 1, nil)
+	want.Namespace = "target"
+	if _, ok := s.entities[want.String()]; !ok || len(s.entities) != 1 {
+		t.Errorf("stored %v, want only %v", s.entities, want)
+	}
+	if r.Key.Namespace != "source" {
+		t.Errorf("the record's own key changed to %q", r.Key.Namespace)
+	}
+}
