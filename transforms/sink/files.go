@@ -2,8 +2,12 @@ package sink
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
+	"io"
+	"sort"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -16,7 +20,11 @@ import (
 )
 
 func init() {
-	register.DoFn3x0[context.Context, []byte, func(int, []byte)](&jsonlChunkFn{})
+	register.DoFn3x1[context.Context, []byte, func(string), error](&writePartFn{})
+	register.Function1x2(keyPart)
+	register.Emitter1[string]()
+	register.DoFn4x1[context.Context, int, func(*string) bool, func(int), error](&joinPartsFn{})
+	register.Iter1[string]()
 	register.DoFn2x0[string, func(int, []byte)](&lineChunkFn{})
 	register.Function2x0(emptyChunk)
 	register.Emitter2[int, []byte]()
@@ -27,12 +35,15 @@ func init() {
 
 // JSONL writes record batches to one JSON Lines file at path (local or
 // gs://), in the record format record.ParseJSON reads back. Lines are in no
-// particular order. It returns a PCollection holding the number of lines
-// written, which completes when the file is written.
+// particular order. Each bundle writes its own part file next to path, with
+// no shuffle of the records themselves; a final step joins the parts into
+// path and removes them. It returns a PCollection holding the number of
+// lines written, complete when the file is.
 func JSONL(s beam.Scope, path string, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("sink.JSONL")
-	chunks := beam.ParDo(s, &jsonlChunkFn{}, batches)
-	return beam.ParDo(s, &writeFileFn{Path: path}, beam.GroupByKey(s, chunks))
+	parts := beam.ParDo(s, &writePartFn{Path: path}, batches)
+	keyed := beam.ParDo(s, keyPart, parts)
+	return beam.ParDo(s, &joinPartsFn{Path: path}, beam.GroupByKey(s, keyed))
 }
 
 // Lines writes strings, one per line, to one file at path (used for dead
@@ -46,20 +57,123 @@ func Lines(s beam.Scope, path string, lines beam.PCollection) beam.PCollection {
 	return beam.ParDo(s, &writeFileFn{Path: path}, beam.GroupByKey(s, beam.Flatten(s, chunks, empty)))
 }
 
-type jsonlChunkFn struct{}
+// writePartFn writes the records of a bundle to a part file and emits its
+// name when the bundle finishes.
+type writePartFn struct {
+	Path string `json:"path"`
 
-func (f *jsonlChunkFn) ProcessElement(ctx context.Context, batch []byte, emit func(int, []byte)) {
+	fs    filesystem.Interface
+	wc    io.WriteCloser
+	w     *bufio.Writer
+	name  string
+	lines int
+	buf   []byte
+}
+
+func (f *writePartFn) ProcessElement(ctx context.Context, batch []byte, _ func(string)) error {
 	recs, err := record.DecodeBatch(batch)
 	if err != nil {
-		panic(fmt.Sprintf("sink.JSONL: %v", err)) // batches are made by rekey; corruption is a bug
+		return fmt.Errorf("sink.JSONL: %w", err)
 	}
-	out := make([]byte, 0, 256*len(recs))
+	if f.w == nil {
+		if f.fs, err = filesystem.New(ctx, f.Path); err != nil {
+			return err
+		}
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		f.name = fmt.Sprintf("%s.part-%x", f.Path, rnd)
+		if f.wc, err = f.fs.OpenWrite(ctx, f.name); err != nil {
+			return fmt.Errorf("creating %s: %w", f.name, err)
+		}
+		f.w = bufio.NewWriterSize(f.wc, 1<<20)
+	}
 	for i := range recs {
-		out = record.AppendJSON(out, &recs[i], true)
-		out = append(out, '\n')
+		f.buf = append(record.AppendJSON(f.buf[:0], &recs[i], true), '\n')
+		if _, err := f.w.Write(f.buf); err != nil {
+			return fmt.Errorf("writing %s: %w", f.name, err)
+		}
 	}
+	f.lines += len(recs)
 	transforms.CountWritten(ctx, int64(len(recs)))
-	emit(0, out)
+	return nil
+}
+
+func (f *writePartFn) FinishBundle(ctx context.Context, emit func(string)) error {
+	if f.w == nil {
+		return nil
+	}
+	defer func() { f.w, f.wc, f.lines = nil, nil, 0; f.fs.Close() }()
+	if err := f.w.Flush(); err != nil {
+		f.wc.Close()
+		return fmt.Errorf("writing %s: %w", f.name, err)
+	}
+	if err := f.wc.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", f.name, err)
+	}
+	emit(f.name)
+	return nil
+}
+
+func keyPart(name string) (int, string) { return 0, name }
+
+// joinPartsFn concatenates the part files into the final file, in name
+// order, then removes them.
+type joinPartsFn struct {
+	Path string `json:"path"`
+}
+
+func (f *joinPartsFn) ProcessElement(ctx context.Context, _ int, names func(*string) bool, emit func(int)) error {
+	var parts []string
+	var name string
+	for names(&name) {
+		parts = append(parts, name)
+	}
+	sort.Strings(parts)
+	fs, err := filesystem.New(ctx, f.Path)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	wc, err := fs.OpenWrite(ctx, f.Path)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", f.Path, err)
+	}
+	cw := &countingWriter{w: wc}
+	for _, p := range parts {
+		rc, err := fs.OpenRead(ctx, p)
+		if err != nil {
+			wc.Close()
+			return fmt.Errorf("reading %s: %w", p, err)
+		}
+		_, err = io.Copy(cw, rc)
+		rc.Close()
+		if err != nil {
+			wc.Close()
+			return fmt.Errorf("joining %s into %s: %w", p, f.Path, err)
+		}
+	}
+	if err := wc.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", f.Path, err)
+	}
+	if rm, ok := fs.(filesystem.Remover); ok {
+		for _, p := range parts {
+			if err := rm.Remove(ctx, p); err != nil {
+				return fmt.Errorf("removing %s: %w", p, err)
+			}
+		}
+	}
+	emit(cw.lines)
+	return nil
+}
+
+type countingWriter struct {
+	w     io.Writer
+	lines int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.lines += bytes.Count(p, []byte{'\n'})
+	return c.w.Write(p)
 }
 
 func emptyChunk(_ []byte, emit func(int, []byte)) { emit(0, nil) }
