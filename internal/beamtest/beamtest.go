@@ -1,13 +1,14 @@
 // Package beamtest runs Beam pipelines in tests on the local runners and
 // reads back their metrics and outputs.
 //
-// A test package that runs pipelines calls Main from its TestMain (Beam
-// must be initialised before any pipeline runs), then, for each runner in
-// Runners:
+// Run initialises Beam (beam.Init) before the first pipeline if nothing
+// did, so a test package needs no TestMain; one that has its own may call
+// Main. For each runner in Runners:
 //
 //	out := beamtest.NewCollector(t)
 //	m := beamtest.Run(t, runner, func(s beam.Scope) {
-//		out.Collect(s, source.Spanner(s, cfg))
+//		batches, _ := source.Spanner(s, cfg)
+//		out.Collect(s, batches)
 //	})
 //	m["rekey/read"], out.Bytes()
 //
@@ -61,8 +62,15 @@ func Run(t testing.TB, runner string, build func(s beam.Scope)) Metrics {
 	return m
 }
 
+var initOnce sync.Once
+
 // RunErr is Run returning the pipeline's error, for tests of failures.
 func RunErr(ctx context.Context, runner string, build func(s beam.Scope)) (Metrics, error) {
+	initOnce.Do(func() {
+		if !beam.Initialized() {
+			beam.Init()
+		}
+	})
 	p, s := beam.NewPipelineWithRoot()
 	build(s)
 	res, err := beam.Run(ctx, runner, p)

@@ -14,8 +14,6 @@ import (
 	"github.com/rekeyio/rekey/internal/beamtest"
 )
 
-func TestMain(m *testing.M) { beamtest.Main(m) }
-
 var (
 	seen  = beam.NewCounter("beamtest", "seen")
 	sizes = beam.NewDistribution("beamtest", "size")

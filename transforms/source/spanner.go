@@ -270,8 +270,20 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte)
 	}
 	txn := f.client.BatchReadOnlyTransactionFromID(tid)
 	defer txn.Close()
-	t := &spannerdb.Table{Name: p.Table}
 	source := "spanner:" + f.Cfg.DatabasePath() + "/" + p.Table
+	if err := convertRows(ctx, txn.Execute(ctx, &part).Do, p.Table, source, emit, dead); err != nil {
+		// The rows emitted so far are lost with the failed bundle; the
+		// runner retries the whole partition.
+		return fmt.Errorf("spanner source: read partition of %s: %w", p.Table, err)
+	}
+	return nil
+}
+
+// convertRows converts the rows rows yields into records of table and
+// emits them in batches of at most transforms.BatchSize; a row that does
+// not convert is dead-lettered. Both count as read.
+func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error, table, source string, emit func([]byte), dead func(string)) error {
+	t := &spannerdb.Table{Name: table}
 	batch := make([]record.Record, 0, transforms.BatchSize)
 	flush := func() {
 		if len(batch) > 0 {
@@ -280,7 +292,7 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte)
 			batch = batch[:0]
 		}
 	}
-	err := txn.Execute(ctx, &part).Do(func(row *spanner.Row) error {
+	err := rows(func(row *spanner.Row) error {
 		rec, err := spannerdb.RowToRecord(row, t)
 		if err != nil {
 			dead(record.NewDeadLetter(record.StageRead, source, &rec, err))
@@ -295,9 +307,7 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte)
 		return nil
 	})
 	if err != nil {
-		// The rows emitted so far are lost with the failed bundle; the
-		// runner retries the whole partition.
-		return fmt.Errorf("spanner source: read partition of %s: %w", p.Table, err)
+		return err
 	}
 	flush()
 	return nil
