@@ -186,3 +186,29 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDataflowDryRun translates a migration to a Dataflow job without
+// contacting Google Cloud.
+func TestRunDataflowDryRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rekey.yaml")
+	os.WriteFile(cfg, []byte(`
+source: {type: jsonl, path: `+filepath.Join(dir, "in.jsonl")+`, table: UserAccessLogs, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
+target: {type: jsonl, path: gs://demo-bucket/out.jsonl}
+rewrite: {strategy: shard, params: {n: 16}}
+dead_letter: gs://demo-bucket/dead.jsonl
+`), 0o644)
+	out, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "dataflow", "--dry_run",
+		"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://demo-bucket/staging", "--temp_location", "gs://demo-bucket/tmp")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"Dry-run: not submitting job!", "use_runner_v2", "Rewrite", "source.Files", "sink.JSONL", "demo-project"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("translated job lacks %q", want)
+		}
+	}
+	if !strings.Contains(out, "dry run: the dataflow job was translated") {
+		t.Errorf("stdout: %s", out)
+	}
+}

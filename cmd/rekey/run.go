@@ -90,10 +90,15 @@ func runRun(ctx context.Context, args []string, io stdio) error {
 		return usagef("run: unexpected arguments: %s", strings.Join(flag.Args(), " "))
 	}
 	beam.Init()
-	if !o.Verbose {
-		// prism and the SDK log every job step at INFO.
-		slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	dryRun := false
+	if f := flag.Lookup("dry_run"); f != nil && f.Value.String() == "true" {
+		dryRun = true
 	}
+	level := slog.LevelWarn // prism and the SDK log every job step at INFO
+	if o.Verbose || dryRun {
+		level = slog.LevelInfo // a dry run logs the translated job at INFO
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
 	cfg, err := loadConfig(o.Config)
 	if err != nil {
 		return err
@@ -108,6 +113,10 @@ func runRun(ctx context.Context, args []string, io stdio) error {
 	fmt.Fprintf(io.out, "rekey: %s %s -> %s %s with %s on %s\n", cfg.Source.Type, describeEndpoint(cfg.Source.Table, cfg.Source.Kind, cfg.Source.Path),
 		cfg.Target.Type, describeEndpoint(cfg.Target.Table, cfg.Target.Kind, cfg.Target.Path), plan.Spec.Strategy.Strategy, o.Runner)
 	res, err := pipeline.Run(ctx, plan, o.Runner, io.err)
+	if dryRun && err == nil {
+		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (logged above) and not submitted\n", o.Runner)
+		return nil
+	}
 	if res != nil {
 		fmt.Fprintf(io.out, "rekey: %s in %s\n", pipeline.FormatCounters(res.Counters), res.Elapsed.Round(1e6))
 		if res.Counters["dead_lettered"] > 0 {
