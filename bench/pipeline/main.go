@@ -26,8 +26,8 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
-	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
 )
 
 const keySchema = "LastAccess TIMESTAMP, UserId STRING(36)"
