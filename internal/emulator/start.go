@@ -1,0 +1,153 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Default binary locations (google-cloud-sdk components); SPANNER_EMULATOR_BIN
+// and FIRESTORE_EMULATOR_BIN override them, as in scripts/test.sh.
+const (
+	DefaultSpannerBin   = "/usr/lib/google-cloud-sdk/bin/cloud_spanner_emulator/emulator_main"
+	DefaultFirestoreBin = "/usr/lib/google-cloud-sdk/platform/cloud-firestore-emulator/cloud_firestore_emulator"
+)
+
+// ErrNotInstalled is returned by Start when an emulator binary is missing.
+var ErrNotInstalled = errors.New("emulator not installed")
+
+// Running is an emulator process started by Start.
+type Running struct {
+	Name string
+	Host string // host:port
+	cmd  *exec.Cmd
+	log  string
+}
+
+// Stop ends the emulator and the processes it started.
+func (r *Running) Stop() {
+	if r == nil || r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	os.Remove(r.log)
+}
+
+// StartSpanner starts the Spanner emulator on a free loopback port and
+// waits until it accepts connections.
+func StartSpanner(ctx context.Context) (*Running, error) {
+	bin := envOr("SPANNER_EMULATOR_BIN", DefaultSpannerBin)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%w: Spanner emulator not found at %s (google-cloud-sdk component cloud-spanner-emulator; set SPANNER_EMULATOR_BIN)", ErrNotInstalled, bin)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	host := fmt.Sprintf("127.0.0.1:%d", port)
+	r, err := start("spanner-emulator", bin, host, "--host_port="+host)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.wait(ctx, func() bool {
+		c, err := net.DialTimeout("tcp", host, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// StartFirestore starts the Firestore emulator in Datastore mode on a free
+// loopback port and waits until it answers HTTP.
+func StartFirestore(ctx context.Context) (*Running, error) {
+	bin := envOr("FIRESTORE_EMULATOR_BIN", DefaultFirestoreBin)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%w: Firestore emulator not found at %s (google-cloud-sdk component cloud-firestore-emulator, with Java 17; set FIRESTORE_EMULATOR_BIN)", ErrNotInstalled, bin)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		return nil, fmt.Errorf("%w: the Firestore emulator needs Java 17 (java not found)", ErrNotInstalled)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	host := fmt.Sprintf("127.0.0.1:%d", port)
+	r, err := start("firestore-emulator", bin, host, "start", "--host=127.0.0.1", fmt.Sprintf("--port=%d", port), "--database-mode=datastore-mode")
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: time.Second}
+	return r, r.wait(ctx, func() bool {
+		resp, err := client.Get("http://" + host + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+}
+
+func start(name, bin, host string, args ...string) (*Running, error) {
+	log, err := os.CreateTemp("", "rekey-"+name+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(bin), err)
+	}
+	log.Close()
+	return &Running{Name: name, Host: host, cmd: cmd, log: log.Name()}, nil
+}
+
+// wait polls ready for up to 60 s.
+func (r *Running) wait(ctx context.Context, ready func() bool) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if ready() {
+			return nil
+		}
+		if r.cmd.ProcessState != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			r.Stop()
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	tail, _ := os.ReadFile(r.log)
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	r.Stop()
+	return fmt.Errorf("%s did not answer on %s within 60 s; its log ends:\n%s", r.Name, r.Host, tail)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
