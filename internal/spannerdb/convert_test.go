@@ -303,3 +303,23 @@ func TestJSONEqual(t *testing.T) {
 		t.Error("different JSON equal")
 	}
 }
+
+func TestSameValues(t *testing.T) {
+	a := record.Record{Fields: []record.Field{
+		{Name: "Id", Value: record.Int(1)},
+		{Name: "J", Value: record.Value{Kind: record.KindJSON, Str: `{"b":1,"a":2}`}},
+		{Name: "AJ", Value: record.Value{Kind: record.KindArray, Array: []record.Value{{Kind: record.KindJSON, Str: `[1, 2]`}}}},
+	}}
+	b := record.Record{Fields: []record.Field{
+		{Name: "id", Value: record.Int(1)},
+		{Name: "J", Value: record.Value{Kind: record.KindJSON, Str: `{"a":2,"b":1}`}},
+		{Name: "AJ", Value: record.Value{Kind: record.KindArray, Array: []record.Value{{Kind: record.KindJSON, Str: `[1,2]`}}}},
+	}}
+	if !spannerdb.SameValues(&a, &b) {
+		t.Error("records equal as Spanner stores them are not SameValues")
+	}
+	b.Fields[0].Value = record.Int(2)
+	if spannerdb.SameValues(&a, &b) {
+		t.Error("different ids are SameValues")
+	}
+}

@@ -1,0 +1,421 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/transforms"
+)
+
+// Spanner's limits per commit, and the sink's defaults below them.
+const (
+	// SpannerMaxCommitMutations is Spanner's limit of mutations per
+	// commit: each written column of each row counts once (the "cells"),
+	// and so does each secondary index entry the write changes.
+	SpannerMaxCommitMutations = 80_000
+	// SpannerMaxCommitBytes is Spanner's limit on the size of a commit.
+	SpannerMaxCommitBytes = 100 << 20
+
+	// DefaultMaxMutations, DefaultMaxBytes and DefaultMaxRows are Beam
+	// Java SpannerIO's batch bounds: 5,000 cells leaves 16x headroom under
+	// the 80,000-mutation limit for index entries; 1 MiB keeps commits
+	// small and quick to retry, far under the 100 MB limit; 500 rows keeps
+	// a commit's key range narrow enough to touch few splits.
+	DefaultMaxMutations = 5_000
+	DefaultMaxBytes     = 1 << 20
+	DefaultMaxRows      = 500
+)
+
+// SpannerSinkConfig configures a Spanner sink.
+type SpannerSinkConfig struct {
+	Project  string `json:"project"`
+	Instance string `json:"instance"`
+	Database string `json:"database"`
+	// Table receives every record, whatever the record's own Table says.
+	Table string `json:"table"`
+	// Mode is "upsert" (the default: InsertOrUpdate, so a re-run after a
+	// failure overwrites its own earlier writes and converges) or "insert"
+	// (Insert: a row that exists already is refused, unless it holds
+	// exactly the values being written, which a re-run finds; see Spanner).
+	Mode string `json:"mode,omitempty"`
+	// MaxMutations caps the cells (columns x rows) of a commit, MaxBytes
+	// its estimated size and MaxRows its rows; 0 takes the defaults. A
+	// single row over a bound is committed alone.
+	MaxMutations int `json:"max_mutations,omitempty"`
+	MaxBytes     int `json:"max_bytes,omitempty"`
+	MaxRows      int `json:"max_rows,omitempty"`
+}
+
+// DatabasePath returns projects/P/instances/I/databases/D.
+func (c SpannerSinkConfig) DatabasePath() string {
+	return fmt.Sprintf("projects/%s/instances/%s/databases/%s", c.Project, c.Instance, c.Database)
+}
+
+// WithDefaults fills in the mode and the batch bounds left zero.
+func (c SpannerSinkConfig) WithDefaults() SpannerSinkConfig {
+	if c.Mode == "" {
+		c.Mode = spannerdb.ModeUpsert
+	}
+	if c.MaxMutations == 0 {
+		c.MaxMutations = DefaultMaxMutations
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaxRows == 0 {
+		c.MaxRows = DefaultMaxRows
+	}
+	return c
+}
+
+// Validate reports a config the sink cannot run with.
+func (c SpannerSinkConfig) Validate() error {
+	c = c.WithDefaults()
+	var problems []string
+	if c.Project == "" || c.Instance == "" || c.Database == "" || c.Table == "" {
+		problems = append(problems, "project, instance, database and table are required")
+	}
+	if c.Mode != spannerdb.ModeUpsert && c.Mode != spannerdb.ModeInsert {
+		problems = append(problems, fmt.Sprintf("mode %q: want upsert or insert", c.Mode))
+	}
+	if c.MaxMutations < 1 || c.MaxMutations > SpannerMaxCommitMutations {
+		problems = append(problems, fmt.Sprintf("max_mutations %d: want 1..%d", c.MaxMutations, SpannerMaxCommitMutations))
+	}
+	if c.MaxBytes < 1 || c.MaxBytes > SpannerMaxCommitBytes {
+		problems = append(problems, fmt.Sprintf("max_bytes %d: want 1..%d", c.MaxBytes, SpannerMaxCommitBytes))
+	}
+	if c.MaxRows < 1 {
+		problems = append(problems, fmt.Sprintf("max_rows %d: want at least 1", c.MaxRows))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("spanner sink: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Metrics of the Spanner sink besides transforms.Written, DeadLettered
+// and Retried (namespace rekey).
+var (
+	// SpannerCommits counts successful commits.
+	SpannerCommits = beam.NewCounter("rekey", "spanner_commits")
+	// SpannerCommitCells, SpannerCommitRows and SpannerCommitBytes are
+	// the sizes of successful commits: cells (columns x rows), rows and
+	// estimated bytes.
+	SpannerCommitCells = beam.NewDistribution("rekey", "spanner_commit_cells")
+	SpannerCommitRows  = beam.NewDistribution("rekey", "spanner_commit_rows")
+	SpannerCommitBytes = beam.NewDistribution("rekey", "spanner_commit_bytes")
+	// SpannerCommitMillis is the latency of commits, failed ones included.
+	SpannerCommitMillis = beam.NewDistribution("rekey", "spanner_commit_millis")
+	// SpannerAlreadyWritten counts rows an insert found stored with the
+	// very values it was writing (an earlier run or attempt wrote them);
+	// they count as written.
+	SpannerAlreadyWritten = beam.NewCounter("rekey", "spanner_already_written")
+)
+
+func init() {
+	register.DoFn3x1[context.Context, []byte, func(string), error](&spannerWriteFn{})
+	register.Emitter1[string]()
+}
+
+// Spanner writes record batches (record.EncodeBatch) to a table and
+// returns the dead letters: records it refused, as JSON lines with stage
+// "write" and the reason.
+//
+// Each worker reads the table's schema once (spannerdb.ReadTable) and
+// converts every record into a mutation (spannerdb.MutationFor); a record
+// that does not convert (a column the table lacks, a missing NOT NULL
+// column, a string longer than its column...) is dead-lettered at once.
+// Mutations accumulate into commits bounded by MaxMutations cells,
+// MaxBytes and MaxRows; a commit is flushed when the next row would pass a
+// bound and at the end of each bundle, and every flush error is returned.
+//
+// When a commit fails, the sink retries its rows in halves, and halves of
+// those, so the good rows land: a single row Spanner refuses for the row
+// itself (InvalidArgument, FailedPrecondition, AlreadyExists, NotFound
+// such as a missing parent row of an interleaved table, OutOfRange) is
+// dead-lettered with Spanner's error as the reason. A single row failing
+// for any other reason (Unavailable, DeadlineExceeded, Canceled, Internal,
+// an unknown error...) fails the bundle, which the runner retries.
+//
+// Upsert commits use ApplyAtLeastOnce (one RPC; a replay rewrites the same
+// values). Insert commits use Apply's replay protection, so an insert is
+// never refused because of its own retried RPC; a row that exists already
+// is refused, unless it is stored with exactly the values being written
+// (the row is read back to compare), which makes re-running an insert-mode
+// migration safe. Upsert is the default because a re-run simply converges.
+//
+// It panics if cfg is invalid (see Validate).
+func Spanner(s beam.Scope, cfg SpannerSinkConfig, batches beam.PCollection) (deadLetters beam.PCollection) {
+	s = s.Scope("sink.Spanner")
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return beam.ParDo(s, &spannerWriteFn{Cfg: cfg.WithDefaults()}, batches)
+}
+
+// pendingRow is a converted record waiting for its commit.
+type pendingRow struct {
+	rec   record.Record
+	m     *spanner.Mutation
+	cells int
+	size  int
+}
+
+type spannerWriteFn struct {
+	Cfg SpannerSinkConfig `json:"cfg"`
+
+	client       *spanner.Client
+	table        *spannerdb.Table
+	source       string
+	pending      []pendingRow
+	cells, bytes int
+	apply        func(ctx context.Context, ms []*spanner.Mutation) error // tests replace it
+}
+
+func (f *spannerWriteFn) Setup(ctx context.Context) error {
+	c, err := spanner.NewClient(ctx, f.Cfg.DatabasePath())
+	if err != nil {
+		return fmt.Errorf("spanner sink: client for %s: %w", f.Cfg.DatabasePath(), err)
+	}
+	f.client = c
+	f.source = "spanner:" + f.Cfg.DatabasePath() + "/" + f.Cfg.Table
+	if f.apply == nil {
+		f.apply = f.applyMutations
+	}
+	return nil
+}
+
+func (f *spannerWriteFn) Teardown() {
+	if f.client != nil {
+		f.client.Close()
+	}
+}
+
+// StartBundle drops rows a failed earlier bundle left behind: the runner
+// retries that bundle as a whole.
+func (f *spannerWriteFn) StartBundle(_ context.Context, _ func(string)) {
+	f.pending, f.cells, f.bytes = f.pending[:0], 0, 0
+}
+
+func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
+	if f.table == nil {
+		t, err := spannerdb.ReadTable(ctx, f.client, f.Cfg.Table)
+		if err != nil {
+			return fmt.Errorf("spanner sink: %w", err)
+		}
+		f.table = t
+	}
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return fmt.Errorf("spanner sink: %w", err)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		m, err := spannerdb.MutationFor(rec, f.table, f.Cfg.Mode)
+		if err != nil {
+			dead(record.NewDeadLetter(record.StageWrite, f.source, rec, err))
+			transforms.DeadLettered.Inc(ctx, 1)
+			continue
+		}
+		row := pendingRow{rec: *rec, m: m, cells: writtenColumns(rec, f.table), size: recordSize(rec)}
+		if len(f.pending) > 0 && (f.cells+row.cells > f.Cfg.MaxMutations || f.bytes+row.size > f.Cfg.MaxBytes || len(f.pending)+1 > f.Cfg.MaxRows) {
+			if err := f.flush(ctx, dead); err != nil {
+				return err
+			}
+		}
+		f.pending = append(f.pending, row)
+		f.cells += row.cells
+		f.bytes += row.size
+	}
+	return nil
+}
+
+func (f *spannerWriteFn) FinishBundle(ctx context.Context, dead func(string)) error {
+	return f.flush(ctx, dead)
+}
+
+func (f *spannerWriteFn) flush(ctx context.Context, dead func(string)) error {
+	if len(f.pending) == 0 {
+		return nil
+	}
+	err := f.commit(ctx, f.pending, dead)
+	clear(f.pending) // let the records go
+	f.pending, f.cells, f.bytes = f.pending[:0], 0, 0
+	return err
+}
+
+// commit commits rows; on failure it isolates the rows at fault (see
+// Spanner).
+func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead func(string)) error {
+	ms := make([]*spanner.Mutation, len(rows))
+	cells, size := 0, 0
+	for i, r := range rows {
+		ms[i] = r.m
+		cells += r.cells
+		size += r.size
+	}
+	start := time.Now()
+	err := f.apply(ctx, ms)
+	SpannerCommitMillis.Update(ctx, time.Since(start).Milliseconds())
+	if err == nil {
+		SpannerCommits.Inc(ctx, 1)
+		SpannerCommitCells.Update(ctx, int64(cells))
+		SpannerCommitRows.Update(ctx, int64(len(rows)))
+		SpannerCommitBytes.Update(ctx, int64(size))
+		transforms.Written.Inc(ctx, int64(len(rows)))
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("spanner sink: commit of %d rows to %s: %w", len(rows), f.Cfg.Table, err)
+	}
+	if len(rows) == 1 {
+		return f.refuse(ctx, &rows[0], err, dead)
+	}
+	transforms.Retried.Inc(ctx, int64(len(rows)))
+	mid := len(rows) / 2
+	if err := f.commit(ctx, rows[:mid], dead); err != nil {
+		return err
+	}
+	return f.commit(ctx, rows[mid:], dead)
+}
+
+// refuse handles the failed commit of a single row: a dead letter when
+// Spanner refused the row itself, the error otherwise.
+func (f *spannerWriteFn) refuse(ctx context.Context, row *pendingRow, err error, dead func(string)) error {
+	if !rowAtFault(err) {
+		return fmt.Errorf("spanner sink: commit to %s failed for a reason that is not the row's (the runner retries the bundle): %w", f.Cfg.Table, err)
+	}
+	if f.Cfg.Mode == spannerdb.ModeInsert && spanner.ErrCode(err) == codes.AlreadyExists {
+		same, rerr := f.storedEqual(ctx, &row.rec)
+		if rerr != nil {
+			return fmt.Errorf("spanner sink: reading back an existing row of %s: %w", f.Cfg.Table, rerr)
+		}
+		if same {
+			SpannerAlreadyWritten.Inc(ctx, 1)
+			transforms.Written.Inc(ctx, 1)
+			return nil
+		}
+	}
+	dead(record.NewDeadLetter(record.StageWrite, f.source, &row.rec, err))
+	transforms.DeadLettered.Inc(ctx, 1)
+	return nil
+}
+
+// rowAtFault reports whether Spanner refused a single-row commit because
+// of the row: its values, its key, or a missing parent row. Errors about
+// the database, table or session are not the row's.
+func rowAtFault(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.OutOfRange:
+		return true
+	case codes.NotFound:
+		msg := strings.ToLower(err.Error())
+		for _, infra := range []string{"database not found", "table not found", "session not found", "instance not found"} {
+			if strings.Contains(msg, infra) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// applyMutations commits: at least once for upserts (idempotent), with
+// replay protection for inserts.
+func (f *spannerWriteFn) applyMutations(ctx context.Context, ms []*spanner.Mutation) error {
+	var opts []spanner.ApplyOption
+	if f.Cfg.Mode != spannerdb.ModeInsert {
+		opts = append(opts, spanner.ApplyAtLeastOnce())
+	}
+	_, err := f.client.Apply(ctx, ms, opts...)
+	return err
+}
+
+// storedEqual reports whether the table holds rec's row with exactly the
+// values rec would write.
+func (f *spannerWriteFn) storedEqual(ctx context.Context, rec *record.Record) (bool, error) {
+	want, err := spannerdb.Normalize(rec, f.table)
+	if err != nil {
+		return false, err
+	}
+	key, err := spannerdb.SpannerKey(rec, f.table)
+	if err != nil {
+		return false, err
+	}
+	cols := make([]string, len(want.Fields))
+	for i, fd := range want.Fields {
+		cols[i] = fd.Name
+	}
+	row, err := f.client.Single().ReadRow(ctx, f.table.Name, key, cols)
+	if spanner.ErrCode(err) == codes.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	got, err := spannerdb.RowToRecord(row, f.table)
+	if err != nil {
+		return false, err
+	}
+	return spannerdb.SameValues(&got, &want), nil
+}
+
+// writtenColumns is the number of cells a record's mutation writes.
+func writtenColumns(rec *record.Record, t *spannerdb.Table) int {
+	n := 0
+	for _, fd := range rec.Fields {
+		if c := t.Column(fd.Name); c != nil && !c.Generated {
+			n++
+		}
+	}
+	return n
+}
+
+// recordSize estimates the bytes a record adds to a commit, as Beam
+// SpannerIO's MutationSizeEstimator does: the sizes of the values.
+func recordSize(rec *record.Record) int {
+	n := 0
+	for _, fd := range rec.Fields {
+		n += valueSize(fd.Value)
+	}
+	return n
+}
+
+func valueSize(v record.Value) int {
+	switch v.Kind {
+	case record.KindNull:
+		return 0
+	case record.KindBool:
+		return 1
+	case record.KindDate:
+		return 4
+	case record.KindTimestamp:
+		return 12
+	case record.KindString, record.KindNumeric, record.KindJSON:
+		return len(v.Str)
+	case record.KindBytes:
+		return len(v.Bytes)
+	case record.KindArray:
+		n := 0
+		for _, e := range v.Array {
+			n += valueSize(e)
+		}
+		return n
+	case record.KindEntity:
+		n := 0
+		for _, fd := range v.Entity {
+			n += len(fd.Name) + valueSize(fd.Value)
+		}
+		return n
+	}
+	return 8
+}

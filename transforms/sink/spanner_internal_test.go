@@ -1,0 +1,154 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// fakeSink is a spannerWriteFn whose commits go to a function: a commit
+// fails with the error fail returns for the first row it refuses.
+func fakeSink(cfg SpannerSinkConfig, fail func(id int64) error) (*spannerWriteFn, *[][]int64) {
+	var commits [][]int64
+	t := &spannerdb.Table{Name: "T", Columns: []spannerdb.Column{{Name: "Id", Type: "INT64", NotNull: true}}}
+	t.Key, _ = rewrite.ParseKeySchema("T", "Id INT64")
+	f := &spannerWriteFn{Cfg: cfg.WithDefaults(), table: t, source: "spanner:test/T"}
+	f.apply = func(_ context.Context, ms []*spanner.Mutation) error {
+		ids := map[*spanner.Mutation]int64{} // which row each mutation is
+		for _, row := range f.pending {
+			id, _ := row.rec.Get("Id")
+			ids[row.m] = id.Int
+		}
+		var got []int64
+		for _, m := range ms {
+			if err := fail(ids[m]); err != nil {
+				return err
+			}
+			got = append(got, ids[m])
+		}
+		commits = append(commits, got)
+		return nil
+	}
+	return f, &commits
+}
+
+func batchOf(n int) []byte {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Table: "T", Fields: []record.Field{{Name: "Id", Value: record.Int(int64(i))}}}
+	}
+	return record.EncodeBatch(recs)
+}
+
+// TestIsolatesRowsAtFault: a commit refused because of some rows is
+// retried in halves until those rows stand alone; they are dead-lettered
+// with the commit error, every other row is committed exactly once.
+func TestIsolatesRowsAtFault(t *testing.T) {
+	bad := map[int64]bool{3: true, 4: true, 97: true}
+	f, commits := fakeSink(SpannerSinkConfig{Table: "T"}, func(id int64) error {
+		if bad[id] {
+			return status.Error(codes.FailedPrecondition, "row refused")
+		}
+		return nil
+	})
+	var dead []string
+	emit := func(s string) { dead = append(dead, s) }
+	ctx := context.Background()
+	if err := f.ProcessElement(ctx, batchOf(100), emit); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.FinishBundle(ctx, emit); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	for _, c := range *commits {
+		for _, id := range c {
+			seen[id]++
+		}
+	}
+	for id := range int64(100) {
+		if want := map[bool]int{true: 0, false: 1}[bad[id]]; seen[id] != want {
+			t.Errorf("row %d committed %d times, want %d", id, seen[id], want)
+		}
+	}
+	if len(dead) != len(bad) {
+		t.Fatalf("%d dead letters, want %d", len(dead), len(bad))
+	}
+	for _, l := range dead {
+		d, rec, err := record.ParseDeadLetter([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := rec.Get("Id")
+		if !bad[id.Int] || d.Stage != record.StageWrite || !strings.Contains(d.Reason, "row refused") {
+			t.Errorf("dead letter %s", l)
+		}
+	}
+}
+
+// TestInfrastructureErrorsFailTheBundle: when even a single row's commit
+// fails for a reason that is not the row's, the error is returned (the
+// runner retries the bundle) and nothing is dead-lettered.
+func TestInfrastructureErrorsFailTheBundle(t *testing.T) {
+	for _, infra := range []error{
+		status.Error(codes.Unavailable, "try again"),
+		status.Error(codes.DeadlineExceeded, "slow"),
+		status.Error(codes.Internal, "grpc: error while marshaling"),
+		status.Error(codes.NotFound, "Database not found: projects/p/instances/i/databases/d"),
+		context.Canceled,
+		errors.New("something unknown"),
+	} {
+		f, _ := fakeSink(SpannerSinkConfig{Table: "T"}, func(id int64) error {
+			if id == 5 {
+				return infra
+			}
+			return nil
+		})
+		var dead []string
+		emit := func(s string) { dead = append(dead, s) }
+		ctx := context.Background()
+		err := f.ProcessElement(ctx, batchOf(10), emit)
+		if err == nil {
+			err = f.FinishBundle(ctx, emit)
+		}
+		if err == nil || !strings.Contains(err.Error(), "not the row's") || len(dead) != 0 {
+			t.Errorf("%v: error %v, %d dead letters; want the error returned and none", infra, err, len(dead))
+		}
+		if len(f.pending) != 0 {
+			t.Errorf("%v: %d rows left pending after the failed flush", infra, len(f.pending))
+		}
+	}
+}
+
+// TestFlushErrorsMidBundleAreReturned: a flush forced by the batch bounds
+// in ProcessElement returns its error too.
+func TestFlushErrorsMidBundleAreReturned(t *testing.T) {
+	f, _ := fakeSink(SpannerSinkConfig{Table: "T", MaxRows: 10}, func(int64) error { return status.Error(codes.Unavailable, "down") })
+	err := f.ProcessElement(context.Background(), batchOf(25), func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("ProcessElement = %v, want the flush error", err)
+	}
+}
+
+func TestRowAtFault(t *testing.T) {
+	for code, want := range map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.FailedPrecondition: true, codes.AlreadyExists: true, codes.OutOfRange: true, codes.NotFound: true,
+		codes.Unavailable: false, codes.Aborted: false, codes.Internal: false, codes.Unknown: false, codes.PermissionDenied: false, codes.ResourceExhausted: false,
+	} {
+		if got := rowAtFault(status.Error(code, "Insert failed because key was not found in parent table")); got != want {
+			t.Errorf("rowAtFault(%v) = %v, want %v", code, got, want)
+		}
+	}
+	if rowAtFault(status.Error(codes.NotFound, "Table not found: T")) {
+		t.Error("a missing table is the row's fault")
+	}
+}
