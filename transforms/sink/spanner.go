@@ -223,7 +223,7 @@ func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead 
 		m, err := spannerdb.MutationFor(rec, f.table, f.Cfg.Mode)
 		if err != nil {
 			dead(record.NewDeadLetter(record.StageWrite, f.source, rec, err))
-			transforms.DeadLettered.Inc(ctx, 1)
+			transforms.CountDeadLettered(ctx, 1)
 			continue
 		}
 		row := pendingRow{rec: *rec, m: m, cells: writtenColumns(rec, f.table), size: recordSize(rec)}
@@ -271,7 +271,7 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		SpannerCommitCells.Update(ctx, int64(cells))
 		SpannerCommitRows.Update(ctx, int64(len(rows)))
 		SpannerCommitBytes.Update(ctx, int64(size))
-		transforms.Written.Inc(ctx, int64(len(rows)))
+		transforms.CountWritten(ctx, int64(len(rows)))
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -301,12 +301,12 @@ func (f *spannerWriteFn) refuse(ctx context.Context, row *pendingRow, err error,
 		}
 		if same {
 			SpannerAlreadyWritten.Inc(ctx, 1)
-			transforms.Written.Inc(ctx, 1)
+			transforms.CountWritten(ctx, 1)
 			return nil
 		}
 	}
 	dead(record.NewDeadLetter(record.StageWrite, f.source, &row.rec, err))
-	transforms.DeadLettered.Inc(ctx, 1)
+	transforms.CountDeadLettered(ctx, 1)
 	return nil
 }
 

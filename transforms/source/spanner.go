@@ -288,7 +288,7 @@ func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error,
 	flush := func() {
 		if len(batch) > 0 {
 			emit(record.EncodeBatch(batch))
-			transforms.Read.Inc(ctx, int64(len(batch)))
+			transforms.CountRead(ctx, int64(len(batch)))
 			batch = batch[:0]
 		}
 	}
@@ -296,8 +296,8 @@ func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error,
 		rec, err := spannerdb.RowToRecord(row, t)
 		if err != nil {
 			dead(record.NewDeadLetter(record.StageRead, source, &rec, err))
-			transforms.Read.Inc(ctx, 1)
-			transforms.DeadLettered.Inc(ctx, 1)
+			transforms.CountRead(ctx, 1)
+			transforms.CountDeadLettered(ctx, 1)
 			return nil
 		}
 		batch = append(batch, rec)
