@@ -1,0 +1,175 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/datastore"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
+)
+
+// DatastoreSinkConfig configures a Datastore (Firestore in Datastore mode)
+// sink.
+type DatastoreSinkConfig struct {
+	// Project is the Google Cloud project (empty: DATASTORE_PROJECT_ID).
+	Project string `json:"project"`
+	// Database is the database id (empty: the default database).
+	Database string `json:"database"`
+	// Namespace, when set, replaces the namespace of every record's key;
+	// empty keeps each key's own namespace.
+	Namespace string `json:"namespace"`
+	// Mode is "upsert" (the default: replace or create, so re-runs
+	// converge) or "insert" (create only; an existing key with the same
+	// content counts as written, with other content it is dead-lettered).
+	// See datastoredb.ModeUpsert and datastoredb.ModeInsert.
+	Mode string `json:"mode"`
+	// MaxEntities caps the entities of one commit (0: 500, the service's
+	// limit, which is also the most allowed).
+	MaxEntities int `json:"max_entities"`
+	// MaxBytes caps the estimated bytes of one commit (0: 9,000,000; at
+	// most the service's 10 MiB request limit).
+	MaxBytes int `json:"max_bytes"`
+}
+
+func (c DatastoreSinkConfig) check() error {
+	var errs []error
+	if err := datastoredb.CheckMode(c.Mode); err != nil {
+		errs = append(errs, fmt.Errorf("datastore sink: %w", err))
+	}
+	if c.MaxEntities < 0 || c.MaxEntities > datastoredb.MaxCommitEntities {
+		errs = append(errs, fmt.Errorf("datastore sink: max_entities %d: want 0 (default) to %d", c.MaxEntities, datastoredb.MaxCommitEntities))
+	}
+	if c.MaxBytes < 0 || c.MaxBytes > datastoredb.MaxCommitBytes {
+		errs = append(errs, fmt.Errorf("datastore sink: max_bytes %d: want 0 (default) to %d", c.MaxBytes, datastoredb.MaxCommitBytes))
+	}
+	if c.Namespace != "" {
+		k := rewrite.DatastoreKey{Namespace: c.Namespace, Path: []rewrite.PathElement{{Kind: "K", ID: 1}}}
+		if err := rewrite.ValidateDatastoreKey(k); err != nil {
+			errs = append(errs, fmt.Errorf("datastore sink: namespace %q: %w", c.Namespace, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counters of the Datastore sink, besides transforms.Written,
+// DeadLettered and Retried.
+var (
+	// datastoreCommits counts successful commits, datastoreCommitEntities
+	// is their size distribution (its max is at most MaxEntities).
+	datastoreCommits        = beam.NewCounter("rekey", "datastore_commits")
+	datastoreCommitEntities = beam.NewDistribution("rekey", "datastore_commit_entities")
+	datastoreCommitBytes    = beam.NewDistribution("rekey", "datastore_commit_bytes")
+	// datastoreExisting counts inserts found already present with the
+	// same content.
+	datastoreExisting = beam.NewCounter("rekey", "datastore_insert_existing")
+)
+
+func init() {
+	register.DoFn3x1[context.Context, []byte, func(string), error](&datastoreWriteFn{})
+	register.Emitter1[string]()
+}
+
+// Datastore writes record batches to Datastore and returns the dead
+// letters (record.DeadLetter JSON lines, stage "write").
+//
+// Beam Go has no Datastore writer; this is rekey's. Each worker converts
+// records with datastoredb.ToEntity and commits them through a
+// datastoredb.Writer: non-transactional commits of at most MaxEntities
+// entities and MaxBytes, never one key twice in a commit (a repeated key
+// flushes first, so the last version stays), upserts by default. A record
+// that cannot be converted is dead-lettered; a commit the service refuses
+// for its content is split in halves until each refused entity is alone and
+// dead-lettered with the service's error, while the others land; transient
+// errors are retried with backoff and then, like infrastructure errors,
+// fail the bundle so the runner retries it (upserts make that safe;
+// inserts recognise their own earlier writes). The buffer is flushed in
+// FinishBundle and every error is returned.
+func Datastore(s beam.Scope, cfg DatastoreSinkConfig, batches beam.PCollection) (deadLetters beam.PCollection) {
+	s = s.Scope("sink.Datastore")
+	return beam.ParDo(s, &datastoreWriteFn{Cfg: cfg}, batches)
+}
+
+type datastoreWriteFn struct {
+	Cfg DatastoreSinkConfig `json:"cfg"`
+
+	client *datastore.Client
+	w      *datastoredb.Writer
+	emit   func(string)
+}
+
+func (f *datastoreWriteFn) Setup(ctx context.Context) error {
+	if err := f.Cfg.check(); err != nil {
+		return err
+	}
+	c, err := datastoredb.Client(ctx, f.Cfg.Project, f.Cfg.Database)
+	if err != nil {
+		return err
+	}
+	f.client = c
+	w := datastoredb.NewWriter(c)
+	w.Mode = f.Cfg.Mode
+	w.MaxEntities = f.Cfg.MaxEntities
+	w.MaxBytes = f.Cfg.MaxBytes
+	w.Namespace = f.Cfg.Namespace
+	w.Source = "datastore"
+	if f.Cfg.Database != "" {
+		w.Source += ":" + f.Cfg.Database
+	}
+	w.OnDeadLetter = func(ctx context.Context, line string) {
+		f.emit(line)
+		transforms.CountDeadLettered(ctx, 1)
+	}
+	w.OnCommit = func(ctx context.Context, n, bytes int) {
+		datastoreCommits.Inc(ctx, 1)
+		datastoreCommitEntities.Update(ctx, int64(n))
+		datastoreCommitBytes.Update(ctx, int64(bytes))
+	}
+	w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
+	w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
+	w.OnRetry = func(ctx context.Context, _ error) { transforms.Retried.Inc(ctx, 1) }
+	f.w = w
+	return nil
+}
+
+func (f *datastoreWriteFn) Teardown() error {
+	if f.client == nil {
+		return nil
+	}
+	err := f.client.Close()
+	f.client = nil
+	return err
+}
+
+func (f *datastoreWriteFn) StartBundle(_ context.Context, emit func(string)) {
+	f.emit = emit
+	f.w.Reset()
+}
+
+func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(string)) error {
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return fmt.Errorf("sink.Datastore: %w", err)
+	}
+	f.emit = emit
+	for i := range recs {
+		if err := f.w.Add(ctx, &recs[i]); err != nil {
+			return fmt.Errorf("sink.Datastore: %w", err)
+		}
+	}
+	return nil
+}
+
+func (f *datastoreWriteFn) FinishBundle(ctx context.Context, emit func(string)) error {
+	f.emit = emit
+	if err := f.w.Flush(ctx); err != nil {
+		return fmt.Errorf("sink.Datastore: %w", err)
+	}
+	return nil
+}
