@@ -2,8 +2,37 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/rewrite"
 )
+
+// ManifestTable (Spanner) and ManifestKind (Datastore) hold, per target
+// table or kind, the rewrite spec a migration wrote it with. A re-run with
+// a different spec is refused (unless forced) instead of mixing two key
+// schemes in one table.
+const (
+	ManifestTable = "RekeyManifest"
+	ManifestKind  = "RekeyManifest"
+)
+
+const manifestDDL = `CREATE TABLE RekeyManifest (
+  Target STRING(MAX) NOT NULL,
+  Spec STRING(MAX) NOT NULL,
+  UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+) PRIMARY KEY (Target)`
 
 // TargetOptions control PrepareTarget.
 type TargetOptions struct {
@@ -14,8 +43,133 @@ type TargetOptions struct {
 	Out   io.Writer
 }
 
+// ManifestSpec is the text recorded in the target's manifest: the
+// canonical strategy spec and the keys before and after.
+func (p *Plan) ManifestSpec() string {
+	st, err := rewrite.New(p.Spec.Strategy)
+	spec := p.Spec.Strategy.Strategy
+	if err == nil {
+		spec = st.Spec().String()
+	}
+	out := "strategy " + spec
+	if len(p.SourceKey.Columns) > 0 {
+		out += "; key " + describeKey(p.SourceKey.Columns)
+	}
+	if len(p.TargetKey.Columns) > 0 {
+		out += " -> " + describeKey(p.TargetKey.Columns)
+	}
+	return out
+}
+
+// ErrManifestMismatch is returned when the target was written with another
+// rewrite spec.
+var ErrManifestMismatch = errors.New("the target was migrated with a different rewrite")
+
 // PrepareTarget prints (and with Create runs) the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
 func PrepareTarget(ctx context.Context, p *Plan, o TargetOptions) error {
-	return prepareStores(ctx, p, o)
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	switch p.Config.Target.Type {
+	case config.TypeSpanner:
+		return prepareSpanner(ctx, p, o)
+	case config.TypeDatastore:
+		return prepareDatastore(ctx, p, o)
+	}
+	return nil
+}
+
+func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
+	tgt := p.Config.Target
+	var missing []string
+	for i, t := range p.spanner.targets {
+		if !p.spanner.exists[strings.ToLower(t.Name)] {
+			missing = append(missing, p.TargetDDL[i])
+		}
+	}
+	admin, err := database.NewDatabaseAdminClient(ctx)
+	if err != nil {
+		return fmt.Errorf("spanner admin: %w", err)
+	}
+	defer admin.Close()
+	if len(missing) > 0 {
+		fmt.Fprintf(o.Out, "-- target DDL (%s)\n%s;\n", databasePath(tgt), strings.Join(missing, ";\n\n"))
+		if !o.Create {
+			return fmt.Errorf("target table %s does not exist: run with --create-target to create it with the DDL above", p.spanner.targets[0].Name)
+		}
+		if err := updateDDL(ctx, admin, databasePath(tgt), missing); err != nil {
+			return fmt.Errorf("creating the target tables: %w", err)
+		}
+		for _, t := range p.spanner.targets {
+			p.spanner.exists[strings.ToLower(t.Name)] = true
+		}
+	}
+	c, err := spannerClient(ctx, tgt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	target := p.spanner.targets[0].Name
+	spec := p.ManifestSpec()
+	row, err := c.Single().ReadRow(ctx, ManifestTable, spanner.Key{target}, []string{"Spec"})
+	switch {
+	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
+		if err := updateDDL(ctx, admin, databasePath(tgt), []string{manifestDDL}); err != nil {
+			return fmt.Errorf("creating %s: %w", ManifestTable, err)
+		}
+	case spanner.ErrCode(err) == codes.NotFound:
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", ManifestTable, err)
+	default:
+		var old string
+		if err := row.Columns(&old); err != nil {
+			return err
+		}
+		if old != spec && !o.Force {
+			return fmt.Errorf("%w: %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, target, old, spec)
+		}
+	}
+	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(ManifestTable, []string{"Target", "Spec", "UpdatedAt"}, []any{target, spec, spanner.CommitTimestamp})})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", ManifestTable, err)
+	}
+	return nil
+}
+
+func updateDDL(ctx context.Context, admin *database.DatabaseAdminClient, db string, stmts []string) error {
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: stmts})
+	if err != nil {
+		return err
+	}
+	return op.Wait(ctx)
+}
+
+type manifestEntity struct {
+	Spec      string    `datastore:",noindex"`
+	UpdatedAt time.Time `datastore:",noindex"`
+}
+
+func prepareDatastore(ctx context.Context, p *Plan, o TargetOptions) error {
+	tgt := p.Config.Target
+	c, err := datastoredb.Client(ctx, tgt.Project, tgt.Database)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	kind := firstNonEmpty(tgt.Kind, p.Spec.Kind)
+	key := datastore.NameKey(ManifestKind, kind, nil)
+	key.Namespace = tgt.Namespace
+	spec := p.ManifestSpec()
+	var m manifestEntity
+	err = c.Get(ctx, key, &m)
+	switch {
+	case errors.Is(err, datastore.ErrNoSuchEntity):
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", ManifestKind, err)
+	case m.Spec != spec && !o.Force:
+		return fmt.Errorf("%w: kind %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, kind, m.Spec, spec)
+	}
+	_, err = c.Put(ctx, key, &manifestEntity{Spec: spec, UpdatedAt: time.Now().UTC()})
+	return err
 }

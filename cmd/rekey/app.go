@@ -56,7 +56,7 @@ type stdio struct {
 
 func commands() map[string]command {
 	cs := []command{
-		{"demo", "rewrite the bundled sample keys with several strategies and show how evenly they spread", runDemo},
+		{"demo", "migrate the bundled sample data with rewritten keys on the local emulators (or files) and check it", runDemo},
 		{"strategies", "list the key-rewrite strategies", runStrategies},
 		{"rewrite", "rewrite keys read from stdin (one per line) and print the new keys", runRewrite},
 		{"run", "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", runRun},

@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/configs"
 	"github.com/rekeyio/rekey/internal/hotspot"
@@ -20,11 +24,23 @@ type demoCase struct {
 }
 
 func runDemo(ctx context.Context, args []string, io stdio) error {
-	fs := newFlagSet("demo", "", io.err)
+	fs := newFlagSet("demo", "[--runner prism|direct] [--files] [--keys-only]", io.err)
+	runner := fs.String("runner", "prism", "Beam runner for the migrations: prism or direct")
+	files := fs.Bool("files", false, "skip the emulators: migrate files to files")
+	keysOnly := fs.Bool("keys-only", false, "only show what the strategies do to the sample keys")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return demoRewrites(ctx, io.out)
+	if *runner != "prism" && *runner != "direct" {
+		return usagef("demo: --runner must be prism or direct")
+	}
+	if err := demoRewrites(ctx, io.out); err != nil || *keysOnly {
+		return err
+	}
+	flag.CommandLine.Parse(nil)
+	beam.Init()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return demoMigrate(ctx, io.out, *runner, *files)
 }
 
 // demoRewrites rewrites the keys of the bundled sample data with several
@@ -135,7 +151,6 @@ func demoRewrites(_ context.Context, w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%.2fx\t%.1f\t%s\t%s\n", dc.label, rep.Busiest, rep.Touched, roundTrip, rewrite.FormatDatastoreKey(example))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nTry one yourself:  rekey rewrite --strategy shard --param n=16 --key \"LastAccess TIMESTAMP, UserId STRING(36)\" --explain")
 	return nil
 }
 

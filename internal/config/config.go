@@ -87,8 +87,10 @@ type Config struct {
 	// KeepOriginalKey, when set, is the property or column that keeps the
 	// old key on each written row or entity.
 	KeepOriginalKey string `mapstructure:"keep_original_key"`
-	// Interleaved are Spanner child tables interleaved in Source.Table,
-	// carried along with their parent rows.
+	// Interleaved are the child tables interleaved in Source.Table (Spanner
+	// to Spanner), or the kinds of descendant entities of Source.Kind (a
+	// Datastore source), migrated with it: their keys start with the
+	// parent's, and the parent's part is rewritten the same way.
 	Interleaved []string `mapstructure:"interleaved"`
 	// DeadLetter is a path (local or gs://) where refused elements go.
 	DeadLetter string `mapstructure:"dead_letter"`

@@ -338,11 +338,22 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 		}
 	}
 
-	if len(c.Interleaved) > 0 && (c.Source.Type != TypeSpanner || c.Target.Type != TypeSpanner) {
-		p.add("interleaved", "only for a spanner source and target")
+	spannerChildren := c.Source.Type == TypeSpanner && c.Target.Type == TypeSpanner
+	datastoreChildren := c.Source.Type == TypeDatastore
+	if len(c.Interleaved) > 0 && !spannerChildren && !datastoreChildren {
+		p.add("interleaved", "only for a spanner source and target (child tables) or a datastore source (descendant kinds)")
 	}
 	for i, t := range c.Interleaved {
 		path := fmt.Sprintf("interleaved[%d]", i)
+		if datastoreChildren {
+			if strings.Contains(t, "/") || t == "" {
+				p.add(path, "%q is not a kind name", t)
+			}
+			if t == c.Source.Kind {
+				p.add(path, "%q is the source kind itself", t)
+			}
+			continue
+		}
 		checkTableName(p, path, t)
 		if strings.EqualFold(t, c.Source.Table) {
 			p.add(path, "%q is the source table itself", t)
