@@ -194,7 +194,7 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 	}
 	fmt.Fprintln(e.w, "\n1. Spanner UserAccessLogs -> UserAccessLogs in "+e.dstDB+", shard n=16 on UserId (a new leading ShardId column):")
 	cfg := &config.Config{Source: endpoint(e.srcDB, "UserAccessLogs"), Target: endpoint(e.dstDB, "UserAccessLogs"),
-		Rewrite: config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 16, "mode": "abs", "columns": []any{"UserId"}}},
+		Rewrite:    config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 16, "mode": "abs", "columns": []any{"UserId"}}},
 		DeadLetter: filepath.Join(e.dir, "logs-dead.jsonl")}
 	if _, err := e.run(ctx, cfg); err != nil {
 		return fmt.Errorf("UserAccessLogs: %w", err)
