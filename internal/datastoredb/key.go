@@ -12,9 +12,9 @@ import (
 // KeyToDatastore converts a rekey key to a client key: one *datastore.Key
 // per path element, each with the key's namespace, chained through Parent.
 // An element with neither id nor name becomes an incomplete key; nothing
-// is checked (ToEntity validates first). The
-// database is not part of a client key (the client chooses it) and is
-// ignored. An empty path gives nil.
+// is checked (ToEntity validates first). The database is not part of a
+// client key (the client chooses it) and is ignored. An empty path gives
+// nil.
 func KeyToDatastore(k rewrite.DatastoreKey) *datastore.Key {
 	var parent *datastore.Key
 	for _, e := range k.Path {
