@@ -181,7 +181,7 @@ func Migrate(s beam.Scope, p *Plan) (beam.PCollection, error) {
 func readSource(s beam.Scope, p *Plan) (beam.PCollection, []beam.PCollection, error) {
 	src := p.Config.Source
 	switch src.Type {
-	case config.TypeJSONL, config.TypeCSV:
+	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
 		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: p.Spec.Table})
 		return b, []beam.PCollection{d}, nil
 	case config.TypeSpanner:

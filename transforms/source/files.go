@@ -23,10 +23,10 @@ import (
 type FilesConfig struct {
 	// Path is a file or a glob, local or gs://.
 	Path string `json:"path"`
-	// Format is "jsonl" (the record JSON Lines format, see record.ParseJSON)
-	// or "csv" (a header line of column names; every field is a string,
+	// Format is "jsonl" (the record JSON Lines format, see record.ParseJSON),
+	// "csv" (a header line of column names; every field is a string,
 	// converted to the target column's type when written; an empty field
-	// is NULL).
+	// is NULL) or "avro" (as Spanner's export writes it, see readAvro).
 	Format string `json:"format"`
 	// Delimiter separates CSV fields (default ",").
 	Delimiter string `json:"delimiter"`
@@ -113,9 +113,12 @@ func (f *readFilesFn) readFile(ctx context.Context, name string, emit func([]byt
 		transforms.CountDeadLettered(ctx, 1)
 		dead(record.RawDeadLetter(record.StageRead, fmt.Sprintf("%s:%d", name, line), raw, err))
 	}
-	if strings.EqualFold(f.Cfg.Format, "csv") {
+	switch strings.ToLower(f.Cfg.Format) {
+	case "csv":
 		err = readCSV(rc, f.Cfg.Delimiter, ok, bad)
-	} else {
+	case "avro":
+		err = readAvro(rc, name, ok, bad)
+	default:
 		err = readJSONL(rc, ok, bad)
 	}
 	if err != nil {
