@@ -40,7 +40,7 @@ func TestReadAvroSpannerExport(t *testing.T) {
 			"LastAccess": "2024-01-31T12:00:00.123456789Z", "UserId": "u1",
 			"Day": goavro.Union("string", "2024-01-31"), "Amount": goavro.Union("string", "1.50"),
 			"Doc": goavro.Union("string", `{"a":1}`), "Raw": goavro.Union("bytes", []byte{0, 0xff}),
-			"Tags": goavro.Union("array", []any{goavro.Union("string", "x"), nil}),
+			"Tags":  goavro.Union("array", []any{goavro.Union("string", "x"), nil}),
 			"Bytes": goavro.Union("long", int64(42)), "Ratio": goavro.Union("double", 0.5), "Ok": goavro.Union("boolean", true),
 		},
 		map[string]any{"LastAccess": "2024-01-31T12:00:01Z", "UserId": "u2", "Day": nil, "Amount": nil, "Doc": nil, "Raw": nil, "Tags": nil, "Bytes": nil, "Ratio": nil, "Ok": nil},
