@@ -98,8 +98,10 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Plan, error) {
 		for name := range p.Spec.Children {
 			p.Children[name], _ = rk.ChildOut(name)
 		}
-		if err := p.resolveSpannerTarget(ctx); err != nil {
-			return nil, err
+		if tgt.Type == config.TypeSpanner {
+			if err := p.resolveSpannerTarget(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return p, nil

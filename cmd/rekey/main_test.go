@@ -212,3 +212,15 @@ dead_letter: gs://demo-bucket/dead.jsonl
 		t.Errorf("stdout: %s", out)
 	}
 }
+
+// TestDemoFiles runs the demo's file-to-file migration (the path taken
+// where no emulator is installed).
+func TestDemoFiles(t *testing.T) {
+	out, errs, code := rekey(t, "", "demo", "--files")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "[ok  ] 2000 records in, 2000 written") {
+		t.Errorf("demo --files output:\n%s", out)
+	}
+}
