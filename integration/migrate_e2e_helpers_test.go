@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Helpers shared by the end-to-end migration tests (migrate_*_test.go).
+
+// wantCounters checks the "rekey" counters of a run.
+func wantCounters(t *testing.T, res *pipeline.Result, read, rewritten, written, dead int64) {
+	t.Helper()
+	c := res.Counters
+	if c["read"] != read || c["rewritten"] != rewritten || c["written"] != written || c["dead_lettered"] != dead {
+		t.Errorf("counters %s; want read=%d rewritten=%d written=%d dead_lettered=%d",
+			pipeline.FormatCounters(c), read, rewritten, written, dead)
+	}
+}
+
+// newSpannerTarget creates an empty database on the Spanner emulator,
+// dropped when the test ends, and returns its id and a client on it.
+func newSpannerTarget(t *testing.T, hint string, ddl ...string) (string, *spanner.Client) {
+	t.Helper()
+	emulator.RequireSpanner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := emulator.UniqueDatabaseID(hint)
+	path, err := emulator.NewSpannerDatabase(ctx, emulator.SpannerProject(), emulator.SpannerInstance(), id, ddl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := emulator.DropSpannerDatabase(ctx, path); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+	c, err := emulator.SpannerClient(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return id, c
+}
+
+// dbID is the database id of a Spanner client.
+func dbID(c *spanner.Client) string {
+	name := c.DatabaseName()
+	return name[strings.LastIndex(name, "/")+1:]
+}
+
+// readTable reads a table's schema, failing the test if it cannot.
+func readTable(t *testing.T, c *spanner.Client, name string) *spannerdb.Table {
+	t.Helper()
+	tb, err := spannerdb.ReadTable(context.Background(), c, name)
+	if err != nil {
+		t.Fatalf("schema of %s in %s: %v", name, dbID(c), err)
+	}
+	return tb
+}
+
+// readRows reads every column of every row of a table (generated columns
+// too), in key order.
+func readRows(t *testing.T, c *spanner.Client, table string) []record.Record {
+	t.Helper()
+	tb := readTable(t, c, table)
+	var cols []string
+	for _, col := range tb.Columns {
+		cols = append(cols, col.Name)
+	}
+	recs, err := spannerdbtest.ReadAll(context.Background(), c, tb, cols...)
+	if err != nil {
+		t.Fatalf("reading %s: %v", table, err)
+	}
+	return recs
+}
+
+// keyText renders a key for use as a map key.
+func keyText(vals []rewrite.Value) string { return rewrite.FormatKey(vals, false) }
+
+// rowKey reads the key columns of a row as key values.
+func rowKey(t *testing.T, r *record.Record, schema rewrite.KeySchema) []rewrite.Value {
+	t.Helper()
+	out := make([]rewrite.Value, len(schema.Columns))
+	for i, c := range schema.Columns {
+		v, ok := r.Get(c.Name)
+		if !ok {
+			t.Fatalf("row %s has no key column %s", r.Describe(), c.Name)
+		}
+		kv, err := record.KeyValue(v, c.Type)
+		if err != nil {
+			t.Fatalf("row %s: key column %s: %v", r.Describe(), c.Name, err)
+		}
+		out[i] = kv
+	}
+	return out
+}
+
+// valuesEqual compares values bit for bit (record.Value.Equal), except
+// JSON, compared as JSON values (Spanner normalizes JSON text).
+func valuesEqual(a, b record.Value) bool {
+	if a.Kind == record.KindJSON && b.Kind == record.KindJSON {
+		return spannerdb.JSONEqual(a.Str, b.Str)
+	}
+	if a.Kind == record.KindArray && b.Kind == record.KindArray {
+		if len(a.Array) != len(b.Array) {
+			return false
+		}
+		for i := range a.Array {
+			if !valuesEqual(a.Array[i], b.Array[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if a.Kind == record.KindEntity && b.Kind == record.KindEntity {
+		return fieldsDiff(a.Entity, b.Entity, nil) == ""
+	}
+	return a.Equal(b)
+}
+
+// fieldsDiff compares fields by name, regardless of order (Datastore
+// returns properties sorted by name), NoIndex included; names in skip are
+// left out on both sides. It returns "" when equal, else the first
+// differences.
+func fieldsDiff(got, want []record.Field, skip []string) string {
+	skipped := func(name string) bool {
+		return slices.ContainsFunc(skip, func(s string) bool { return strings.EqualFold(s, name) })
+	}
+	var diffs []string
+	for _, w := range want {
+		if skipped(w.Name) {
+			continue
+		}
+		i := slices.IndexFunc(got, func(g record.Field) bool { return g.Name == w.Name })
+		switch {
+		case i < 0:
+			diffs = append(diffs, fmt.Sprintf("%s missing (want %v)", w.Name, w.Value))
+		case got[i].NoIndex != w.NoIndex:
+			diffs = append(diffs, fmt.Sprintf("%s: NoIndex %t, want %t", w.Name, got[i].NoIndex, w.NoIndex))
+		case !valuesEqual(got[i].Value, w.Value):
+			diffs = append(diffs, fmt.Sprintf("%s = %v (%s), want %v (%s)", w.Name, got[i].Value, got[i].Value.Kind, w.Value, w.Value.Kind))
+		}
+	}
+	for _, g := range got {
+		if skipped(g.Name) {
+			continue
+		}
+		if !slices.ContainsFunc(want, func(w record.Field) bool { return w.Name == g.Name }) {
+			diffs = append(diffs, fmt.Sprintf("unexpected field %s = %v", g.Name, g.Value))
+		}
+	}
+	if len(diffs) > 4 {
+		diffs = append(diffs[:4], fmt.Sprintf("... (%d differences)", len(diffs)))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// putEntities writes records as entities, 500 a commit.
+func putEntities(t *testing.T, c *datastore.Client, recs []record.Record) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < len(recs); i += 500 {
+		var keys []*datastore.Key
+		var props []datastore.PropertyList
+		for _, r := range recs[i:min(i+500, len(recs))] {
+			k, p, err := datastoredb.ToEntity(&r)
+			if err != nil {
+				t.Fatalf("entity %s: %v", r.Describe(), err)
+			}
+			keys = append(keys, k)
+			props = append(props, p)
+		}
+		if _, err := c.PutMulti(ctx, keys, props); err != nil {
+			t.Fatalf("writing entities: %v", err)
+		}
+	}
+}
+
+// readEntities reads every entity of kind in namespace (at every depth),
+// by key text.
+func readEntities(t *testing.T, c *datastore.Client, ns, kind string) map[string]record.Record {
+	t.Helper()
+	var props []datastore.PropertyList
+	keys, err := c.GetAll(context.Background(), datastore.NewQuery(kind).Namespace(ns), &props)
+	if err != nil {
+		t.Fatalf("reading %s in %q: %v", kind, ns, err)
+	}
+	out := map[string]record.Record{}
+	for i, k := range keys {
+		r, err := datastoredb.FromEntity(k, props[i])
+		if err != nil {
+			t.Fatalf("entity %v: %v", k, err)
+		}
+		out[r.Key.String()] = r
+	}
+	return out
+}
+
+// countEntities counts the entities of kind in namespace with a keys-only
+// query.
+func countEntities(t *testing.T, c *datastore.Client, ns, kind string) int {
+	t.Helper()
+	keys, err := c.GetAll(context.Background(), datastore.NewQuery(kind).Namespace(ns).KeysOnly(), nil)
+	if err != nil {
+		t.Fatalf("counting %s in %q: %v", kind, ns, err)
+	}
+	return len(keys)
+}
+
+// sortedKeys returns a map's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// microTime is a timestamp Datastore keeps exactly (microseconds).
+func microTime(i int) time.Time {
+	return time.Date(2023, 3, 1, 8, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Hour + time.Duration(i*1013)*time.Microsecond)
+}
+
+// canonNaN is the NaN Datastore stores for every NaN.
+var canonNaN = math.Float64frombits(0x7ff8000000000000)
+
+// stageCounts counts dead letters by stage.
+func stageCounts(dead []record.DeadLetter) map[string]int {
+	m := map[string]int{}
+	for _, d := range dead {
+		m[d.Stage]++
+	}
+	return m
+}
+
+// arr, geo and entity build array, geo point and embedded entity values.
+func arr(vs ...record.Value) record.Value { return record.Value{Kind: record.KindArray, Array: vs} }
+
+func geo(lat, lng float64) record.Value {
+	return record.Value{Kind: record.KindGeoPoint, Lat: lat, Lng: lng}
+}
+
+func entity(fs ...record.Field) record.Value {
+	return record.Value{Kind: record.KindEntity, Entity: fs}
+}
