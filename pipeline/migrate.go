@@ -79,6 +79,9 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Plan, error) {
 	if tgt.Type == config.TypeSpanner && tgt.Table != "" && !strings.EqualFold(tgt.Table, p.Spec.Table) {
 		p.Spec.TargetTable = tgt.Table
 	}
+	if src.Type == config.TypeDatastore {
+		p.Spec.DescendantKinds = cfg.Interleaved
+	}
 	if tgt.Type == config.TypeDatastore {
 		p.Spec.Kind = firstNonEmpty(src.Kind, tgt.Kind)
 		if src.Kind != "" && tgt.Kind != "" && src.Kind != tgt.Kind {

@@ -37,7 +37,8 @@ func Run(ctx context.Context, plan *Plan, runner string, progress io.Writer) (*R
 		return nil, err
 	}
 	start := time.Now()
-	stop := startProgress(runner, progress, start)
+	before := transforms.Snapshot()
+	stop := startProgress(runner, progress, start, before)
 	pr, err := beam.Run(ctx, runner, p)
 	stop()
 	res := &Result{Counters: map[string]int64{}, Elapsed: time.Since(start)}
@@ -49,14 +50,22 @@ func Run(ctx context.Context, plan *Plan, runner string, progress io.Writer) (*R
 			}
 		}
 	}
+	if local(runner) {
+		// Exact in-process counts (see transforms.Progress).
+		for name, n := range transforms.Snapshot() {
+			res.Counters[name] = n - before[name]
+		}
+	}
 	if err != nil {
 		return res, fmt.Errorf("%s runner: %w", runner, err)
 	}
 	return res, nil
 }
 
-func startProgress(runner string, w io.Writer, start time.Time) func() {
-	if w == nil || (runner != "prism" && runner != "direct") {
+func local(runner string) bool { return runner == "prism" || runner == "direct" }
+
+func startProgress(runner string, w io.Writer, start time.Time, before map[string]int64) func() {
+	if w == nil || !local(runner) {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -76,9 +85,10 @@ func startProgress(runner string, w io.Writer, start time.Time) func() {
 			case <-t.C:
 				printed = true
 				el := time.Since(start)
-				n := transforms.Progress.Written.Load()
+				now := transforms.Snapshot()
+				n := now["written"] - before["written"]
 				fmt.Fprintf(w, "\r\033[K%d read, %d written, %d dead-lettered, %.0f records/s, %s elapsed",
-					transforms.Progress.Read.Load(), n, transforms.Progress.DeadLettered.Load(),
+					now["read"]-before["read"], n, now["dead_lettered"]-before["dead_lettered"],
 					float64(n)/el.Seconds(), el.Truncate(time.Second))
 			}
 		}

@@ -293,6 +293,14 @@ func allDigits(s string) bool {
 	return true
 }
 
+// ElementText returns a path element's text form (see above): an id's
+// digits, or the name, quoted with a leading ' when it is all digits or
+// starts with '. Distinct elements of one kind have distinct texts.
+func ElementText(e PathElement) string { return string(appendElementText(nil, e)) }
+
+// ElementFromText decodes a text form back into an element of kind.
+func ElementFromText(kind, t string) (PathElement, error) { return elementFromText(kind, t) }
+
 // appendElementText appends e's text form.
 func appendElementText(dst []byte, e PathElement) []byte {
 	if !e.IsName() {

@@ -27,6 +27,7 @@ type RekeySpec struct {
 	Kind            string             `json:"kind"`
 	TargetKind      string             `json:"target_kind"`
 	TargetNamespace string             `json:"target_namespace"`
+	DescendantKinds []string           `json:"descendant_kinds"`
 	References      []string           `json:"references"`
 	KeepOriginalKey string             `json:"keep_original_key"`
 }
@@ -52,7 +53,7 @@ func (sp RekeySpec) Build() (*rekeyer.Rekeyer, error) {
 	o := rekeyer.Options{
 		Strategy: st, SourceStore: sp.SourceStore, TargetStore: sp.TargetStore,
 		Table: sp.Table, TargetTable: sp.TargetTable, Kind: sp.Kind, TargetKind: sp.TargetKind,
-		TargetNamespace: sp.TargetNamespace, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
+		TargetNamespace: sp.TargetNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
 	}
 	if sp.Key != "" {
 		if o.Key, err = rewrite.ParseKeySchema(sp.Table, sp.Key); err != nil {
@@ -121,7 +122,7 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		}
 		out = append(out, rec)
 	}
-	Rewritten.Inc(ctx, int64(len(out)))
+	CountRewritten(ctx, int64(len(out)))
 	if len(out) > 0 {
 		emit(record.EncodeBatch(out))
 	}

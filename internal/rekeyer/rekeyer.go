@@ -9,6 +9,7 @@ package rekeyer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rekeyio/rekey/internal/record"
@@ -45,8 +46,11 @@ type Options struct {
 	// rows going to Datastore); TargetKind renames it ("" keeps it), and
 	// TargetNamespace moves entities to another namespace ("" keeps it).
 	Kind, TargetKind, TargetNamespace string
-	// References are properties holding keys of migrated entities; their
-	// keys are rewritten like the entities' own keys.
+	// DescendantKinds are the kinds of migrated descendant entities.
+	DescendantKinds []string
+	// References are properties holding keys of migrated entities (of Kind
+	// or a descendant kind); their keys are rewritten like the entities'
+	// own keys.
 	References []string
 	// KeepOriginalKey, if set, is the property or column that receives the
 	// old key (a key value in Datastore, its JSON notation in Spanner).
@@ -279,9 +283,11 @@ func (rk *Rekeyer) rekeyValue(v record.Value) (record.Value, error) {
 }
 
 // points reports whether a referenced key is one of the migrated
-// entities: its kind is the migrated kind (or any kind if none is set).
+// entities: its kind is the migrated kind or a migrated descendant kind
+// (any kind if none is set).
 func (rk *Rekeyer) points(k rewrite.DatastoreKey) bool {
-	return rk.o.Kind == "" || k.Leaf().Kind == rk.o.Kind
+	leaf := k.Leaf().Kind
+	return rk.o.Kind == "" || leaf == rk.o.Kind || slices.Contains(rk.o.DescendantKinds, leaf)
 }
 
 // entityToRow turns a Datastore entity into a Spanner row: the key path's
@@ -302,10 +308,10 @@ func (rk *Rekeyer) entityToRow(rec *record.Record) error {
 		switch {
 		case cols[i].Type == rewrite.TypeInt64 && !e.IsName():
 			v = record.Int(e.ID)
-		case cols[i].Type == rewrite.TypeString && e.IsName():
-			v = record.String(e.Name)
 		case cols[i].Type == rewrite.TypeString:
-			v = record.String(fmt.Sprint(e.ID))
+			// The element's text form keeps id 42 ("42") and name "42"
+			// ("'42") apart.
+			v = record.String(rewrite.ElementText(e))
 		default:
 			return fmt.Errorf("key %s: element %s does not fit key column %s %s", k, e, cols[i].Name, cols[i].SQLType())
 		}
@@ -366,7 +372,13 @@ func (rk *Rekeyer) rowToEntity(rec *record.Record) error {
 	case len(vals) == 1 && vals[0].Type == rewrite.TypeInt64 && !vals[0].Null:
 		e.ID = vals[0].Int
 	case len(vals) == 1 && vals[0].Type == rewrite.TypeString && !vals[0].Null:
-		e.Name = vals[0].Str
+		// The inverse of entityToRow's text form: digits are an id, a
+		// leading ' marks a name.
+		pe, err := rewrite.ElementFromText(rk.o.Kind, vals[0].Str)
+		if err != nil {
+			return fmt.Errorf("key column %s: %w", rk.o.Key.Columns[0].Name, err)
+		}
+		e = pe
 	default:
 		e.Name = rewrite.FormatKey(vals, false)
 	}

@@ -133,7 +133,7 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	}
 	w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
 	w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
-	w.OnRetry = func(ctx context.Context, _ error) { transforms.Retried.Inc(ctx, 1) }
+	w.OnRetry = func(ctx context.Context, _ error) { transforms.CountRetried(ctx, 1) }
 	f.w = w
 	return nil
 }

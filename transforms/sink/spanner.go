@@ -280,7 +280,7 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 	if len(rows) == 1 {
 		return f.refuse(ctx, &rows[0], err, dead)
 	}
-	transforms.Retried.Inc(ctx, int64(len(rows)))
+	transforms.CountRetried(ctx, int64(len(rows)))
 	mid := len(rows) / 2
 	if err := f.commit(ctx, rows[:mid], dead); err != nil {
 		return err
