@@ -49,7 +49,9 @@ func TestRangesReadEveryLineOnce(t *testing.T) {
 				err = readJSONL(rr, func(rec record.Record) {
 					v, _ := rec.Get("i")
 					seen[v.Int]++
-				}, func(line int, raw string, err error) { t.Errorf("step %d range %v: bad line %q: %v", step, fr, raw, err) })
+				}, func(line int, raw string, err error) {
+					t.Errorf("step %d range %v: bad line %q: %v", step, fr, raw, err)
+				})
 				if f != nil {
 					f.Close()
 				}
