@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -400,14 +401,9 @@ func TestDatastoreSinkNamespaceAndDatabase(t *testing.T) {
 // every problem named.
 func TestDatastoreSinkRefusesBadConfig(t *testing.T) {
 	emulator.RequireDatastore(t)
-	dsInit.Do(func() {
-		if !beam.Initialized() {
-			beam.Init()
-		}
+	_, err := beamtest.RunErr(context.Background(), "direct", func(s beam.Scope) {
+		sink.Datastore(s, sink.DatastoreSinkConfig{Mode: "replace", MaxEntities: 501, MaxBytes: -1, Namespace: "bad ns"}, beam.CreateList(s, dsBatches(dsNumbered("", 1, 1, "v"), 1)))
 	})
-	p, s := beam.NewPipelineWithRoot()
-	sink.Datastore(s, sink.DatastoreSinkConfig{Mode: "replace", MaxEntities: 501, MaxBytes: -1, Namespace: "bad ns"}, beam.CreateList(s, dsBatches(dsNumbered("", 1, 1, "v"), 1)))
-	_, err := beam.Run(context.Background(), "direct", p)
 	for _, want := range []string{`mode "replace"`, "max_entities 501", "max_bytes -1", `namespace "bad ns"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one containing %q", err, want)
