@@ -1,0 +1,97 @@
+package throttle
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Adaptive is the client-side throttle of Google's SRE book ("Handling
+// Overload"): over a sliding window it counts requests and accepts, and
+// rejects a new request locally with probability
+//
+//	max(0, (requests − K·accepts) / (requests + 1))
+//
+// so that an overloaded store is not hammered: while the store accepts
+// everything nothing is rejected; when it starts refusing, the client sheds
+// the excess itself. Defaults: K = 1.25, a 2-minute window in 10 s buckets
+// (as Beam Java's Datastore connector).
+type Adaptive struct {
+	K      float64
+	Window time.Duration
+	Bucket time.Duration
+
+	mu      sync.Mutex
+	now     func() time.Time
+	rnd     func() float64
+	buckets []bucket // ring, oldest first
+}
+
+type bucket struct {
+	start             time.Time
+	requests, accepts float64
+}
+
+// NewAdaptive returns a throttle with K (0: 1.25) and the default window.
+func NewAdaptive(k float64) *Adaptive {
+	if k <= 0 {
+		k = 1.25
+	}
+	return &Adaptive{K: k, Window: 2 * time.Minute, Bucket: 10 * time.Second, now: time.Now, rnd: rand.Float64}
+}
+
+func (a *Adaptive) counts(now time.Time) (req, acc float64) {
+	cut := now.Add(-a.Window)
+	i := 0
+	for i < len(a.buckets) && !a.buckets[i].start.After(cut) {
+		i++
+	}
+	a.buckets = a.buckets[i:]
+	for _, b := range a.buckets {
+		req += b.requests
+		acc += b.accepts
+	}
+	return req, acc
+}
+
+// RejectProbability is the current probability of a local rejection.
+func (a *Adaptive) RejectProbability() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	req, acc := a.counts(a.now())
+	p := (req - a.K*acc) / (req + 1)
+	if p < 0 {
+		return 0
+	}
+	return p
+}
+
+// Allow decides whether to send a request now. A rejected request counts
+// as a request (the SRE formula counts every attempt).
+func (a *Adaptive) Allow() bool {
+	if a.rnd() < a.RejectProbability() {
+		a.record(true, false)
+		return false
+	}
+	return true
+}
+
+// Record counts a request sent to the store and whether it was accepted.
+func (a *Adaptive) Record(accepted bool) { a.record(true, accepted) }
+
+func (a *Adaptive) record(request, accepted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	a.counts(now)
+	if n := len(a.buckets); n == 0 || now.Sub(a.buckets[n-1].start) >= a.Bucket {
+		a.buckets = append(a.buckets, bucket{start: now})
+	}
+	b := &a.buckets[len(a.buckets)-1]
+	if request {
+		b.requests++
+	}
+	if accepted {
+		b.accepts++
+	}
+}
