@@ -1,0 +1,156 @@
+// Package retry decides which store errors are worth retrying and retries
+// them with exponential backoff and jitter, within a per-attempt deadline
+// and a cumulative backoff limit.
+//
+// Retried (transient): gRPC ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED,
+// DEADLINE_EXCEEDED (and INTERNAL, which Spanner documents as retryable for
+// commits); HTTP 408, 429 and 5xx from file systems. Never retried (the
+// record or the request is wrong, or access is missing): INVALID_ARGUMENT,
+// FAILED_PRECONDITION, PERMISSION_DENIED, UNAUTHENTICATED, ALREADY_EXISTS,
+// NOT_FOUND, OUT_OF_RANGE — those go to the dead-letter output (or fail the
+// job, for access errors) at once.
+package retry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Class is what to do with an error.
+type Class int
+
+// Classes.
+const (
+	Permanent Class = iota // do not retry
+	Transient              // retry with backoff
+)
+
+// Classify returns whether err is worth retrying.
+func Classify(err error) Class {
+	if err == nil {
+		return Permanent
+	}
+	if errors.Is(err, context.Canceled) {
+		return Permanent
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Transient
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		switch {
+		case ge.Code == 408, ge.Code == 429, ge.Code >= 500:
+			return Transient
+		}
+		return Permanent
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Internal:
+			return Transient
+		}
+		return Permanent
+	}
+	// Wrapped gRPC errors (the Spanner client wraps its own).
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return Classify(se.GRPCStatus().Err())
+	}
+	return Permanent
+}
+
+// Policy is an exponential backoff with full jitter. Defaults (zero
+// fields): first wait 1 s, doubling, at most 60 s between attempts, each
+// attempt given 15 s (Beam Java SpannerIO's commit deadline), and 15
+// minutes of cumulative backoff before giving up (SpannerIO's limit).
+type Policy struct {
+	Initial       time.Duration
+	Max           time.Duration
+	Multiplier    float64
+	Attempt       time.Duration // deadline of one attempt
+	MaxCumulative time.Duration // total backoff before giving up
+
+	rnd   func() float64
+	sleep func(context.Context, time.Duration) error
+}
+
+// Defaults.
+const (
+	DefaultInitial       = time.Second
+	DefaultMax           = 60 * time.Second
+	DefaultAttempt       = 15 * time.Second
+	DefaultMaxCumulative = 15 * time.Minute
+)
+
+func (p Policy) withDefaults() Policy {
+	if p.Initial <= 0 {
+		p.Initial = DefaultInitial
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultMax
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 2
+	}
+	if p.Attempt <= 0 {
+		p.Attempt = DefaultAttempt
+	}
+	if p.MaxCumulative <= 0 {
+		p.MaxCumulative = DefaultMaxCumulative
+	}
+	if p.rnd == nil {
+		p.rnd = rand.Float64
+	}
+	if p.sleep == nil {
+		p.sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+	}
+	return p
+}
+
+// Do calls f until it succeeds, fails permanently, or the cumulative
+// backoff is spent. Each attempt gets its own deadline. onRetry, if set, is
+// called before each retry with the error that caused it. Do returns the
+// number of attempts and the last error.
+func (p Policy) Do(ctx context.Context, f func(ctx context.Context) error, onRetry func(error)) (int, error) {
+	p = p.withDefaults()
+	wait := p.Initial
+	var slept time.Duration
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.Attempt)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			return attempt, nil
+		}
+		if ctx.Err() != nil || Classify(err) == Permanent {
+			return attempt, err
+		}
+		d := time.Duration(p.rnd() * float64(wait)) // full jitter
+		if slept+d > p.MaxCumulative {
+			return attempt, err
+		}
+		if onRetry != nil {
+			onRetry(err)
+		}
+		if serr := p.sleep(ctx, d); serr != nil {
+			return attempt, err
+		}
+		slept += d
+		wait = min(time.Duration(float64(wait)*p.Multiplier), p.Max)
+	}
+}
