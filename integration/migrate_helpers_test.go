@@ -119,3 +119,23 @@ func writeLines(t *testing.T, name string, lines []string) string {
 	}
 	return path
 }
+
+// redrive re-submits a dead-letter file with the config of the run that
+// wrote it.
+func redrive(t *testing.T, cfg *config.Config, runner, from string) *pipeline.Result {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := pipeline.Resolve(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{}); err != nil {
+		t.Fatalf("PrepareTarget: %v", err)
+	}
+	plan.Redrive(from)
+	res, err := pipeline.Run(ctx, plan, runner, nil)
+	if err != nil {
+		t.Fatalf("redrive on %s: %v", runner, err)
+	}
+	return res
+}

@@ -35,6 +35,9 @@ type Plan struct {
 	TargetDDL []string
 	// DeadLetterPath is where refused records are written.
 	DeadLetterPath string
+	// RedriveFrom, if set, is a dead-letter file whose records are
+	// re-submitted instead of reading the source (see Redrive).
+	RedriveFrom string
 
 	spanner *spannerPlan
 }
@@ -164,23 +167,49 @@ func firstNonEmpty(ss ...string) string {
 }
 
 // Migrate adds the migration to the pipeline rooted at s: source →
-// rewrite → sink, every dead letter to the plan's dead-letter file. It
-// returns the PCollection of dead-letter file line counts (one element,
-// when the run is complete).
+// rewrite → sink, every dead letter to the plan's dead-letter file. With
+// p.RedriveFrom set, the source is that dead-letter file instead (see
+// Redrive). It returns the PCollection of dead-letter file line counts (one
+// element, when the run is complete).
 func Migrate(s beam.Scope, p *Plan) (beam.PCollection, error) {
-	cfg := p.Config
-	batches, readDead, err := readSource(s, p)
-	if err != nil {
-		return beam.PCollection{}, err
+	var batches, rewritten, redriven beam.PCollection
+	var deads []beam.PCollection
+	if p.RedriveFrom != "" {
+		var stillDead beam.PCollection
+		batches, redriven, stillDead = source.DeadLetters(s, p.RedriveFrom)
+		deads = append(deads, stillDead)
+	} else {
+		var readDead []beam.PCollection
+		var err error
+		if batches, readDead, err = readSource(s, p); err != nil {
+			return beam.PCollection{}, err
+		}
+		deads = append(deads, readDead...)
 	}
 	rewritten, rewriteDead := transforms.Rewrite(s, p.Spec, batches)
+	deads = append(deads, rewriteDead)
+	if p.RedriveFrom != "" {
+		rewritten = beam.Flatten(s, rewritten, redriven)
+	}
 	writeDead, err := writeTarget(s, p, rewritten)
 	if err != nil {
 		return beam.PCollection{}, err
 	}
-	_ = cfg
-	all := append(append(readDead, rewriteDead), writeDead...)
-	return sink.Lines(s, p.DeadLetterPath, beam.Flatten(s, all...)), nil
+	deads = append(deads, writeDead...)
+	return sink.Lines(s, p.DeadLetterPath, beam.Flatten(s, deads...)), nil
+}
+
+// Redrive sets the plan up to re-submit the records of a dead-letter file
+// written by an earlier run of the same config (after the cause was
+// fixed): records refused at the read or rewrite stage are rewritten and
+// written, records refused at the write stage (already rewritten) are
+// written again. What still fails is dead-lettered again, to the plan's
+// dead-letter path, or next to from if that is the same file.
+func (p *Plan) Redrive(from string) {
+	p.RedriveFrom = from
+	if p.DeadLetterPath == from {
+		p.DeadLetterPath = strings.TrimSuffix(from, ".jsonl") + ".redrive.jsonl"
+	}
 }
 
 func readSource(s beam.Scope, p *Plan) (beam.PCollection, []beam.PCollection, error) {

@@ -60,6 +60,7 @@ func commands() map[string]command {
 		{"strategies", "list the key-rewrite strategies", runStrategies},
 		{"rewrite", "rewrite keys read from stdin (one per line) and print the new keys", runRewrite},
 		{"run", "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", runRun},
+		{"redrive", "re-submit the records of a dead-letter file after fixing the cause", runRedrive},
 		{"validate", "validate a config file", runValidate},
 		{"version", "print rekey's version", runVersion},
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/rekeyio/rekey/pipeline"
 )
 
-// runOptions are the parsed flags of `rekey run`.
+// runOptions are the parsed flags of `rekey run` (and `rekey redrive`).
 type runOptions struct {
 	Config       string
+	From         string // redrive: the dead-letter file
 	Runner       string
 	CreateTarget bool
 	Force        bool
@@ -31,7 +32,7 @@ Beam pipeline. Flags rekey does not know are Beam's (for Dataflow:
 --service_account_email, --dry_run, ...).`
 
 // rekeyRunFlags are run's own flags; the value says whether it is boolean.
-var rekeyRunFlags = map[string]bool{"c": false, "config": false, "runner": false, "create-target": true, "force": true, "v": true, "h": true, "help": true}
+var rekeyRunFlags = map[string]bool{"c": false, "config": false, "from": false, "runner": false, "create-target": true, "force": true, "v": true, "h": true, "help": true}
 
 // splitRunArgs separates rekey's flags from Beam's.
 func splitRunArgs(args []string) (ours, beamArgs []string) {
@@ -53,10 +54,23 @@ func splitRunArgs(args []string) (ours, beamArgs []string) {
 	return ours, beamArgs
 }
 
-func parseRunFlags(args []string, io stdio) (runOptions, error) {
+const redriveUsage = `-c FILE --from DEAD_LETTERS [--runner ...] [Beam flags]
+
+Re-submits the records of a dead-letter file written by an earlier run of
+the same config, after the cause was fixed: records refused while reading or
+rewriting are rewritten and written, records refused while writing are
+written again. What still fails is dead-lettered again (to the config's
+dead_letter path, or FROM.redrive.jsonl if that is FROM itself).`
+
+func parseRunFlags(args []string, io stdio) (runOptions, error) { return parseRunLikeFlags("run", runUsage, args, io) }
+
+func parseRunLikeFlags(cmd, usage string, args []string, io stdio) (runOptions, error) {
 	var o runOptions
 	ours, beamArgs := splitRunArgs(args)
-	fs := newFlagSet("run", runUsage, io.err)
+	fs := newFlagSet(cmd, usage, io.err)
+	if cmd == "redrive" {
+		fs.StringVar(&o.From, "from", "", "dead-letter file to re-submit (local or gs://)")
+	}
 	fs.StringVar(&o.Config, "c", "", "config file (YAML)")
 	fs.StringVar(&o.Config, "config", "", "config file (YAML)")
 	fs.StringVar(&o.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
@@ -67,10 +81,13 @@ func parseRunFlags(args []string, io stdio) (runOptions, error) {
 		return o, err
 	}
 	if o.Config == "" {
-		return o, usagef("run: -c FILE is required")
+		return o, usagef("%s: -c FILE is required", cmd)
+	}
+	if cmd == "redrive" && o.From == "" {
+		return o, usagef("redrive: --from DEAD_LETTERS is required")
 	}
 	if !slices.Contains(pipeline.Runners, o.Runner) {
-		return o, usagef("run: --runner must be one of %s, got %q", strings.Join(pipeline.Runners, ", "), o.Runner)
+		return o, usagef("%s: --runner must be one of %s, got %q", cmd, strings.Join(pipeline.Runners, ", "), o.Runner)
 	}
 	o.BeamArgs = beamArgs
 	return o, nil
@@ -81,6 +98,20 @@ func runRun(ctx context.Context, args []string, io stdio) error {
 	if err != nil {
 		return err
 	}
+	return runPipeline(ctx, o, io)
+}
+
+func runRedrive(ctx context.Context, args []string, io stdio) error {
+	o, err := parseRunLikeFlags("redrive", redriveUsage, args, io)
+	if err != nil {
+		return err
+	}
+	return runPipeline(ctx, o, io)
+}
+
+// runPipeline resolves the config, prepares the target and runs the
+// migration (or the redrive of o.From).
+func runPipeline(ctx context.Context, o runOptions, io stdio) error {
 	// Beam's flags live on the global flag set: Beam and its runners read
 	// them from there, and workers are started with them.
 	if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {
@@ -109,6 +140,10 @@ func runRun(ctx context.Context, args []string, io stdio) error {
 	}
 	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: o.CreateTarget, Force: o.Force, Out: io.out}); err != nil {
 		return err
+	}
+	if o.From != "" {
+		plan.Redrive(o.From)
+		fmt.Fprintf(io.out, "rekey: redriving %s\n", o.From)
 	}
 	fmt.Fprintf(io.out, "rekey: %s %s -> %s %s with %s on %s\n", cfg.Source.Type, describeEndpoint(cfg.Source.Table, cfg.Source.Kind, cfg.Source.Path),
 		cfg.Target.Type, describeEndpoint(cfg.Target.Table, cfg.Target.Kind, cfg.Target.Path), plan.Spec.Strategy.Strategy, o.Runner)
