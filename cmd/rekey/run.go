@@ -62,7 +62,9 @@ rewriting are rewritten and written, records refused while writing are
 written again. What still fails is dead-lettered again (to the config's
 dead_letter path, or FROM.redrive.jsonl if that is FROM itself).`
 
-func parseRunFlags(args []string, io stdio) (runOptions, error) { return parseRunLikeFlags("run", runUsage, args, io) }
+func parseRunFlags(args []string, io stdio) (runOptions, error) {
+	return parseRunLikeFlags("run", runUsage, args, io)
+}
 
 func parseRunLikeFlags(cmd, usage string, args []string, io stdio) (runOptions, error) {
 	var o runOptions
