@@ -1,0 +1,460 @@
+// Package committap measures write order from outside the writer: a gRPC
+// proxy in front of an emulator that forwards every call unchanged and
+// records, in arrival order, the keys of every Spanner and Datastore
+// Commit.
+//
+//	tap, err := committap.Start(os.Getenv("SPANNER_EMULATOR_HOST"), tableKey)
+//	t.Setenv("SPANNER_EMULATOR_HOST", tap.Addr()) // clients created from now on go through the tap
+//	... run the writer ...
+//	fig := committap.Measure(committap.Keys(tap.Commits(), "Events"), hotspot.Options{})
+//
+// The proxy knows no services: every method is forwarded as raw bytes
+// (grpc.UnknownServiceHandler and a pass-through codec), streams in both
+// directions, with metadata, headers, trailers, deadlines and status
+// codes. Only the requests of google.spanner.v1.Spanner/Commit and
+// google.datastore.v1.Datastore/Commit are decoded, to record their
+// mutations' keys.
+package committap
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/datastore/apiv1/datastorepb"
+	"cloud.google.com/go/spanner/apiv1/spannerpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// The methods whose requests the tap decodes.
+const (
+	SpannerCommit   = "/google.spanner.v1.Spanner/Commit"
+	DatastoreCommit = "/google.datastore.v1.Datastore/Commit"
+)
+
+// maxMessage is the largest message the proxy passes in either direction
+// (the Datastore emulator answers a whole query in one message).
+const maxMessage = 256 << 20
+
+// Mutation is one written row or entity of a commit.
+type Mutation struct {
+	// Table is the Spanner table, or the kind of the entity.
+	Table string
+	// Key is the order-preserving encoding of the key
+	// (rewrite.AppendSpannerKey or AppendDatastoreKey); nil when the tap
+	// cannot decode it (a Spanner table it was not given the key of).
+	Key []byte
+	// Text is the key in rekey's notation (rewrite.FormatKey or
+	// DatastoreKey.String), for messages.
+	Text string
+}
+
+// Commit is one Commit call.
+type Commit struct {
+	// Seq numbers commits in the order their requests arrived, from 0.
+	Seq int
+	// Store is "spanner" or "datastore".
+	Store     string
+	Mutations []Mutation
+	// Done is set when the call has ended; Err is its error (nil: the
+	// commit succeeded).
+	Done bool
+	Err  error
+	At   time.Time
+}
+
+// Tap is a running proxy.
+type Tap struct {
+	lis     net.Listener
+	srv     *grpc.Server
+	conn    *grpc.ClientConn
+	backend string
+	keys    map[string]rewrite.KeySchema // Spanner key schemas by lower-case table name
+
+	mu      sync.Mutex
+	commits []*Commit
+	calls   map[string]int
+	wg      sync.WaitGroup
+}
+
+// Start listens on a free loopback port and forwards every call to
+// backend (host:port of an emulator, plaintext). spannerKeys are the key
+// schemas of the Spanner tables whose commits should be decoded (the
+// schema's Table names the table); Datastore keys need none.
+func Start(backend string, spannerKeys ...rewrite.KeySchema) (*Tap, error) {
+	if backend == "" {
+		return nil, errors.New("committap: no backend address")
+	}
+	conn, err := grpc.NewClient(backend,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+	if err != nil {
+		return nil, fmt.Errorf("committap: backend %s: %w", backend, err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("committap: listen: %w", err)
+	}
+	t := &Tap{lis: lis, conn: conn, backend: backend, keys: map[string]rewrite.KeySchema{}, calls: map[string]int{}}
+	for _, ks := range spannerKeys {
+		t.keys[strings.ToLower(ks.Table)] = ks
+	}
+	t.srv = grpc.NewServer(
+		grpc.ForceServerCodec(rawCodec{}),
+		grpc.UnknownServiceHandler(t.forward),
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		_ = t.srv.Serve(lis)
+	}()
+	return t, nil
+}
+
+// Addr is the host:port clients should use instead of the backend's.
+func (t *Tap) Addr() string { return t.lis.Addr().String() }
+
+// Backend is the address calls are forwarded to.
+func (t *Tap) Backend() string { return t.backend }
+
+// Close stops the proxy (cutting calls in flight) and its backend
+// connection.
+func (t *Tap) Close() {
+	t.srv.Stop()
+	t.wg.Wait()
+	t.conn.Close()
+}
+
+// Commits returns the commits recorded so far, in arrival order (copies).
+func (t *Tap) Commits() []Commit {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Commit, len(t.commits))
+	for i, c := range t.commits {
+		out[i] = *c
+	}
+	return out
+}
+
+// Calls returns how many calls of each method were forwarded.
+func (t *Tap) Calls() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int, len(t.calls))
+	for k, v := range t.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// Reset forgets the commits and calls recorded so far.
+func (t *Tap) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.commits, t.calls = nil, map[string]int{}
+}
+
+// frame is a message as raw bytes.
+type frame struct{ b []byte }
+
+// rawCodec passes messages through as bytes. Its name is "proto" so that
+// the backend sees the content type it expects.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	f, ok := v.(*frame)
+	if !ok {
+		return nil, fmt.Errorf("committap: cannot marshal %T", v)
+	}
+	return f.b, nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	f, ok := v.(*frame)
+	if !ok {
+		return fmt.Errorf("committap: cannot unmarshal into %T", v)
+	}
+	f.b = append(f.b[:0], data...)
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// outgoing copies incoming metadata minus what the transport sets itself.
+func outgoing(md metadata.MD) metadata.MD {
+	out := metadata.MD{}
+	for k, v := range md {
+		switch {
+		case strings.HasPrefix(k, ":"), strings.HasPrefix(k, "grpc-"),
+			k == "content-type", k == "user-agent", k == "te":
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// forward proxies one call of any method to the backend.
+func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return errors.New("committap: no method")
+	}
+	t.mu.Lock()
+	t.calls[method]++
+	t.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), outgoing(md)))
+	defer cancel()
+	cs, err := t.conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		return err
+	}
+
+	var commit atomic.Pointer[Commit]
+	// Client to backend.
+	upErr := make(chan error, 1)
+	go func() {
+		for {
+			f := &frame{}
+			if err := ss.RecvMsg(f); err != nil {
+				if errors.Is(err, io.EOF) {
+					upErr <- cs.CloseSend()
+					return
+				}
+				cancel()
+				upErr <- err
+				return
+			}
+			if commit.Load() == nil {
+				if c := t.observe(method, f.b); c != nil {
+					commit.Store(c)
+				}
+			}
+			if err := cs.SendMsg(f); err != nil {
+				// The backend ended the call; its status comes from RecvMsg.
+				upErr <- nil
+				return
+			}
+		}
+	}()
+
+	// Backend to client.
+	headerSent := false
+	sendHeader := func() {
+		if !headerSent {
+			if h, err := cs.Header(); err == nil {
+				_ = ss.SendHeader(h)
+			}
+			headerSent = true
+		}
+	}
+	var callErr error
+	for {
+		f := &frame{}
+		if err := cs.RecvMsg(f); err != nil {
+			if !errors.Is(err, io.EOF) {
+				callErr = err
+			}
+			break
+		}
+		sendHeader()
+		if err := ss.SendMsg(f); err != nil {
+			callErr = err
+			break
+		}
+	}
+	sendHeader()
+	ss.SetTrailer(cs.Trailer())
+	if callErr == nil {
+		// The backend answered in full; the client has closed its side
+		// (or its error ends the call).
+		callErr = <-upErr
+	}
+	if c := commit.Load(); c != nil {
+		t.mu.Lock()
+		c.Done, c.Err = true, callErr
+		t.mu.Unlock()
+	}
+	return callErr
+}
+
+// observe records a Commit request; other methods are ignored.
+func (t *Tap) observe(method string, req []byte) *Commit {
+	var c *Commit
+	switch method {
+	case SpannerCommit:
+		var r spannerpb.CommitRequest
+		if proto.Unmarshal(req, &r) != nil {
+			return nil
+		}
+		c = &Commit{Store: "spanner", Mutations: t.spannerMutations(r.GetMutations())}
+	case DatastoreCommit:
+		var r datastorepb.CommitRequest
+		if proto.Unmarshal(req, &r) != nil {
+			return nil
+		}
+		c = &Commit{Store: "datastore", Mutations: datastoreMutations(r.GetMutations())}
+	default:
+		return nil
+	}
+	c.At = time.Now()
+	t.mu.Lock()
+	c.Seq = len(t.commits)
+	t.commits = append(t.commits, c)
+	t.mu.Unlock()
+	return c
+}
+
+func (t *Tap) spannerMutations(ms []*spannerpb.Mutation) []Mutation {
+	var out []Mutation
+	for _, m := range ms {
+		w := m.GetInsert()
+		for _, alt := range []*spannerpb.Mutation_Write{m.GetUpdate(), m.GetInsertOrUpdate(), m.GetReplace()} {
+			if w == nil {
+				w = alt
+			}
+		}
+		if w != nil {
+			ks, known := t.keys[strings.ToLower(w.GetTable())]
+			idx := make([]int, len(ks.Columns))
+			for i, c := range ks.Columns {
+				idx[i] = -1
+				for j, name := range w.GetColumns() {
+					if strings.EqualFold(name, c.Name) {
+						idx[i] = j
+					}
+				}
+			}
+			for _, row := range w.GetValues() {
+				mu := Mutation{Table: w.GetTable()}
+				if known {
+					mu.Key, mu.Text = spannerKey(ks, idx, row.GetValues())
+				}
+				out = append(out, mu)
+			}
+			continue
+		}
+		if d := m.GetDelete(); d != nil {
+			ks, known := t.keys[strings.ToLower(d.GetTable())]
+			for _, k := range d.GetKeySet().GetKeys() {
+				mu := Mutation{Table: d.GetTable()}
+				if known {
+					idx := make([]int, len(k.GetValues()))
+					for i := range idx {
+						idx[i] = i
+					}
+					mu.Key, mu.Text = spannerKey(ks, idx, k.GetValues())
+				}
+				out = append(out, mu)
+			}
+		}
+	}
+	return out
+}
+
+// spannerKey encodes the key columns of a row: idx[i] is the position of
+// key column i among vals. It returns nil if a value does not decode.
+func spannerKey(ks rewrite.KeySchema, idx []int, vals []*structpb.Value) ([]byte, string) {
+	key := make([]rewrite.Value, len(ks.Columns))
+	for i, c := range ks.Columns {
+		if i >= len(idx) || idx[i] < 0 || idx[i] >= len(vals) {
+			return nil, ""
+		}
+		v, err := spannerValue(vals[idx[i]], c.Type)
+		if err != nil {
+			return nil, ""
+		}
+		key[i] = v
+	}
+	return rewrite.AppendSpannerKey(nil, ks, key), rewrite.FormatKey(key, len(key) == 1)
+}
+
+// spannerValue decodes a value as Spanner's wire format carries a column of
+// type t.
+func spannerValue(v *structpb.Value, t rewrite.Type) (rewrite.Value, error) {
+	if _, null := v.GetKind().(*structpb.Value_NullValue); null {
+		return rewrite.Null(t), nil
+	}
+	s := v.GetStringValue()
+	switch t {
+	case rewrite.TypeInt64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		return rewrite.Int64(n), err
+	case rewrite.TypeBool:
+		return rewrite.Bool(v.GetBoolValue()), nil
+	case rewrite.TypeFloat64:
+		if _, ok := v.GetKind().(*structpb.Value_NumberValue); ok {
+			return rewrite.Float64(v.GetNumberValue()), nil
+		}
+		switch s {
+		case "NaN":
+			return rewrite.Float64(math.NaN()), nil
+		case "Infinity":
+			return rewrite.Float64(math.Inf(1)), nil
+		case "-Infinity":
+			return rewrite.Float64(math.Inf(-1)), nil
+		}
+		return rewrite.Value{}, fmt.Errorf("FLOAT64 %q", s)
+	case rewrite.TypeString:
+		return rewrite.String(s), nil
+	case rewrite.TypeBytes:
+		b, err := base64.StdEncoding.DecodeString(s)
+		return rewrite.Bytes(b), err
+	case rewrite.TypeTimestamp:
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		return rewrite.Timestamp(ts), err
+	case rewrite.TypeDate:
+		d, err := time.Parse("2006-01-02", s)
+		return rewrite.Date(d.Year(), d.Month(), d.Day()), err
+	case rewrite.TypeNumeric:
+		return rewrite.Value{Type: rewrite.TypeNumeric, Str: s}, nil
+	}
+	return rewrite.Value{}, fmt.Errorf("type %s", t)
+}
+
+func datastoreMutations(ms []*datastorepb.Mutation) []Mutation {
+	var out []Mutation
+	for _, m := range ms {
+		var k *datastorepb.Key
+		switch {
+		case m.GetUpsert() != nil:
+			k = m.GetUpsert().GetKey()
+		case m.GetInsert() != nil:
+			k = m.GetInsert().GetKey()
+		case m.GetUpdate() != nil:
+			k = m.GetUpdate().GetKey()
+		default:
+			k = m.GetDelete()
+		}
+		if k == nil {
+			continue
+		}
+		dk := rewrite.DatastoreKey{Database: k.GetPartitionId().GetDatabaseId(), Namespace: k.GetPartitionId().GetNamespaceId()}
+		for _, e := range k.GetPath() {
+			dk.Path = append(dk.Path, rewrite.PathElement{Kind: e.GetKind(), ID: e.GetId(), Name: e.GetName()})
+		}
+		mu := Mutation{Key: rewrite.AppendDatastoreKey(nil, dk), Text: dk.String()}
+		if len(dk.Path) > 0 {
+			mu.Table = dk.Path[len(dk.Path)-1].Kind
+		}
+		out = append(out, mu)
+	}
+	return out
+}

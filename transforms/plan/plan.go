@@ -1,0 +1,329 @@
+// Package plan orders a migration's writes so that they spread over the
+// whole new key space at every moment while each commit stays within a
+// narrow key range.
+//
+// A range-partitioned store (Spanner, Datastore) splits its key space into
+// ranges served by different servers. Records usually arrive sorted by
+// their old key, and a rewrite that keeps some of that order (or a plain
+// copy) sends every write of a moment to one range. Shuffling alone does
+// not help either: a commit of 500 records drawn from all over the key
+// space touches every range at once. Writes does both things a store
+// wants:
+//
+//  1. a global shuffle: every record gets a uniformly random shard key, and
+//     a GroupByKey gathers each shard's records, a uniform sample of the
+//     whole key space whatever the input order;
+//  2. per shard, up to Buffer records are sorted by the store's key order
+//     and cut into batches of at most BatchRows records, each a narrow key
+//     range (one commit), and the batches are emitted in a random order in
+//     which every run of consecutive batches is spread evenly over the key
+//     space (Order).
+//
+// The sinks commit each planned batch on its own (their CommitPerElement
+// option), so commits stay key-local.
+//
+// The number of shard keys is the larger of Shards and what keeps every
+// shard within one buffer (total records / (0.8 × Buffer), counted before
+// the shuffle): a shard larger than its buffer would be sorted in chunks
+// taken in arrival order, so sorted input would come out chunk by chunk,
+// low keys first on every worker at once, which is the hotspot again.
+// Each record draws its own shard key (records dealt in whole pieces would
+// make a shard a few clumps of neighbouring keys, and its batches would
+// span them all), and the draws are stratified: a worker gathers up to
+// Buffer records, sorts them, and deals each run of neighbouring records
+// to distinct shards, so every shard holds an even share of every part of
+// the key space (Deal). That also keeps Beam's per-element cost low: one
+// element per (gathered records, shard key) pair.
+package plan
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+
+	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Stores Options.Store names.
+const (
+	StoreSpanner   = "spanner"
+	StoreDatastore = "datastore"
+)
+
+// Defaults and limits of Options.
+const (
+	// DefaultShards is the least number of shard keys: how many workers
+	// can plan and write at once however small the input.
+	DefaultShards = 16
+	// DefaultBuffer is how many records a shard sorts at once: 10,000
+	// records cut into batches of 500 make batches that each cover 1/20
+	// of the key space.
+	DefaultBuffer = 10_000
+	// DefaultBatchRows matches the sinks' row bound (Spanner's 500 rows,
+	// Datastore's 500 entities per commit).
+	DefaultBatchRows = 500
+	// MaxShards and MaxBuffer bound the knobs: more shard keys than this
+	// only add per-element cost; a larger buffer holds too much memory.
+	MaxShards = 1 << 16
+	MaxBuffer = 1_000_000
+	// fill is the share of Buffer a shard is sized to, so that random
+	// variation in shard sizes stays within the buffer.
+	fill = 0.8
+)
+
+// Options configure Writes. They are plain data (JSON) so a DoFn carries
+// them to the workers.
+type Options struct {
+	// Store is the target store: "spanner" or "datastore".
+	Store string `json:"store"`
+	// Key is the Spanner target table's key schema as text
+	// (transforms.SchemaText, rewrite.ParseKeySchema), used for every
+	// record whose table is not in Children. Spanner only.
+	Key string `json:"key,omitempty"`
+	// Children maps the interleaved child tables (by name, any case) to
+	// their key schema text. Spanner only.
+	Children map[string]string `json:"children,omitempty"`
+	// Shards is the least number of random shard keys (0: DefaultShards).
+	Shards int `json:"shards,omitempty"`
+	// Buffer is how many records a shard sorts at once (0: DefaultBuffer).
+	// It bounds the memory of a worker: Buffer records and their keys.
+	Buffer int `json:"buffer,omitempty"`
+	// BatchRows caps the records of a planned batch, one commit (0:
+	// DefaultBatchRows). Set it to the sink's row bound.
+	BatchRows int `json:"batch_rows,omitempty"`
+	// Seed makes the plan reproducible; 0 picks a random seed when the
+	// pipeline is built.
+	Seed int64 `json:"seed,omitempty"`
+}
+
+// WithDefaults fills in zero knobs.
+func (o Options) WithDefaults() Options {
+	if o.Shards == 0 {
+		o.Shards = DefaultShards
+	}
+	if o.Buffer == 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.BatchRows == 0 {
+		o.BatchRows = DefaultBatchRows
+	}
+	return o
+}
+
+// Validate reports every problem of o (after WithDefaults) at once.
+func (o Options) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("plan: "+format, args...)) }
+	switch o.Store {
+	case StoreSpanner:
+		if strings.TrimSpace(o.Key) == "" {
+			add("key: required for a spanner target (the target table's key schema)")
+		} else if _, err := rewrite.ParseKeySchema("", o.Key); err != nil {
+			add("key: %v", err)
+		}
+		for name, text := range o.Children {
+			if _, err := rewrite.ParseKeySchema(name, text); err != nil {
+				add("children[%s]: %v", name, err)
+			}
+		}
+	case StoreDatastore:
+		if o.Key != "" || len(o.Children) > 0 {
+			add("key, children: only for a spanner target")
+		}
+	default:
+		add("store %q: want %s or %s", o.Store, StoreSpanner, StoreDatastore)
+	}
+	if o.Shards < 1 || o.Shards > MaxShards {
+		add("shards %d: want 1..%d", o.Shards, MaxShards)
+	}
+	if o.Buffer < 1 || o.Buffer > MaxBuffer {
+		add("buffer %d: want 1..%d", o.Buffer, MaxBuffer)
+	}
+	if o.BatchRows < 1 {
+		add("batch_rows %d: want at least 1", o.BatchRows)
+	} else if o.Buffer >= 1 && o.BatchRows > o.Buffer {
+		add("batch_rows %d: more than the buffer (%d) can sort", o.BatchRows, o.Buffer)
+	}
+	return errors.Join(errs...)
+}
+
+// ShardKeys is the number of shard keys for total records: at least
+// Shards, and enough that a shard fits its buffer.
+func (o Options) ShardKeys(total int64) int {
+	need := int64(float64(total)/(fill*float64(o.Buffer))) + 1
+	return int(max(int64(o.Shards), min(need, 1<<31-1)))
+}
+
+func init() {
+	register.Function1x1(batchLen)
+	register.DoFn3x1[[]byte, int64, func(int, []byte), error](&shardFn{})
+	register.Emitter2[int, []byte]()
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
+	register.Iter1[[]byte]()
+	register.Emitter1[[]byte]()
+}
+
+// Writes plans the writes of record batches (record.EncodeBatch) and
+// returns the planned batches, each of at most BatchRows records within a
+// narrow key range, in write order. It panics if opts are invalid.
+func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollection {
+	s = s.Scope("plan.Writes")
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
+	for opts.Seed == 0 {
+		opts.Seed = rand.Int64()
+	}
+	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
+	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
+	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed))
+}
+
+// batchLen is the number of records in a batch, read from its header (a
+// version byte, then the count as a uvarint; see record.EncodeBatch),
+// decoding the batch only if the header is not the one known here.
+func batchLen(batch []byte) int64 {
+	if len(batch) > 1 && batch[0] == 1 {
+		if n, k := binary.Uvarint(batch[1:]); k > 0 {
+			return int64(n)
+		}
+	}
+	recs, _ := record.DecodeBatch(batch)
+	return int64(len(recs))
+}
+
+// shardFn deals records to random shard keys. It gathers up to Buffer
+// records of a bundle, sorts them by key and deals them evenly (Deal), one
+// element per (gathered records, shard key) pair, so that an element
+// carries many records even when there are more shard keys than records
+// in an input batch.
+type shardFn struct {
+	Opts Options `json:"opts"`
+
+	keyer *Keyer
+	keys  int
+	items []Item
+	arena []byte
+	hash  hash.Hash64
+}
+
+func (f *shardFn) Setup() error {
+	var err error
+	f.keyer, err = NewKeyer(f.Opts)
+	return err
+}
+
+// StartBundle and FinishBundle take the side input too, as Beam requires.
+func (f *shardFn) StartBundle(_ int64, _ func(int, []byte)) {
+	clear(f.items)
+	f.items, f.arena = f.items[:0], f.arena[:0]
+	f.hash = fnv.New64a()
+}
+
+func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byte)) error {
+	if f.hash == nil {
+		f.StartBundle(total, emit)
+	}
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	f.keys = f.Opts.ShardKeys(total)
+	f.hash.Write(batch)
+	for i := range recs {
+		start := len(f.arena)
+		f.arena = f.keyer.Append(f.arena, &recs[i])
+		f.items = append(f.items, Item{Key: f.arena[start:len(f.arena):len(f.arena)], Rec: recs[i]})
+		if len(f.items) >= f.Opts.Buffer {
+			f.flush(emit)
+		}
+	}
+	return nil
+}
+
+func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) {
+	f.flush(emit)
+}
+
+func (f *shardFn) flush(emit func(int, []byte)) {
+	if len(f.items) == 0 {
+		return
+	}
+	// Seeded by the records' content, so a retried bundle deals them the
+	// same way.
+	rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), f.hash.Sum64()^uint64(len(f.items))))
+	Sort(f.items)
+	for shard, recs := range Deal(f.items, f.keys, rng) {
+		if len(recs) > 0 {
+			emit(shard, record.EncodeBatch(recs))
+		}
+	}
+	clear(f.items)
+	f.items, f.arena = f.items[:0], f.arena[:0]
+}
+
+// planFn sorts each shard's records a buffer at a time and emits them in
+// planned batches.
+type planFn struct {
+	Opts Options `json:"opts"`
+
+	keyer *Keyer
+	items []Item
+	arena []byte
+}
+
+func (f *planFn) Setup() error {
+	var err error
+	f.keyer, err = NewKeyer(f.Opts)
+	return err
+}
+
+func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, emit func([]byte)) error {
+	chunk := uint64(0)
+	flush := func() {
+		if len(f.items) == 0 {
+			return
+		}
+		rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), uint64(shard)<<20^chunk))
+		for _, b := range Plan(f.items, f.Opts.BatchRows, rng) {
+			emit(record.EncodeBatch(b))
+		}
+		PlannedBuffer.Update(ctx, int64(len(f.items)))
+		clear(f.items) // let the records go
+		f.items, f.arena = f.items[:0], f.arena[:0]
+		chunk++
+	}
+	var batch []byte
+	for values(&batch) {
+		recs, err := record.DecodeBatch(batch)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		for i := range recs {
+			start := len(f.arena)
+			f.arena = f.keyer.Append(f.arena, &recs[i])
+			f.items = append(f.items, Item{Key: f.arena[start:len(f.arena):len(f.arena)], Rec: recs[i]})
+			if len(f.items) >= f.Opts.Buffer {
+				flush()
+			}
+		}
+	}
+	flush()
+	return nil
+}
+
+// PlannedBuffer is the distribution of the number of records sorted at
+// once (namespace rekey): at most Buffer; close to 0.8 × Buffer when the
+// input is large.
+var PlannedBuffer = beam.NewDistribution("rekey", "plan_buffer")
