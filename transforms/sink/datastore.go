@@ -36,6 +36,10 @@ type DatastoreSinkConfig struct {
 	// MaxBytes caps the estimated bytes of one commit (0: 9,000,000; at
 	// most the service's 10 MiB request limit).
 	MaxBytes int `json:"max_bytes"`
+	// CommitPerElement commits each input batch on its own, never
+	// together with the next one's entities (the bounds may still cut
+	// it): for batches planned as one commit each (transforms/plan).
+	CommitPerElement bool `json:"commit_per_element,omitempty"`
 }
 
 func (c DatastoreSinkConfig) check() error {
@@ -89,8 +93,9 @@ func init() {
 // dead-lettered with the service's error, while the others land; transient
 // errors are retried with backoff and then, like infrastructure errors,
 // fail the bundle so the runner retries it (upserts make that safe;
-// inserts recognise their own earlier writes). The buffer is flushed in
-// FinishBundle and every error is returned.
+// inserts recognise their own earlier writes). The buffer is flushed after
+// each batch with CommitPerElement and in FinishBundle, and every error is
+// returned.
 func Datastore(s beam.Scope, cfg DatastoreSinkConfig, batches beam.PCollection) (deadLetters beam.PCollection) {
 	s = s.Scope("sink.Datastore")
 	return beam.ParDo(s, &datastoreWriteFn{Cfg: cfg}, batches)
@@ -160,6 +165,11 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	f.emit = emit
 	for i := range recs {
 		if err := f.w.Add(ctx, &recs[i]); err != nil {
+			return fmt.Errorf("sink.Datastore: %w", err)
+		}
+	}
+	if f.Cfg.CommitPerElement {
+		if err := f.w.Flush(ctx); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	}

@@ -53,6 +53,10 @@ type SpannerSinkConfig struct {
 	MaxMutations int `json:"max_mutations,omitempty"`
 	MaxBytes     int `json:"max_bytes,omitempty"`
 	MaxRows      int `json:"max_rows,omitempty"`
+	// CommitPerElement commits each input batch on its own, never
+	// together with the next one's rows (the bounds may still cut it):
+	// for batches planned as one commit each (transforms/plan).
+	CommitPerElement bool `json:"commit_per_element,omitempty"`
 }
 
 // DatabasePath returns projects/P/instances/I/databases/D.
@@ -136,7 +140,8 @@ func init() {
 // column, a string longer than its column...) is dead-lettered at once.
 // Mutations accumulate into commits bounded by MaxMutations cells,
 // MaxBytes and MaxRows; a commit is flushed when the next row would pass a
-// bound and at the end of each bundle, and every flush error is returned.
+// bound, after each batch with CommitPerElement, and at the end of each
+// bundle, and every flush error is returned.
 //
 // When a commit fails, the sink retries its rows in halves, and halves of
 // those, so the good rows land: a single row Spanner refuses for the row
@@ -235,6 +240,9 @@ func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead 
 		f.pending = append(f.pending, row)
 		f.cells += row.cells
 		f.bytes += row.size
+	}
+	if f.Cfg.CommitPerElement {
+		return f.flush(ctx, dead)
 	}
 	return nil
 }
