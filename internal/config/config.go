@@ -67,6 +67,13 @@ const (
 	// entities and about 9 MB a commit.
 	DefaultDatastoreBatchEntities = 500
 	DefaultDatastoreBatchBytes    = 9_000_000
+
+	// Write planning (transforms/plan): the least number of random shard
+	// keys, and how many records a shard sorts at once.
+	DefaultWriteShards = 16
+	DefaultWriteBuffer = 10_000
+	MaxWriteShards     = 1 << 16
+	MaxWriteBuffer     = 1_000_000
 )
 
 // Config is one migration.
@@ -177,6 +184,14 @@ type WriteConfig struct {
 	BatchBytes int `mapstructure:"batch_bytes"`
 	// BatchRows caps rows or entities per commit.
 	BatchRows int `mapstructure:"batch_rows"`
+	// Shards is the least number of random shard keys write planning
+	// spreads records over (Spanner and Datastore targets): how many
+	// workers can sort and write at once. More are used when the input is
+	// larger than Shards × Buffer.
+	Shards int `mapstructure:"shards"`
+	// Buffer is how many records a worker sorts at once before cutting
+	// them into key-local commits; it bounds the worker's memory.
+	Buffer int `mapstructure:"buffer"`
 }
 
 // RampConfig is a ramp-up: the write rate starts at Base operations per
@@ -203,6 +218,7 @@ var rampProfiles = map[string]RampConfig{
 
 // SetDefaults normalizes enumerated values to lower case and fills in
 // defaults: ancestors "all", write mode "upsert", the target's batch sizes,
+// write planning's shards and buffer,
 // ramp profile "none" and the named ramp profiles' parameters, csv
 // delimiter ",". Load calls it; Validate expects it to have run.
 func (c *Config) SetDefaults() {
@@ -226,6 +242,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Write.BatchRows == 0 {
 		c.Write.BatchRows = rows
+	}
+	if c.Write.Shards == 0 {
+		c.Write.Shards = DefaultWriteShards
+	}
+	if c.Write.Buffer == 0 {
+		c.Write.Buffer = DefaultWriteBuffer
 	}
 	c.Ramp.Profile = orDefault(lowerTrim(c.Ramp.Profile), RampNone)
 	if p, ok := rampProfiles[c.Ramp.Profile]; ok {

@@ -392,6 +392,28 @@ rewrite: {strategy: hashprefix}
 			},
 		},
 		{
+			name: "write planning",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+write: {shards: -2, buffer: 2000000}
+`,
+			want: []string{
+				`write.shards: must be > 0, got -2`,
+				`write.buffer: must be at most 1000000 (a worker holds the whole buffer in memory), got 2000000`,
+			},
+		},
+		{
+			name: "write buffer smaller than a commit",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+write: {shards: 70000, buffer: 100}
+`,
+			want: []string{
+				`write.shards: must be at most 65536 (more shard keys only add per-element cost), got 70000`,
+				`write.buffer: must be at least write.batch_rows (500): a commit's records are sorted together, got 100`,
+			},
+		},
+		{
 			name: "ramp custom",
 			yaml: spannerPair + `
 rewrite: {strategy: shard}
@@ -437,6 +459,7 @@ rewrite: {strategy: shard, params: {n: 4}}
 	t.Setenv("REKEY_TARGET_TABLE", "FromEnv")
 	t.Setenv("REKEY_SOURCE_COLUMNS", "UserId, LastAccess,Payload")
 	t.Setenv("REKEY_WRITE_BATCH_ROWS", "100")
+	t.Setenv("REKEY_WRITE_BUFFER", "20000")
 	t.Setenv("REKEY_RAMP_PROFILE", "custom")
 	t.Setenv("REKEY_RAMP_BASE", "250")
 	t.Setenv("REKEY_RAMP_GROWTH", "1.5")
@@ -466,6 +489,9 @@ rewrite: {strategy: shard, params: {n: 4}}
 	}
 	if got, want := c.Write.BatchRows, 100; got != want {
 		t.Errorf("write.batch_rows = %d, want %d", got, want)
+	}
+	if got, want := c.Write.Buffer, 20000; got != want {
+		t.Errorf("write.buffer = %d, want %d", got, want)
 	}
 	if got, want := c.Ramp, (RampConfig{Profile: "custom", Base: 250, Growth: 1.5, IntervalSeconds: 60}); got != want {
 		t.Errorf("ramp = %+v, want %+v", got, want)
@@ -541,7 +567,7 @@ bogus: 1
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, dead_letter, write, ramp)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
-		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer)`,
 		`write.batch_bytes: must be an integer, got "lots"`,
 	})
 
@@ -566,7 +592,7 @@ ramp: {profile: Datastore, base: 100}
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
-		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500},
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
 	}
 	if !reflect.DeepEqual(*c, want) {
@@ -576,7 +602,7 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
 	}
 }

@@ -386,6 +386,15 @@ func (c *Config) validateWrite(p *problems) {
 	okM := positive("batch_mutations", w.BatchMutations)
 	okB := positive("batch_bytes", w.BatchBytes)
 	okR := positive("batch_rows", w.BatchRows)
+	if positive("shards", w.Shards) {
+		atMost("shards", w.Shards, MaxWriteShards, "more shard keys only add per-element cost")
+	}
+	if positive("buffer", w.Buffer) {
+		atMost("buffer", w.Buffer, MaxWriteBuffer, "a worker holds the whole buffer in memory")
+		if okR && w.Buffer < w.BatchRows {
+			p.add("write.buffer", "must be at least write.batch_rows (%d): a commit's records are sorted together, got %d", w.BatchRows, w.Buffer)
+		}
+	}
 	switch c.Target.Type {
 	case TypeSpanner:
 		if okM {
