@@ -24,6 +24,7 @@ func readDatastore(s beam.Scope, p *Plan) (beam.PCollection, []beam.PCollection,
 func writeDatastore(s beam.Scope, p *Plan, batches beam.PCollection) []beam.PCollection {
 	tgt := p.Config.Target
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: p.Config.Write.Mode,
-		MaxEntities: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes}
+		MaxEntities: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes,
+		CommitPerElement: true} // one planned batch, one commit
 	return []beam.PCollection{sink.Datastore(s, cfg, batches)}
 }

@@ -167,10 +167,11 @@ func firstNonEmpty(ss ...string) string {
 }
 
 // Migrate adds the migration to the pipeline rooted at s: source →
-// rewrite → sink, every dead letter to the plan's dead-letter file. With
-// p.RedriveFrom set, the source is that dead-letter file instead (see
-// Redrive). It returns the PCollection of dead-letter file line counts (one
-// element, when the run is complete).
+// rewrite → write planning (database targets, transforms/plan) → sink,
+// every dead letter to the plan's dead-letter file. With p.RedriveFrom
+// set, the source is that dead-letter file instead (see Redrive). It
+// returns the PCollection of dead-letter file line counts (one element,
+// when the run is complete).
 func Migrate(s beam.Scope, p *Plan) (beam.PCollection, error) {
 	var batches, rewritten, redriven beam.PCollection
 	var deads []beam.PCollection
@@ -191,6 +192,7 @@ func Migrate(s beam.Scope, p *Plan) (beam.PCollection, error) {
 	if p.RedriveFrom != "" {
 		rewritten = beam.Flatten(s, rewritten, redriven)
 	}
+	rewritten = planWrites(s, p, rewritten)
 	writeDead, err := writeTarget(s, p, rewritten)
 	if err != nil {
 		return beam.PCollection{}, err

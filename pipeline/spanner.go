@@ -218,7 +218,8 @@ func (p *Plan) writeSpanner(s beam.Scope, batches beam.PCollection) ([]beam.PCol
 	tgt := p.Config.Target
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Table: p.spanner.targets[0].Name, Mode: p.Config.Write.Mode,
-		MaxMutations: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes, MaxRows: p.Config.Write.BatchRows}
+		MaxMutations: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes, MaxRows: p.Config.Write.BatchRows,
+		CommitPerElement: true} // one planned batch, one commit
 	if len(p.spanner.targets) == 1 {
 		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
 	}

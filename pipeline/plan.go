@@ -1,0 +1,49 @@
+package pipeline
+
+import (
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/transforms/plan"
+)
+
+// PlanOptions are the write-planning options for the plan's target, and
+// false for targets that are not databases (files are written in the
+// order records come).
+func (p *Plan) PlanOptions() (plan.Options, bool) {
+	w := p.Config.Write
+	o := plan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows}
+	switch p.Config.Target.Type {
+	case config.TypeSpanner:
+		o.Store = plan.StoreSpanner
+		o.Key = transforms.SchemaText(p.TargetKey)
+		if p.spanner != nil && len(p.spanner.targets) > 1 {
+			o.Children = map[string]string{}
+			for _, t := range p.spanner.targets[1:] {
+				o.Children[t.Name] = transforms.SchemaText(t.Key)
+			}
+		}
+	case config.TypeDatastore:
+		o.Store = plan.StoreDatastore
+		if w.BatchMutations > 0 && w.BatchMutations < o.BatchRows {
+			o.BatchRows = w.BatchMutations // the sink's entity bound
+		}
+	default:
+		return plan.Options{}, false
+	}
+	return o, true
+}
+
+// planWrites orders the records' writes for a database target (see
+// transforms/plan); the sinks then commit each planned batch on its own.
+// Interleaved child rows are planned with their parents: the per-level
+// split in writeSpanner comes after, so each level still waits for the
+// one above.
+func planWrites(s beam.Scope, p *Plan, batches beam.PCollection) beam.PCollection {
+	o, ok := p.PlanOptions()
+	if !ok {
+		return batches
+	}
+	return plan.Writes(s, o, batches)
+}
