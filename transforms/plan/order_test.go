@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/committap"
+	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/hotspot"
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -488,5 +489,15 @@ func TestBatchLen(t *testing.T) {
 		if got := batchLen(record.EncodeBatch(recs)); got != int64(n) {
 			t.Errorf("batchLen of %d records = %d", n, got)
 		}
+	}
+}
+
+// The config's defaults and limits are the planner's.
+func TestConfigAgrees(t *testing.T) {
+	if config.DefaultWriteShards != DefaultShards || config.DefaultWriteBuffer != DefaultBuffer ||
+		config.MaxWriteShards != MaxShards || config.MaxWriteBuffer != MaxBuffer {
+		t.Errorf("config write.shards/buffer defaults and limits (%d, %d, %d, %d) differ from the planner's (%d, %d, %d, %d)",
+			config.DefaultWriteShards, config.DefaultWriteBuffer, config.MaxWriteShards, config.MaxWriteBuffer,
+			DefaultShards, DefaultBuffer, MaxShards, MaxBuffer)
 	}
 }
