@@ -138,48 +138,45 @@ func Cut(n, rows int) [][2]int {
 }
 
 // Order returns the order in which to write n batches cut from one sorted
-// buffer: a random permutation of 0..n-1 in which every run of
-// consecutive batches is spread evenly over the buffer's key range.
+// buffer: a permutation of 0..n-1 in which every run of consecutive
+// batches is spread evenly over the buffer's key range. phase, in [0, 1),
+// chooses which permutation; a random phase makes the order random.
 //
-// Batch b is written at the rank of frac(b·φ + u) among all batches, where
-// φ = (√5-1)/2 and u is uniformly random: a run of consecutive writes is
-// the set of batches whose value falls in one interval, and for the
-// golden ratio those batches are spaced almost exactly evenly over
-// 0..n-1 (the three-distance theorem: gaps of at most three lengths), at
-// every scale, without knowing where the store splits its key space. The
-// order starts at a random rank and wraps around, so every batch is
-// equally likely first. A
-// uniformly random permutation is as random per batch but leaves clumps:
-// over a run of c batches each sixteenth of the key range receives
-// c/16 ± sqrt(c/16) of them rather than c/16 ± 1 (see TestOrderIsEven).
-func Order(n int, rng *rand.Rand) []int {
+// Batch b is written at the rank of frac(b·φ + phase), φ = (√5-1)/2: a run
+// of consecutive writes is the set of batches whose value falls in one
+// interval, and for the golden ratio those batches are spaced almost
+// exactly evenly over 0..n-1 (the three-distance theorem: gaps of at most
+// three lengths), at every scale, without knowing where the store splits
+// its key space. Orders of the same phase continue each other: the end of
+// one buffer's order and the start of the next form one interval too, so
+// a worker that keeps its phase stays even across buffers. A uniformly
+// random permutation is as random per batch but leaves clumps: over a run
+// of c batches each sixteenth of the key range receives c/16 ± sqrt(c/16)
+// of them rather than c/16 ± 1 (see TestOrderIsEven).
+func Order(n int, phase float64) []int {
 	if n <= 0 {
 		return nil
 	}
-	u := rng.Float64()
 	pos := make([]float64, n)
 	out := make([]int, n)
 	for b := range out {
 		out[b] = b
-		_, pos[b] = math.Modf(float64(b)*goldenFrac + u)
+		_, pos[b] = math.Modf(float64(b)*goldenFrac + phase)
 	}
 	slices.SortFunc(out, func(a, b int) int { return cmp.Compare(pos[a], pos[b]) })
-	// Start at a random rank, wrapping around (the values lie on a
-	// circle, so a run is still one interval of it).
-	r := rng.IntN(n)
-	return append(out[r:], out[:r]...)
+	return out
 }
 
 // goldenFrac is the golden ratio's fractional part, (√5-1)/2.
 var goldenFrac = (math.Sqrt(5) - 1) / 2
 
 // Plan sorts items by key, cuts them into batches of at most rows records
-// and returns the batches in write order (Order).
-func Plan(items []Item, rows int, rng *rand.Rand) [][]record.Record {
+// and returns the batches in write order (Order with phase).
+func Plan(items []Item, rows int, phase float64) [][]record.Record {
 	Sort(items)
 	cuts := Cut(len(items), rows)
 	out := make([][]record.Record, 0, len(cuts))
-	for _, i := range Order(len(cuts), rng) {
+	for _, i := range Order(len(cuts), phase) {
 		c := cuts[i]
 		b := make([]record.Record, 0, c[1]-c[0])
 		for _, it := range items[c[0]:c[1]] {

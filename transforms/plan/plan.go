@@ -17,7 +17,7 @@
 //     and cut into batches of at most BatchRows records, each a narrow key
 //     range (one commit), and the batches are emitted in a random order in
 //     which every run of consecutive batches is spread evenly over the key
-//     space (Order).
+//     space (Order), continued from one buffer to the next.
 //
 // The sinks commit each planned batch on its own (their CommitPerElement
 // option), so commits stay key-local.
@@ -278,9 +278,11 @@ func (f *shardFn) flush(emit func(int, []byte)) {
 type planFn struct {
 	Opts Options `json:"opts"`
 
-	keyer *Keyer
-	items []Item
-	arena []byte
+	keyer  *Keyer
+	items  []Item
+	arena  []byte
+	phase  float64
+	phased bool
 }
 
 func (f *planFn) Setup() error {
@@ -290,19 +292,22 @@ func (f *planFn) Setup() error {
 }
 
 func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, emit func([]byte)) error {
-	chunk := uint64(0)
+	if !f.phased {
+		// One phase per worker, drawn from its first shard: its buffers'
+		// orders continue each other, and workers differ.
+		f.phase = rand.New(rand.NewPCG(uint64(f.Opts.Seed), uint64(shard))).Float64()
+		f.phased = true
+	}
 	flush := func() {
 		if len(f.items) == 0 {
 			return
 		}
-		rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), uint64(shard)<<20^chunk))
-		for _, b := range Plan(f.items, f.Opts.BatchRows, rng) {
+		for _, b := range Plan(f.items, f.Opts.BatchRows, f.phase) {
 			emit(record.EncodeBatch(b))
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
 		clear(f.items) // let the records go
 		f.items, f.arena = f.items[:0], f.arena[:0]
-		chunk++
 	}
 	var batch []byte
 	for values(&batch) {
