@@ -456,11 +456,14 @@ func TestSimulatedWritesSpreadSortedInput(t *testing.T) {
 		// Shards far larger than a buffer: without enough shard keys,
 		// every shard would be sorted in chunks in arrival order.
 		{"small buffer", Options{Shards: 4, Buffer: 1000, BatchRows: 10, Seed: 2}, 40_000, 1.25},
-		// Default knobs, 500 rows per commit: 20 commits per window is
-		// too few for an even count per range, but none dwells.
-		{"defaults", Options{Seed: 3}, 200_000, 2},
+		// Default knobs, 500 rows per commit: a million rows make 100
+		// commits per window, as many as 20,000 rows in commits of 10.
+		{"defaults", Options{Seed: 3}, 1_000_000, 1.25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.n > 100_000 {
+				t.Skip("-short: many records")
+			}
 			batches := simulate(t, tc.o, tc.n)
 			f := committap.Measure(batches, hotspot.Options{})
 			t.Logf("%v", f)
