@@ -184,10 +184,11 @@ type WriteConfig struct {
 	BatchBytes int `mapstructure:"batch_bytes"`
 	// BatchRows caps rows or entities per commit.
 	BatchRows int `mapstructure:"batch_rows"`
-	// Shards is the least number of random shard keys write planning
-	// spreads records over (Spanner and Datastore targets): how many
-	// workers can sort and write at once. More are used when the input is
-	// larger than Shards × Buffer.
+	// Shards is the number of random shard keys write planning spreads
+	// records over (Spanner and Datastore targets): how many workers can
+	// sort and write at once. More are used when the input is larger than
+	// Shards × Buffer (every shard fits a buffer), fewer when it is too
+	// small to give every shard 16 commits.
 	Shards int `mapstructure:"shards"`
 	// Buffer is how many records a worker sorts at once before cutting
 	// them into key-local commits; it bounds the worker's memory.

@@ -368,7 +368,7 @@ func TestOptionsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		total int64
 		want  int
-	}{{0, 16}, {20_000, 16}, {128_000, 17}, {10_000_000, 1251}} {
+	}{{0, 1}, {2_000, 1}, {20_000, 3}, {50_000, 7}, {100_000, 13}, {128_000, 17}, {200_000, 26}, {10_000_000, 1251}} {
 		if got := o.ShardKeys(tc.total); got != tc.want {
 			t.Errorf("ShardKeys(%d) = %d, want %d", tc.total, got, tc.want)
 		}

@@ -22,11 +22,14 @@
 // The sinks commit each planned batch on its own (their CommitPerElement
 // option), so commits stay key-local.
 //
-// The number of shard keys is the larger of Shards and what keeps every
-// shard within one buffer (total records / (0.8 × Buffer), counted before
-// the shuffle): a shard larger than its buffer would be sorted in chunks
-// taken in arrival order, so sorted input would come out chunk by chunk,
-// low keys first on every worker at once, which is the hotspot again.
+// The number of shard keys (ShardKeys) is Shards, with two exceptions that
+// depend on the number of records, counted before the shuffle. It is never
+// less than keeps every shard within one buffer (total / (0.8 × Buffer)):
+// a shard larger than its buffer would be sorted in chunks taken in
+// arrival order, so sorted input would come out chunk by chunk, low keys
+// first on every worker at once, which is the hotspot again. And a small
+// input gets fewer shards, so that every shard makes at least 16 batches
+// (total / (16 × BatchRows)), each then within about 1/16 of the key space.
 // Each record draws its own shard key (records dealt in whole pieces would
 // make a shard a few clumps of neighbouring keys, and its batches would
 // span them all), and the draws are stratified: a worker gathers up to
@@ -62,8 +65,8 @@ const (
 
 // Defaults and limits of Options.
 const (
-	// DefaultShards is the least number of shard keys: how many workers
-	// can plan and write at once however small the input.
+	// DefaultShards is the number of shard keys for mid-sized inputs
+	// (see ShardKeys): how many workers can plan and write at once.
 	DefaultShards = 16
 	// DefaultBuffer is how many records a shard sorts at once: 10,000
 	// records cut into batches of 500 make batches that each cover 1/20
@@ -93,7 +96,9 @@ type Options struct {
 	// Children maps the interleaved child tables (by name, any case) to
 	// their key schema text. Spanner only.
 	Children map[string]string `json:"children,omitempty"`
-	// Shards is the least number of random shard keys (0: DefaultShards).
+	// Shards is the number of random shard keys for mid-sized inputs, more
+	// for large ones, fewer for small ones (see ShardKeys; 0:
+	// DefaultShards).
 	Shards int `json:"shards,omitempty"`
 	// Buffer is how many records a shard sorts at once (0: DefaultBuffer).
 	// It bounds the memory of a worker: Buffer records and their keys.
@@ -157,11 +162,13 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ShardKeys is the number of shard keys for total records: at least
-// Shards, and enough that a shard fits its buffer.
+// ShardKeys is the number of shard keys for total records: Shards, but
+// no fewer than it takes for every shard to fit its buffer, and, within
+// that, no more than lets every shard make 16 batches.
 func (o Options) ShardKeys(total int64) int {
-	need := int64(float64(total)/(fill*float64(o.Buffer))) + 1
-	return int(max(int64(o.Shards), min(need, 1<<31-1)))
+	fits := int64(float64(total)/(fill*float64(o.Buffer))) + 1
+	narrow := max(total/(16*int64(max(o.BatchRows, 1))), 1)
+	return int(min(max(fits, min(int64(o.Shards), narrow)), 1<<31-1))
 }
 
 func init() {
