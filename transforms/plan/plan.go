@@ -30,6 +30,7 @@
 // first on every worker at once, which is the hotspot again. And a small
 // input gets fewer shards, so that every shard makes at least 16 batches
 // (total / (16 × BatchRows)), each then within about 1/16 of the key space.
+//
 // Each record draws its own shard key (records dealt in whole pieces would
 // make a shard a few clumps of neighbouring keys, and its batches would
 // span them all), and the draws are stratified: a worker gathers up to
@@ -57,7 +58,7 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// Stores Options.Store names.
+// The stores Options.Store names.
 const (
 	StoreSpanner   = "spanner"
 	StoreDatastore = "datastore"
