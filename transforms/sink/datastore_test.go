@@ -12,8 +12,8 @@ import (
 	"cloud.google.com/go/datastore"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/beamtest"
+	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/rewrite"
