@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"time"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/transforms"
@@ -14,6 +15,9 @@ import (
 func (p *Plan) PlanOptions() (plan.Options, bool) {
 	w := p.Config.Write
 	o := plan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows}
+	if r := p.Config.Ramp; r.Profile != "" && r.Profile != config.RampNone {
+		o.Ramp = plan.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds, StartUnixNano: time.Now().UnixNano()}
+	}
 	switch p.Config.Target.Type {
 	case config.TypeSpanner:
 		o.Store = plan.StoreSpanner

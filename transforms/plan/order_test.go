@@ -426,7 +426,7 @@ func simulate(t *testing.T, o Options, n int) [][][]byte {
 			*b, vals = vals[0], vals[1:]
 			return true
 		}
-		err := pf.ProcessElement(t.Context(), k, next, func(b []byte) {
+		err := pf.ProcessElement(t.Context(), k, next, int64(n), func(b []byte) {
 			recs, err := record.DecodeBatch(b)
 			if err != nil {
 				t.Fatal(err)

@@ -49,12 +49,14 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -110,6 +112,26 @@ type Options struct {
 	// Seed makes the plan reproducible; 0 picks a random seed when the
 	// pipeline is built.
 	Seed int64 `json:"seed,omitempty"`
+	// Ramp paces the planned batches (see throttle): the schedule's
+	// budget is shared by the shard keys, each spending Rate(t)/keys, so
+	// the job's total stays within it whatever the number of workers.
+	Ramp Ramp `json:"ramp,omitempty"`
+}
+
+// Ramp is a ramp-up schedule in plain data (throttle.NewSchedule).
+type Ramp struct {
+	Profile         string  `json:"profile,omitempty"`
+	Base            float64 `json:"base,omitempty"`
+	Growth          float64 `json:"growth,omitempty"`
+	IntervalSeconds float64 `json:"interval_seconds,omitempty"`
+	// StartUnixNano is the schedule's start, shared by every worker (set
+	// when the pipeline is built).
+	StartUnixNano int64 `json:"start_unix_nano,omitempty"`
+}
+
+// Schedule builds the ramp's schedule.
+func (r Ramp) Schedule() (throttle.Schedule, error) {
+	return throttle.NewSchedule(r.Profile, r.Base, r.Growth, time.Duration(r.IntervalSeconds*float64(time.Second)), time.Unix(0, r.StartUnixNano))
 }
 
 // WithDefaults fills in zero knobs.
@@ -176,7 +198,7 @@ func init() {
 	register.Function1x1(batchLen)
 	register.DoFn3x1[[]byte, int64, func(int, []byte), error](&shardFn{})
 	register.Emitter2[int, []byte]()
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
+	register.DoFn5x1[context.Context, int, func(*[]byte) bool, int64, func([]byte), error](&planFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
 }
@@ -195,7 +217,7 @@ func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollecti
 	}
 	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
 	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
-	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed))
+	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed), beam.SideInput{Input: total})
 }
 
 // batchLen is the number of records in a batch, read from its header (a
@@ -291,15 +313,27 @@ type planFn struct {
 	arena  []byte
 	phase  float64
 	phased bool
+	sched  throttle.Schedule
+	pacers map[int]*throttle.Pacer
 }
 
 func (f *planFn) Setup() error {
 	var err error
+	if f.sched, err = f.Opts.Ramp.Schedule(); err != nil {
+		return err
+	}
+	f.pacers = map[int]*throttle.Pacer{}
 	f.keyer, err = NewKeyer(f.Opts)
 	return err
 }
 
-func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, emit func([]byte)) error {
+func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, total int64, emit func([]byte)) error {
+	pacer := f.pacers[shard]
+	if pacer == nil {
+		pacer = throttle.NewPacer(f.sched, f.Opts.ShardKeys(total))
+		f.pacers[shard] = pacer
+	}
+	var paceErr error
 	if !f.phased {
 		// One phase per worker, drawn from its first shard: its buffers'
 		// orders continue each other, and workers differ.
@@ -310,7 +344,15 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 		if len(f.items) == 0 {
 			return
 		}
-		for _, b := range Plan(f.items, f.Opts.BatchRows, f.phase) {
+		// Under a ramp, a batch is at most a quarter second of this key's
+		// budget, so no commit lands as a burst over it.
+		rows := pacer.MaxBatch(time.Now(), f.Opts.BatchRows)
+		for _, b := range Plan(f.items, rows, f.phase) {
+			if paceErr == nil {
+				waited, err := pacer.Wait(ctx, len(b))
+				paceErr = err
+				ThrottledMillis.Inc(ctx, waited.Milliseconds())
+			}
 			emit(record.EncodeBatch(b))
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
@@ -333,8 +375,12 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 		}
 	}
 	flush()
-	return nil
+	return paceErr
 }
+
+// ThrottledMillis counts the time writes waited for the ramp's budget
+// (namespace rekey).
+var ThrottledMillis = beam.NewCounter("rekey", "throttled_ms")
 
 // PlannedBuffer is the distribution of the number of records sorted at
 // once (namespace rekey): at most Buffer; close to 0.8 × Buffer when the
