@@ -93,7 +93,7 @@ func main() {
 
 func run(n, rows, shards, buffer int, runner string) error {
 	ctx := context.Background()
-	stop, err := emulators(ctx)
+	stop, err := emulator.Ensure(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -285,31 +285,4 @@ func newDatabase(ctx context.Context, hint string) (string, error) {
 	id := emulator.UniqueDatabaseID(hint)
 	_, err := emulator.NewSpannerDatabase(ctx, emulator.SpannerProject(), emulator.SpannerInstance(), id, []string{tableDDL})
 	return id, err
-}
-
-// emulators uses the emulators named in the environment, or starts the
-// installed ones.
-func emulators(ctx context.Context) (func(), error) {
-	var started []*emulator.Running
-	stop := func() {
-		for _, r := range started {
-			r.Stop()
-		}
-	}
-	for _, em := range []struct {
-		env   string
-		start func(context.Context) (*emulator.Running, error)
-	}{{emulator.EnvSpannerHost, emulator.StartSpanner}, {emulator.EnvDatastoreHost, emulator.StartFirestore}} {
-		if os.Getenv(em.env) != "" {
-			continue
-		}
-		r, err := em.start(ctx)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		started = append(started, r)
-		os.Setenv(em.env, r.Host)
-	}
-	return stop, nil
 }

@@ -106,28 +106,9 @@ func demoMigrate(ctx context.Context, w io.Writer, runner string, filesOnly bool
 // emulators uses the emulators named in the environment, or starts the
 // installed ones.
 func (e *demoEnv) emulators(ctx context.Context) (func(), error) {
-	var started []*emulator.Running
-	stop := func() {
-		for _, r := range started {
-			r.Stop()
-		}
-	}
-	for _, em := range []struct {
-		env   string
-		start func(context.Context) (*emulator.Running, error)
-	}{{emulator.EnvSpannerHost, emulator.StartSpanner}, {emulator.EnvDatastoreHost, emulator.StartFirestore}} {
-		if h := os.Getenv(em.env); h != "" {
-			fmt.Fprintf(e.w, "Using the emulator at %s=%s\n", em.env, h)
-			continue
-		}
-		r, err := em.start(ctx)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		started = append(started, r)
-		os.Setenv(em.env, r.Host)
-		fmt.Fprintf(e.w, "Started the %s on %s\n", r.Name, r.Host)
+	stop, err := emulator.Ensure(ctx, func(format string, args ...any) { fmt.Fprintf(e.w, format+"\n", args...) })
+	if err != nil {
+		return nil, err
 	}
 	os.Setenv(emulator.EnvDatastoreProject, demoProject)
 	return stop, nil

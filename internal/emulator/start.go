@@ -151,3 +151,37 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// Ensure makes both emulators available: those named by
+// SPANNER_EMULATOR_HOST and DATASTORE_EMULATOR_HOST are used as they are,
+// the others are started and their variables set. report, if not nil, is
+// told what was used or started. stop ends what Ensure started.
+func Ensure(ctx context.Context, report func(format string, args ...any)) (stop func(), err error) {
+	if report == nil {
+		report = func(string, ...any) {}
+	}
+	var started []*Running
+	stop = func() {
+		for _, r := range started {
+			r.Stop()
+		}
+	}
+	for _, em := range []struct {
+		env   string
+		start func(context.Context) (*Running, error)
+	}{{EnvSpannerHost, StartSpanner}, {EnvDatastoreHost, StartFirestore}} {
+		if h := os.Getenv(em.env); h != "" {
+			report("Using the emulator at %s=%s", em.env, h)
+			continue
+		}
+		r, err := em.start(ctx)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		started = append(started, r)
+		os.Setenv(em.env, r.Host)
+		report("Started the %s on %s", r.Name, r.Host)
+	}
+	return stop, nil
+}
