@@ -1,13 +1,23 @@
 package pipeline
 
 import (
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/plan"
+	"github.com/rekeyio/rekey/transforms/sink"
 )
+
+// Guard is the sinks' retry policy and adaptive throttle (write.retry,
+// write.adaptive_throttle).
+func (p *Plan) Guard() sink.Guard {
+	w := p.Config.Write
+	return sink.Guard{Retry: w.Retry.Policy(), AdaptiveOff: w.AdaptiveThrottle.Disabled,
+		AdaptiveK: w.AdaptiveThrottle.K, AdaptiveWindow: w.AdaptiveThrottle.Window}
+}
 
 // PlanOptions are the write-planning options for the plan's target, and
 // false for targets that are not databases (files are written in the

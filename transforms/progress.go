@@ -3,6 +3,7 @@ package transforms
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // Progress counts records in this process. The local runners (prism,
@@ -12,7 +13,8 @@ import (
 // drops the counts of a second step of the same type. On remote runners
 // they stay zero here; Beam's counters are the record.
 var Progress struct {
-	Read, Rewritten, Written, DeadLettered, Retried atomic.Int64
+	Read, Rewritten, Written, DeadLettered, Retried         atomic.Int64
+	BackoffMillis, ThrottledMillis, ThrottleRejected, Split atomic.Int64
 }
 
 // CountRead adds n to the read counter and this process's progress.
@@ -39,10 +41,31 @@ func CountDeadLettered(ctx context.Context, n int64) {
 	Progress.DeadLettered.Add(n)
 }
 
-// CountRetried counts retried writes.
-func CountRetried(ctx context.Context, n int64) {
-	Retried.Inc(ctx, n)
-	Progress.Retried.Add(n)
+// CountRetry counts a commit attempt about to be retried after waiting.
+func CountRetry(ctx context.Context, wait time.Duration) {
+	Retried.Inc(ctx, 1)
+	Progress.Retried.Add(1)
+	ms := wait.Milliseconds()
+	BackoffMillis.Inc(ctx, ms)
+	Progress.BackoffMillis.Add(ms)
+}
+
+// CountThrottled counts time spent waiting for a write budget; rejected
+// says the adaptive throttle held a commit back.
+func CountThrottled(ctx context.Context, wait time.Duration, rejected bool) {
+	ms := wait.Milliseconds()
+	ThrottledMillis.Inc(ctx, ms)
+	Progress.ThrottledMillis.Add(ms)
+	if rejected {
+		ThrottleRejected.Inc(ctx, 1)
+		Progress.ThrottleRejected.Add(1)
+	}
+}
+
+// CountSplit counts a failed commit cut in halves.
+func CountSplit(ctx context.Context) {
+	Split.Inc(ctx, 1)
+	Progress.Split.Add(1)
 }
 
 // Snapshot returns the process's counts by counter name.
@@ -50,5 +73,7 @@ func Snapshot() map[string]int64 {
 	return map[string]int64{
 		"read": Progress.Read.Load(), "rewritten": Progress.Rewritten.Load(), "written": Progress.Written.Load(),
 		"dead_lettered": Progress.DeadLettered.Load(), "retried": Progress.Retried.Load(),
+		"backoff_ms": Progress.BackoffMillis.Load(), "throttled_ms": Progress.ThrottledMillis.Load(),
+		"throttle_rejected": Progress.ThrottleRejected.Load(), "split": Progress.Split.Load(),
 	}
 }

@@ -19,5 +19,17 @@ var (
 	Rewritten    = beam.NewCounter("rekey", "rewritten")
 	Written      = beam.NewCounter("rekey", "written")
 	DeadLettered = beam.NewCounter("rekey", "dead_lettered")
-	Retried      = beam.NewCounter("rekey", "retried")
+	// Retried counts commit attempts repeated after a transient error.
+	Retried = beam.NewCounter("rekey", "retried")
+	// BackoffMillis is the time commits waited before being retried.
+	BackoffMillis = beam.NewCounter("rekey", "backoff_ms")
+	// ThrottledMillis is the time writes waited for the ramp-up's budget
+	// or after a local rejection by the adaptive throttle.
+	ThrottledMillis = beam.NewCounter("rekey", "throttled_ms")
+	// ThrottleRejected counts commits the adaptive throttle held back
+	// (each waited and asked again).
+	ThrottleRejected = beam.NewCounter("rekey", "throttle_rejected")
+	// Split counts failed commits cut in halves to isolate refused
+	// records.
+	Split = beam.NewCounter("rekey", "split")
 )

@@ -12,7 +12,9 @@ package config
 
 import (
 	"strings"
+	"time"
 
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -193,6 +195,40 @@ type WriteConfig struct {
 	// Buffer is how many records a worker sorts at once before cutting
 	// them into key-local commits; it bounds the worker's memory.
 	Buffer int `mapstructure:"buffer"`
+	// Retry is the backoff of commits that fail with a transient error.
+	Retry RetryConfig `mapstructure:"retry"`
+	// AdaptiveThrottle sheds commits locally while the target refuses
+	// many of them.
+	AdaptiveThrottle AdaptiveThrottleConfig `mapstructure:"adaptive_throttle"`
+}
+
+// RetryConfig is the backoff of commits that fail with a transient error
+// (ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED; HTTP 408,
+// 429, 5xx): a wait drawn uniformly from [0, b), b starting at
+// InitialBackoff and doubling up to MaxBackoff, each attempt given
+// CommitDeadline, until MaxCumulativeBackoff has been spent waiting; then
+// the bundle fails and the runner retries it. Durations are Go durations
+// ("500ms", "15s", "15m").
+type RetryConfig struct {
+	InitialBackoff       time.Duration `mapstructure:"initial_backoff"`        // default 1s
+	MaxBackoff           time.Duration `mapstructure:"max_backoff"`            // default 60s
+	CommitDeadline       time.Duration `mapstructure:"commit_deadline"`        // default 15s
+	MaxCumulativeBackoff time.Duration `mapstructure:"max_cumulative_backoff"` // default 15m
+}
+
+// Policy is the retry.Policy of c.
+func (c RetryConfig) Policy() retry.Policy {
+	return retry.Policy{Initial: c.InitialBackoff, Max: c.MaxBackoff, Attempt: c.CommitDeadline, MaxCumulative: c.MaxCumulativeBackoff}
+}
+
+// AdaptiveThrottleConfig is the client-side throttle of Google's SRE book:
+// over the last Window, a commit is rejected locally (and waits) with
+// probability max(0, (requests − K·accepts) / (requests + 1)), where a
+// commit failing with a transient error is not accepted.
+type AdaptiveThrottleConfig struct {
+	Disabled bool          `mapstructure:"disabled"`
+	K        float64       `mapstructure:"k"`      // default 1.25
+	Window   time.Duration `mapstructure:"window"` // default 2m
 }
 
 // RampConfig is a ramp-up: the write rate starts at Base operations per
@@ -250,6 +286,15 @@ func (c *Config) SetDefaults() {
 	if c.Write.Buffer == 0 {
 		c.Write.Buffer = DefaultWriteBuffer
 	}
+	r := &c.Write.Retry
+	r.InitialBackoff = orDefaultDuration(r.InitialBackoff, retry.DefaultInitial)
+	r.MaxBackoff = orDefaultDuration(r.MaxBackoff, retry.DefaultMax)
+	r.CommitDeadline = orDefaultDuration(r.CommitDeadline, retry.DefaultAttempt)
+	r.MaxCumulativeBackoff = orDefaultDuration(r.MaxCumulativeBackoff, retry.DefaultMaxCumulative)
+	if c.Write.AdaptiveThrottle.K == 0 {
+		c.Write.AdaptiveThrottle.K = DefaultAdaptiveK
+	}
+	c.Write.AdaptiveThrottle.Window = orDefaultDuration(c.Write.AdaptiveThrottle.Window, DefaultAdaptiveWindow)
 	c.Ramp.Profile = orDefault(lowerTrim(c.Ramp.Profile), RampNone)
 	if p, ok := rampProfiles[c.Ramp.Profile]; ok {
 		if c.Ramp.Base == 0 {
@@ -262,6 +307,19 @@ func (c *Config) SetDefaults() {
 			c.Ramp.IntervalSeconds = p.IntervalSeconds
 		}
 	}
+}
+
+// Defaults of the adaptive throttle (the SRE book's and Beam Java's).
+const (
+	DefaultAdaptiveK      = 1.25
+	DefaultAdaptiveWindow = 2 * time.Minute
+)
+
+func orDefaultDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // SourceKey parses Source.Key into the key schema of the source table

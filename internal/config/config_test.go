@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/viper"
 
@@ -567,7 +568,7 @@ bogus: 1
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, dead_letter, write, ramp)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
-		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,
 	})
 
@@ -592,7 +593,7 @@ ramp: {profile: Datastore, base: 100}
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
-		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000},
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
 	}
 	if !reflect.DeepEqual(*c, want) {
@@ -602,8 +603,49 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
+	}
+}
+
+var (
+	defaultRetry    = RetryConfig{InitialBackoff: time.Second, MaxBackoff: time.Minute, CommitDeadline: 15 * time.Second, MaxCumulativeBackoff: 15 * time.Minute}
+	defaultAdaptive = AdaptiveThrottleConfig{K: 1.25, Window: 2 * time.Minute}
+)
+
+func TestRetryAndAdaptiveThrottle(t *testing.T) {
+	c := mustLoad(t, spannerPair+`rewrite: {strategy: shard, params: {n: 8}}
+write:
+  retry: {initial_backoff: 50ms, max_backoff: 2s, commit_deadline: 5s, max_cumulative_backoff: 1m}
+  adaptive_throttle: {k: 2, window: 30s}
+`)
+	want := RetryConfig{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 2 * time.Second, CommitDeadline: 5 * time.Second, MaxCumulativeBackoff: time.Minute}
+	if c.Write.Retry != want {
+		t.Errorf("retry = %+v, want %+v", c.Write.Retry, want)
+	}
+	if p := c.Write.Retry.Policy(); p.Initial != want.InitialBackoff || p.Max != want.MaxBackoff || p.Attempt != want.CommitDeadline || p.MaxCumulative != want.MaxCumulativeBackoff {
+		t.Errorf("policy = %+v, want the configured durations", p)
+	}
+	if a := c.Write.AdaptiveThrottle; a != (AdaptiveThrottleConfig{K: 2, Window: 30 * time.Second}) {
+		t.Errorf("adaptive_throttle = %+v", a)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid config refused: %v", err)
+	}
+
+	c = mustLoad(t, spannerPair+`rewrite: {strategy: shard, params: {n: 8}}
+write:
+  retry: {initial_backoff: 2m, max_backoff: 1m, commit_deadline: -1s}
+  adaptive_throttle: {k: 0.5, window: 10ms}
+`)
+	checkProblems(t, c.Validate(), []string{
+		`write.retry.commit_deadline: must be a positive duration, got -1s`,
+		`write.retry.initial_backoff: must be at most write.retry.max_backoff (1m0s), got 2m0s`,
+		`write.adaptive_throttle.k: must be at least 1 (at 1 the throttle sheds as soon as anything fails; the default is 1.25), got 0.5`,
+		`write.adaptive_throttle.window: must be at least 1s, got 10ms`,
+	})
+	if _, err := load(t, spannerPair+"rewrite: {strategy: shard, params: {n: 8}}\nwrite: {retry: {initial_backoff: soon}}\n"); err == nil || !strings.Contains(err.Error(), "write.retry.initial_backoff") {
+		t.Errorf("a bad duration: %v, want an error naming write.retry.initial_backoff", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -24,6 +25,7 @@ func (c *Config) Validate() error {
 	c.validateRewrite(&p, schema, schemaOK)
 	c.validateOptions(&p, schema, schemaOK)
 	c.validateWrite(&p)
+	c.validateRetry(&p)
 	c.validateRamp(&p)
 	return errors.Join(p...)
 }
@@ -413,6 +415,31 @@ func (c *Config) validateWrite(p *problems) {
 		if okB {
 			atMost("batch_bytes", w.BatchBytes, DatastoreMaxBytes, "10 MiB, Datastore's limit per request")
 		}
+	}
+}
+
+func (c *Config) validateRetry(p *problems) {
+	r := c.Write.Retry
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"initial_backoff", r.InitialBackoff}, {"max_backoff", r.MaxBackoff},
+		{"commit_deadline", r.CommitDeadline}, {"max_cumulative_backoff", r.MaxCumulativeBackoff},
+	} {
+		if d.v < 0 {
+			p.add("write.retry."+d.key, "must be a positive duration, got %s", d.v)
+		}
+	}
+	if r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.InitialBackoff > r.MaxBackoff {
+		p.add("write.retry.initial_backoff", "must be at most write.retry.max_backoff (%s), got %s", r.MaxBackoff, r.InitialBackoff)
+	}
+	a := c.Write.AdaptiveThrottle
+	if math.IsNaN(a.K) || a.K < 1 {
+		p.add("write.adaptive_throttle.k", "must be at least 1 (at 1 the throttle sheds as soon as anything fails; the default is %g), got %g", DefaultAdaptiveK, a.K)
+	}
+	if a.Window < time.Second {
+		p.add("write.adaptive_throttle.window", "must be at least 1s, got %s", a.Window)
 	}
 }
 

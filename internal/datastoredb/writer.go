@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -37,13 +38,6 @@ const (
 	// (Beam Java's Datastore writer uses 9 MB too). The emulator receives
 	// at most 4 MiB; a commit it finds too large is split in halves.
 	DefaultMaxBytes = 9_000_000
-	// DefaultRetryAttempts is how many times a commit is tried when the
-	// service answers with a transient error.
-	DefaultRetryAttempts = 5
-	// DefaultRetryInitial is the first retry's backoff, doubled each time.
-	DefaultRetryInitial = time.Second
-	// maxRetryBackoff caps one backoff.
-	maxRetryBackoff = 30 * time.Second
 )
 
 // CommitFunc commits entities in one non-transactional request: inserts
@@ -66,11 +60,14 @@ type GetFunc func(ctx context.Context, keys []*datastore.Key) (props []datastore
 // batch, recursively, so the good entities land and each entity refused on
 // its own becomes a dead letter carrying the error. Transient errors
 // (Unavailable, DeadlineExceeded, Aborted, Internal, Unknown,
-// ResourceExhausted) are retried RetryAttempts times with exponential
-// backoff; after that, and at once for anything else (PermissionDenied,
-// NotFound, a cancelled context, ...), the error is returned, so the
-// caller (a Beam bundle) fails and is retried: those are not the entity's
-// fault. A Writer is not safe for concurrent use.
+// ResourceExhausted, an attempt's deadline) are retried with exponential
+// backoff and jitter (Retry), Throttle consulted before each attempt;
+// after that, and at once for anything else (NotFound, a cancelled
+// context, ...), the error is returned, so the caller (a Beam bundle)
+// fails and is retried: those are not the entity's fault. A commit refused
+// for access (PermissionDenied, Unauthenticated) dead-letters its entities
+// with the error: no retry helps, and they can be redriven once access is
+// granted. A Writer is not safe for concurrent use.
 type Writer struct {
 	// Mode is ModeUpsert (the default when empty) or ModeInsert.
 	Mode string
@@ -92,19 +89,22 @@ type Writer struct {
 	Commit CommitFunc
 	Get    GetFunc
 
-	// RetryAttempts (0: DefaultRetryAttempts) and RetryInitial (0:
-	// DefaultRetryInitial) shape retries of transient errors.
-	RetryAttempts int
-	RetryInitial  time.Duration
+	// Retry is the backoff of commits failing with a transient error
+	// (zero fields take retry's defaults); Throttle, if set, is consulted
+	// before each attempt and told its outcome.
+	Retry    retry.Policy
+	Throttle retry.Throttle
 
 	// Hooks, each optional: a dead letter (a record.DeadLetter JSON line),
 	// a successful commit, entities written, entities found already
-	// present with the same content in insert mode, a retry.
+	// present with the same content in insert mode, a retry and its
+	// wait, a local rejection by Throttle and its wait.
 	OnDeadLetter func(ctx context.Context, line string)
 	OnCommit     func(ctx context.Context, entities, bytes int)
 	OnWritten    func(ctx context.Context, n int)
 	OnExisting   func(ctx context.Context, n int)
-	OnRetry      func(ctx context.Context, err error)
+	OnRetry      func(ctx context.Context, err error, wait time.Duration)
+	OnThrottled  func(ctx context.Context, wait time.Duration)
 
 	buf      []pending
 	bufBytes int
@@ -264,11 +264,15 @@ const (
 	classEntity    errClass = iota // the content: isolate
 	classTransient                 // retry, then return
 	classFatal                     // return
+	classNoAccess                  // dead-letter the whole batch
 )
 
 func classify(ctx context.Context, err error) errClass {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return classFatal
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return classTransient // the attempt's deadline, not the caller's
 	}
 	s, ok := status.FromError(err)
 	if !ok {
@@ -288,6 +292,8 @@ func classify(ctx context.Context, err error) errClass {
 		return classTransient
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown:
 		return classTransient
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return classNoAccess
 	}
 	return classFatal
 }
@@ -317,7 +323,16 @@ func (w *Writer) write(ctx context.Context, batch []pending) error {
 		}
 		return w.write(ctx, rest)
 	}
-	if classify(ctx, err) != classEntity {
+	switch classify(ctx, err) {
+	case classEntity:
+	case classNoAccess:
+		// Not the entities' fault, and no retry helps: they wait in the
+		// dead-letter output until access is granted (rekey redrive).
+		for i := range batch {
+			w.deadLetter(ctx, batch[i].rec, err)
+		}
+		return nil
+	default:
 		return fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
 	}
 	if w.insert() && status.Code(err) == codes.AlreadyExists && w.Get != nil {
@@ -341,7 +356,7 @@ func (w *Writer) write(ctx context.Context, batch []pending) error {
 	return w.write(ctx, batch[mid:])
 }
 
-// commit commits batch, retrying transient errors with backoff.
+// commit commits batch, retrying transient errors (w.Retry, w.Throttle).
 func (w *Writer) commit(ctx context.Context, batch []pending) error {
 	ents := make([]datastore.Entity, len(batch))
 	bytes := 0
@@ -349,40 +364,24 @@ func (w *Writer) commit(ctx context.Context, batch []pending) error {
 		ents[i] = datastore.Entity{Key: batch[i].key, Properties: batch[i].props}
 		bytes += batch[i].size
 	}
-	attempts := w.RetryAttempts
-	if attempts <= 0 {
-		attempts = DefaultRetryAttempts
+	h := retry.Hooks{Throttle: w.Throttle, Transient: func(err error) bool { return classify(ctx, err) == classTransient }}
+	if w.OnRetry != nil {
+		h.OnRetry = func(err error, wait time.Duration) { w.OnRetry(ctx, err, wait) }
 	}
-	backoff := w.RetryInitial
-	if backoff <= 0 {
-		backoff = DefaultRetryInitial
+	if w.OnThrottled != nil {
+		h.OnThrottled = func(wait time.Duration) { w.OnThrottled(ctx, wait) }
 	}
-	for attempt := 1; ; attempt++ {
-		err := w.Commit(ctx, w.insert(), ents)
-		if err == nil {
-			if w.OnCommit != nil {
-				w.OnCommit(ctx, len(batch), bytes)
-			}
-			if w.OnWritten != nil {
-				w.OnWritten(ctx, len(batch))
-			}
-			return nil
-		}
-		if attempt >= attempts || classify(ctx, err) != classTransient {
-			return err
-		}
-		if w.OnRetry != nil {
-			w.OnRetry(ctx, err)
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (while retrying after: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxRetryBackoff)
+	_, err := w.Retry.Do(ctx, func(actx context.Context) error { return w.Commit(actx, w.insert(), ents) }, h)
+	if err != nil {
+		return err
 	}
+	if w.OnCommit != nil {
+		w.OnCommit(ctx, len(batch), bytes)
+	}
+	if w.OnWritten != nil {
+		w.OnWritten(ctx, len(batch))
+	}
+	return nil
 }
 
 // settleExisting reads the batch's keys after an insert met existing

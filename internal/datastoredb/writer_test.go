@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -82,10 +83,10 @@ type writerLog struct {
 
 func newTestWriter(s *fakeStore, log *writerLog) *Writer {
 	return &Writer{
-		Commit:       s.commit,
-		Get:          s.get,
-		Source:       "test",
-		RetryInitial: time.Millisecond,
+		Commit: s.commit,
+		Get:    s.get,
+		Source: "test",
+		Retry:  retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond},
 		OnDeadLetter: func(_ context.Context, line string) {
 			d, _, err := record.ParseDeadLetter([]byte(line))
 			if err != nil {
@@ -95,7 +96,7 @@ func newTestWriter(s *fakeStore, log *writerLog) *Writer {
 		},
 		OnWritten:  func(_ context.Context, n int) { log.written += n },
 		OnExisting: func(_ context.Context, n int) { log.existing += n },
-		OnRetry:    func(context.Context, error) { log.retries++ },
+		OnRetry:    func(context.Context, error, time.Duration) { log.retries++ },
 		OnCommit:   func(_ context.Context, n, _ int) { log.commitMax = max(log.commitMax, n) },
 	}
 }
@@ -294,22 +295,81 @@ func TestWriterRetriesTransientErrors(t *testing.T) {
 	}
 }
 
+// TestWriterDeadLettersWithoutAccess: PermissionDenied and
+// Unauthenticated are not retried and not isolated: the whole commit goes
+// to the dead-letter output with the reason, in one call.
+func TestWriterDeadLettersWithoutAccess(t *testing.T) {
+	for _, code := range []codes.Code{codes.PermissionDenied, codes.Unauthenticated} {
+		s, log := newFakeStore(), &writerLog{}
+		s.fail = func(int, []datastore.Entity) error { return status.Error(code, "no access to the database") }
+		w := newTestWriter(s, log)
+		addAll(t, w, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1))
+		if s.calls != 1 || log.retries != 0 || len(log.dead) != 3 || len(s.entities) != 0 {
+			t.Errorf("%v: %d calls, %d retries, %d dead, %d stored; want 1, 0, 3, 0", code, s.calls, log.retries, len(log.dead), len(s.entities))
+		}
+		for _, d := range log.dead {
+			if !strings.Contains(d.Reason, "no access") {
+				t.Errorf("%v: reason %q, want the store's error", code, d.Reason)
+			}
+		}
+	}
+}
+
+// TestWriterObeysTheThrottle: a throttle that rejects holds commits back
+// (counted with their waits) and is told each attempt's outcome.
+func TestWriterObeysTheThrottle(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	s.fail = func(call int, _ []datastore.Entity) error {
+		if call == 1 {
+			return status.Error(codes.ResourceExhausted, "quota")
+		}
+		return nil
+	}
+	th := &countingThrottle{reject: 3}
+	w := newTestWriter(s, log)
+	w.Throttle = th
+	held := 0
+	w.OnThrottled = func(context.Context, time.Duration) { held++ }
+	addAll(t, w, idRecord(1, 1), idRecord(2, 1))
+	if held != 3 || th.refused != 1 || th.accepted != 1 || s.calls != 2 || len(s.entities) != 2 {
+		t.Errorf("held %d, refused %d, accepted %d, calls %d, stored %d; want 3, 1, 1, 2, 2", held, th.refused, th.accepted, s.calls, len(s.entities))
+	}
+}
+
+type countingThrottle struct{ reject, accepted, refused int }
+
+func (c *countingThrottle) Allow() bool {
+	if c.reject > 0 {
+		c.reject--
+		return false
+	}
+	return true
+}
+
+func (c *countingThrottle) Record(ok bool) {
+	if ok {
+		c.accepted++
+	} else {
+		c.refused++
+	}
+}
+
 func TestWriterReturnsInfrastructureErrors(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
-		name  string
-		err   func(call int) error
-		calls int
+		name    string
+		err     func(call int) error
+		calls   int // at least, when retried
+		retried bool
 	}{
-		{"unavailable after retries", func(int) error { return status.Error(codes.Unavailable, "down") }, DefaultRetryAttempts},
-		{"permission denied at once", func(int) error { return status.Error(codes.PermissionDenied, "no") }, 1},
-		{"cancelled at once", func(int) error { return status.Error(codes.Canceled, "cancelled") }, 1},
+		{"unavailable after retries", func(int) error { return status.Error(codes.Unavailable, "down") }, 3, true},
+		{"cancelled at once", func(int) error { return status.Error(codes.Canceled, "cancelled") }, 1, false},
 		{"unavailable while isolating", func(call int) error {
 			if call == 1 {
 				return status.Error(codes.InvalidArgument, "bad entity somewhere")
 			}
 			return status.Error(codes.Unavailable, "down")
-		}, 1 + DefaultRetryAttempts},
+		}, 1 + 3, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, log := newFakeStore(), &writerLog{}
@@ -324,8 +384,19 @@ func TestWriterReturnsInfrastructureErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Flush = nil, want the error")
 			}
-			if s.calls != tt.calls {
-				t.Errorf("%d commit calls, want %d", s.calls, tt.calls)
+			// Retries go on until 20 ms of backoff (waits of 0-2 ms) are
+			// spent: more than 3 attempts.
+			if (tt.retried && s.calls < tt.calls) || (!tt.retried && s.calls != tt.calls) {
+				t.Errorf("%d commit calls, want %d (retried: %v)", s.calls, tt.calls, tt.retried)
+			}
+			// Every call after the first of each commit is a retry: one
+			// commit, or the whole batch and then its first half.
+			commits := 1
+			if tt.calls == 4 {
+				commits = 2
+			}
+			if log.retries != s.calls-commits {
+				t.Errorf("%d retries counted for %d calls of %d commits", log.retries, s.calls, commits)
 			}
 			if len(log.dead) != 0 {
 				t.Errorf("dead letters %v for an infrastructure error, want none", log.dead)
@@ -336,7 +407,7 @@ func TestWriterReturnsInfrastructureErrors(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
 	s.fail = func(int, []datastore.Entity) error { return status.Error(codes.Unavailable, "down") }
 	w := newTestWriter(s, log)
-	w.RetryInitial = time.Hour
+	w.Retry.Initial, w.Retry.Max, w.Retry.MaxCumulative = time.Hour, time.Hour, 10*time.Hour
 	cctx, cancel := context.WithCancel(ctx)
 	if err := w.Add(cctx, idRecord(1, 1)); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -70,11 +71,11 @@ func Classify(err error) Class {
 // attempt given 15 s (Beam Java SpannerIO's commit deadline), and 15
 // minutes of cumulative backoff before giving up (SpannerIO's limit).
 type Policy struct {
-	Initial       time.Duration
-	Max           time.Duration
-	Multiplier    float64
-	Attempt       time.Duration // deadline of one attempt
-	MaxCumulative time.Duration // total backoff before giving up
+	Initial       time.Duration `json:"initial,omitempty"`
+	Max           time.Duration `json:"max,omitempty"`
+	Multiplier    float64       `json:"multiplier,omitempty"`
+	Attempt       time.Duration `json:"attempt,omitempty"`        // deadline of one attempt
+	MaxCumulative time.Duration `json:"max_cumulative,omitempty"` // total backoff before giving up
 
 	rnd   func() float64
 	sleep func(context.Context, time.Duration) error
@@ -88,7 +89,8 @@ const (
 	DefaultMaxCumulative = 15 * time.Minute
 )
 
-func (p Policy) withDefaults() Policy {
+// WithDefaults fills in the fields left zero.
+func (p Policy) WithDefaults() Policy {
 	if p.Initial <= 0 {
 		p.Initial = DefaultInitial
 	}
@@ -108,47 +110,97 @@ func (p Policy) withDefaults() Policy {
 		p.rnd = rand.Float64
 	}
 	if p.sleep == nil {
-		p.sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
+		p.sleep = Sleep
 	}
 	return p
 }
 
+// Sleep waits d, or until ctx is done (returning its error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Throttle is a client-side throttle consulted before each attempt, such
+// as throttle.Adaptive.
+type Throttle interface {
+	// Allow decides whether to send a request now.
+	Allow() bool
+	// Record counts a request sent and whether the store accepted it.
+	Record(accepted bool)
+}
+
+// Hooks adapt one Do call; every field is optional.
+type Hooks struct {
+	// Throttle may reject an attempt locally, before it is sent: the call
+	// then waits (a jittered Initial) and asks again. Local rejections do
+	// not spend the cumulative backoff. Every attempt sent is recorded:
+	// accepted unless it failed with a transient error (the store's way of
+	// saying it is overloaded or unreachable).
+	Throttle Throttle
+	// Transient replaces Classify to decide which errors are retried.
+	Transient func(error) bool
+	// OnRetry is called before each retry with the error and the wait.
+	OnRetry func(err error, wait time.Duration)
+	// OnThrottled is called for each local rejection with its wait.
+	OnThrottled func(wait time.Duration)
+}
+
 // Do calls f until it succeeds, fails permanently, or the cumulative
-// backoff is spent. Each attempt gets its own deadline. onRetry, if set, is
-// called before each retry with the error that caused it. Do returns the
-// number of attempts and the last error.
-func (p Policy) Do(ctx context.Context, f func(ctx context.Context) error, onRetry func(error)) (int, error) {
-	p = p.withDefaults()
+// backoff is spent. Each attempt gets its own deadline (Attempt). Do
+// returns the number of attempts sent and the last error.
+func (p Policy) Do(ctx context.Context, f func(ctx context.Context) error, h Hooks) (int, error) {
+	p = p.WithDefaults()
+	transient := h.Transient
+	if transient == nil {
+		transient = func(err error) bool { return Classify(err) == Transient }
+	}
 	wait := p.Initial
 	var slept time.Duration
-	for attempt := 1; ; attempt++ {
+	attempts := 0
+	for {
+		if h.Throttle != nil && !h.Throttle.Allow() {
+			d := time.Duration((0.5 + p.rnd()) * float64(p.Initial))
+			if h.OnThrottled != nil {
+				h.OnThrottled(d)
+			}
+			if err := p.sleep(ctx, d); err != nil {
+				return attempts, fmt.Errorf("throttled locally: %w", err)
+			}
+			continue
+		}
+		attempts++
 		actx, cancel := context.WithTimeout(ctx, p.Attempt)
 		err := f(actx)
 		cancel()
 		if err == nil {
-			return attempt, nil
+			if h.Throttle != nil {
+				h.Throttle.Record(true)
+			}
+			return attempts, nil
 		}
-		if ctx.Err() != nil || Classify(err) == Permanent {
-			return attempt, err
+		isTransient := ctx.Err() == nil && transient(err)
+		if h.Throttle != nil {
+			h.Throttle.Record(!isTransient)
+		}
+		if !isTransient {
+			return attempts, err
 		}
 		d := time.Duration(p.rnd() * float64(wait)) // full jitter
 		if slept+d > p.MaxCumulative {
-			return attempt, err
+			return attempts, fmt.Errorf("gave up after %d attempts and %s of backoff: %w", attempts, slept.Round(time.Millisecond), err)
 		}
-		if onRetry != nil {
-			onRetry(err)
+		if h.OnRetry != nil {
+			h.OnRetry(err, d)
 		}
 		if serr := p.sleep(ctx, d); serr != nil {
-			return attempt, err
+			return attempts, fmt.Errorf("%w (while waiting to retry after: %v)", serr, err)
 		}
 		slept += d
 		wait = min(time.Duration(float64(wait)*p.Multiplier), p.Max)

@@ -56,7 +56,7 @@ func TestDoRetriesTransientWithBackoff(t *testing.T) {
 			return status.Error(codes.Unavailable, "busy")
 		}
 		return nil
-	}, nil)
+	}, Hooks{})
 	if err != nil || n != 4 {
 		t.Fatalf("Do = %d, %v", n, err)
 	}
@@ -69,7 +69,7 @@ func TestDoStopsOnPermanentAndCumulativeLimit(t *testing.T) {
 	var slept []time.Duration
 	n, err := fakePolicy(&slept).Do(context.Background(), func(context.Context) error {
 		return status.Error(codes.InvalidArgument, "bad row")
-	}, nil)
+	}, Hooks{})
 	if n != 1 || status.Code(err) != codes.InvalidArgument || len(slept) != 0 {
 		t.Errorf("permanent: %d attempts, %v, slept %v", n, err, slept)
 	}
@@ -77,7 +77,7 @@ func TestDoStopsOnPermanentAndCumulativeLimit(t *testing.T) {
 	retries := 0
 	n, err = fakePolicy(&slept).Do(context.Background(), func(context.Context) error {
 		return status.Error(codes.Aborted, "again")
-	}, func(error) { retries++ })
+	}, Hooks{OnRetry: func(error, time.Duration) { retries++ }})
 	// 1 + 2 + 4 = 7 s; the next 4 s would pass the 10 s limit.
 	if status.Code(err) != codes.Aborted || n != 4 || retries != 3 {
 		t.Errorf("cumulative limit: %d attempts, %d retries, %v, slept %v", n, retries, err, slept)
@@ -89,8 +89,74 @@ func TestDoGivesEachAttemptADeadline(t *testing.T) {
 	_, err := p.Do(context.Background(), func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
-	}, nil)
+	}, Hooks{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the attempt's deadline", err)
+	}
+}
+
+// fakeThrottle rejects the first reject calls of Allow and records what it
+// is told.
+type fakeThrottle struct {
+	reject            int
+	accepted, refused int
+}
+
+func (f *fakeThrottle) Allow() bool {
+	if f.reject > 0 {
+		f.reject--
+		return false
+	}
+	return true
+}
+
+func (f *fakeThrottle) Record(ok bool) {
+	if ok {
+		f.accepted++
+	} else {
+		f.refused++
+	}
+}
+
+func TestDoConsultsAndFeedsTheThrottle(t *testing.T) {
+	var slept []time.Duration
+	th := &fakeThrottle{reject: 2}
+	calls, throttled := 0, 0
+	n, err := fakePolicy(&slept).Do(context.Background(), func(context.Context) error {
+		calls++
+		switch calls {
+		case 1:
+			return status.Error(codes.ResourceExhausted, "overloaded")
+		case 2:
+			return status.Error(codes.InvalidArgument, "bad row")
+		}
+		return nil
+	}, Hooks{Throttle: th, OnThrottled: func(time.Duration) { throttled++ }})
+	// Two local rejections (1.5 s each with rnd 1), then an overloaded
+	// attempt (refused, 1 s backoff), then a permanent error: the store
+	// accepted the request, so the throttle counts it accepted.
+	if n != 2 || status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Do = %d, %v; want 2 attempts ending in InvalidArgument", n, err)
+	}
+	if throttled != 2 || th.refused != 1 || th.accepted != 1 {
+		t.Errorf("throttled %d, refused %d, accepted %d; want 2, 1, 1", throttled, th.refused, th.accepted)
+	}
+	if fmt.Sprint(slept) != "[1.5s 1.5s 1s]" {
+		t.Errorf("slept %v, want [1.5s 1.5s 1s]", slept)
+	}
+}
+
+func TestDoTransientOverride(t *testing.T) {
+	var slept []time.Duration
+	calls := 0
+	_, err := fakePolicy(&slept).Do(context.Background(), func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return errors.New("flaky, says the caller")
+		}
+		return nil
+	}, Hooks{Transient: func(err error) bool { return err.Error() == "flaky, says the caller" }})
+	if err != nil || calls != 2 {
+		t.Errorf("Do: %v after %d calls; want success on the second", err, calls)
 	}
 }

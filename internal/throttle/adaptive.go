@@ -95,3 +95,28 @@ func (a *Adaptive) record(request, accepted bool) {
 		b.accepts++
 	}
 }
+
+var shared = struct {
+	sync.Mutex
+	m map[string]*Adaptive
+}{m: map[string]*Adaptive{}}
+
+// Shared returns the process's throttle for key (a target, such as a
+// database path), creating it with k (0: 1.25) and window (0: 2 minutes)
+// on first use: every writer of the process that talks to one store feeds
+// and obeys one throttle, as the SRE book's client-side throttle is per
+// client process.
+func Shared(key string, k float64, window time.Duration) *Adaptive {
+	shared.Lock()
+	defer shared.Unlock()
+	if a, ok := shared.m[key]; ok {
+		return a
+	}
+	a := NewAdaptive(k)
+	if window > 0 {
+		a.Window = window
+		a.Bucket = min(a.Bucket, window/12)
+	}
+	shared.m[key] = a
+	return a
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/rekeyio/rekey/internal/retry"
 )
 
 // Pacer spends one key's share of a schedule's budget: Rate(t)/Keys ops/s,
@@ -25,18 +27,7 @@ func NewPacer(s Schedule, keys int) *Pacer {
 	if keys < 1 {
 		keys = 1
 	}
-	return &Pacer{sched: s, keys: keys, now: time.Now, sleep: sleepCtx}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return &Pacer{sched: s, keys: keys, now: time.Now, sleep: retry.Sleep}
 }
 
 // Wait blocks until n operations fit in the budget and spends them. It

@@ -58,6 +58,7 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
 )
 
 // The stores Options.Store names.
@@ -351,7 +352,7 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 			if paceErr == nil {
 				waited, err := pacer.Wait(ctx, len(b))
 				paceErr = err
-				ThrottledMillis.Inc(ctx, waited.Milliseconds())
+				transforms.CountThrottled(ctx, waited, false)
 			}
 			emit(record.EncodeBatch(b))
 		}
@@ -377,10 +378,6 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 	flush()
 	return paceErr
 }
-
-// ThrottledMillis counts the time writes waited for the ramp's budget
-// (namespace rekey).
-var ThrottledMillis = beam.NewCounter("rekey", "throttled_ms")
 
 // PlannedBuffer is the distribution of the number of records sorted at
 // once (namespace rekey): at most Buffer; close to 0.8 × Buffer when the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"cloud.google.com/go/datastore"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -40,6 +41,8 @@ type DatastoreSinkConfig struct {
 	// together with the next one's entities (the bounds may still cut
 	// it): for batches planned as one commit each (transforms/plan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
+	// Guard is the retry policy and adaptive throttle of commits.
+	Guard Guard `json:"guard"`
 }
 
 func (c DatastoreSinkConfig) check() error {
@@ -90,10 +93,14 @@ func init() {
 // flushes first, so the last version stays), upserts by default. A record
 // that cannot be converted is dead-lettered; a commit the service refuses
 // for its content is split in halves until each refused entity is alone and
-// dead-lettered with the service's error, while the others land; transient
-// errors are retried with backoff and then, like infrastructure errors,
-// fail the bundle so the runner retries it (upserts make that safe;
-// inserts recognise their own earlier writes). The buffer is flushed after
+// dead-lettered with the service's error, while the others land; a commit
+// refused for access (PermissionDenied, Unauthenticated) dead-letters its
+// entities at once. Every commit goes through the Guard (the process's
+// adaptive throttle for the database, then retries of transient errors
+// with backoff and jitter); a commit still failing after the cumulative
+// backoff, like other infrastructure errors, fails the bundle so the
+// runner retries it (upserts make that safe; inserts recognise their own
+// earlier writes). The buffer is flushed after
 // each batch with CommitPerElement and in FinishBundle, and every error is
 // returned.
 func Datastore(s beam.Scope, cfg DatastoreSinkConfig, batches beam.PCollection) (deadLetters beam.PCollection) {
@@ -138,7 +145,10 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	}
 	w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
 	w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
-	w.OnRetry = func(ctx context.Context, _ error) { transforms.CountRetried(ctx, 1) }
+	w.Retry = f.Cfg.Guard.Retry
+	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
+	w.OnRetry = func(ctx context.Context, _ error, wait time.Duration) { transforms.CountRetry(ctx, wait) }
+	w.OnThrottled = func(ctx context.Context, wait time.Duration) { transforms.CountThrottled(ctx, wait, true) }
 	f.w = w
 	return nil
 }

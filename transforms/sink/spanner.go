@@ -57,6 +57,8 @@ type SpannerSinkConfig struct {
 	// together with the next one's rows (the bounds may still cut it):
 	// for batches planned as one commit each (transforms/plan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
+	// Guard is the retry policy and adaptive throttle of commits.
+	Guard Guard `json:"guard"`
 }
 
 // DatabasePath returns projects/P/instances/I/databases/D.
@@ -143,13 +145,19 @@ func init() {
 // bound, after each batch with CommitPerElement, and at the end of each
 // bundle, and every flush error is returned.
 //
-// When a commit fails, the sink retries its rows in halves, and halves of
-// those, so the good rows land: a single row Spanner refuses for the row
-// itself (InvalidArgument, FailedPrecondition, AlreadyExists, NotFound
-// such as a missing parent row of an interleaved table, OutOfRange) is
-// dead-lettered with Spanner's error as the reason. A single row failing
-// for any other reason (Unavailable, DeadlineExceeded, Canceled, Internal,
-// an unknown error...) fails the bundle, which the runner retries.
+// Every commit goes through the Guard: the process's adaptive throttle
+// for the database may hold it back first, and a transient error (Aborted,
+// Unavailable, ResourceExhausted, DeadlineExceeded, Internal) is retried
+// with exponential backoff and full jitter, each attempt within its
+// deadline, until the cumulative backoff is spent; then the bundle fails
+// and the runner retries it. A commit Spanner refuses for its rows
+// (InvalidArgument, FailedPrecondition, AlreadyExists, NotFound such as a
+// missing parent row of an interleaved table, OutOfRange) is cut in
+// halves, and halves of those, so the good rows land and each refused row
+// is dead-lettered alone with Spanner's error as the reason. A commit
+// refused for access (PermissionDenied, Unauthenticated) dead-letters its
+// rows at once with that reason. Any other error (a missing database or
+// table, a cancelled context, an unknown error) fails the bundle.
 //
 // Upsert commits use ApplyAtLeastOnce (one RPC; a replay rewrites the same
 // values). Insert commits use Apply's replay protection, so an insert is
@@ -272,7 +280,7 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		size += r.size
 	}
 	start := time.Now()
-	err := f.apply(ctx, ms)
+	err := f.Cfg.Guard.do(ctx, f.source, func(actx context.Context) error { return f.apply(actx, ms) })
 	SpannerCommitMillis.Update(ctx, time.Since(start).Milliseconds())
 	if err == nil {
 		SpannerCommits.Inc(ctx, 1)
@@ -285,10 +293,19 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 	if ctx.Err() != nil {
 		return fmt.Errorf("spanner sink: commit of %d rows to %s: %w", len(rows), f.Cfg.Table, err)
 	}
-	if len(rows) == 1 {
+	if noAccess(err) {
+		// Not the rows' fault, and no retry helps: every row waits in
+		// the dead-letter output until access is granted (rekey redrive).
+		for i := range rows {
+			dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[i].rec, err))
+		}
+		transforms.CountDeadLettered(ctx, int64(len(rows)))
+		return nil
+	}
+	if len(rows) == 1 || !rowAtFault(err) {
 		return f.refuse(ctx, &rows[0], err, dead)
 	}
-	transforms.CountRetried(ctx, int64(len(rows)))
+	transforms.CountSplit(ctx)
 	mid := len(rows) / 2
 	if err := f.commit(ctx, rows[:mid], dead); err != nil {
 		return err
@@ -316,6 +333,12 @@ func (f *spannerWriteFn) refuse(ctx context.Context, row *pendingRow, err error,
 	dead(record.NewDeadLetter(record.StageWrite, f.source, &row.rec, err))
 	transforms.CountDeadLettered(ctx, 1)
 	return nil
+}
+
+// noAccess reports errors of access: PermissionDenied, Unauthenticated.
+func noAccess(err error) bool {
+	c := spanner.ErrCode(err)
+	return c == codes.PermissionDenied || c == codes.Unauthenticated
 }
 
 // rowAtFault reports whether Spanner refused a single-row commit because

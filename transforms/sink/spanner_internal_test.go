@@ -5,14 +5,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
 )
 
 // fakeSink is a spannerWriteFn whose commits go to a function: a commit
@@ -21,6 +24,10 @@ func fakeSink(cfg SpannerSinkConfig, fail func(id int64) error) (*spannerWriteFn
 	var commits [][]int64
 	t := &spannerdb.Table{Name: "T", Columns: []spannerdb.Column{{Name: "Id", Type: "INT64", NotNull: true}}}
 	t.Key, _ = rewrite.ParseKeySchema("T", "Id INT64")
+	if cfg.Guard.Retry.Initial == 0 {
+		cfg.Guard.Retry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond}
+	}
+	cfg.Guard.AdaptiveOff = true
 	f := &spannerWriteFn{Cfg: cfg.WithDefaults(), table: t, source: "spanner:test/T"}
 	f.apply = func(_ context.Context, ms []*spanner.Mutation) error {
 		ids := map[*spanner.Mutation]int64{} // which row each mutation is
@@ -125,6 +132,61 @@ func TestInfrastructureErrorsFailTheBundle(t *testing.T) {
 		}
 		if len(f.pending) != 0 {
 			t.Errorf("%v: %d rows left pending after the failed flush", infra, len(f.pending))
+		}
+	}
+}
+
+// TestTransientErrorsAreRetried: a commit failing with a transient error
+// is committed again, whole, after a backoff, and counted as retried.
+func TestTransientErrorsAreRetried(t *testing.T) {
+	for _, code := range []codes.Code{codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded} {
+		failures := 2
+		f, commits := fakeSink(SpannerSinkConfig{Table: "T"}, func(int64) error {
+			if failures > 0 {
+				failures--
+				return status.Error(code, "transient")
+			}
+			return nil
+		})
+		before := transforms.Snapshot()["retried"]
+		var dead []string
+		ctx := context.Background()
+		if err := f.ProcessElement(ctx, batchOf(10), func(s string) { dead = append(dead, s) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.FinishBundle(ctx, func(s string) { dead = append(dead, s) }); err != nil {
+			t.Fatalf("%v: %v", code, err)
+		}
+		if len(*commits) != 1 || len((*commits)[0]) != 10 || len(dead) != 0 {
+			t.Errorf("%v: commits %v, %d dead; want all 10 rows in one commit", code, *commits, len(dead))
+		}
+		if got := transforms.Snapshot()["retried"] - before; got != 2 {
+			t.Errorf("%v: %d retries counted, want 2", code, got)
+		}
+	}
+}
+
+// TestNoAccessDeadLettersTheCommit: PermissionDenied and Unauthenticated
+// are not retried or split: the commit's rows are dead-lettered at once
+// with the reason.
+func TestNoAccessDeadLettersTheCommit(t *testing.T) {
+	for _, code := range []codes.Code{codes.PermissionDenied, codes.Unauthenticated} {
+		calls := 0
+		f, _ := fakeSink(SpannerSinkConfig{Table: "T"}, func(int64) error {
+			calls++
+			return status.Error(code, "caller lacks spanner.databases.write")
+		})
+		var dead []string
+		ctx := context.Background()
+		emit := func(s string) { dead = append(dead, s) }
+		if err := f.ProcessElement(ctx, batchOf(10), emit); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.FinishBundle(ctx, emit); err != nil {
+			t.Fatalf("%v: %v", code, err)
+		}
+		if calls != 1 || len(dead) != 10 || !strings.Contains(dead[0], "spanner.databases.write") {
+			t.Errorf("%v: %d calls, %d dead letters (%v); want 1 call and 10 with the reason", code, calls, len(dead), dead)
 		}
 	}
 }

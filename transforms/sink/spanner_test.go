@@ -165,8 +165,8 @@ func TestSpannerSinkDeadLettersBadRecords(t *testing.T) {
 			if got := count(t, c, "V"); got != 95 || m["rekey/written"] != 95 || m["rekey/dead_lettered"] != 5 {
 				t.Errorf("%d rows in the table, written %d, dead-lettered %d; want 95, 95, 5", got, m["rekey/written"], m["rekey/dead_lettered"])
 			}
-			if m["rekey/retried"] == 0 {
-				t.Error("the commit with the index violation was not retried in parts")
+			if m["rekey/split"] == 0 {
+				t.Error("the commit with the index violation was not split")
 			}
 		})
 	}

@@ -1,0 +1,46 @@
+package sink
+
+import (
+	"context"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/transforms"
+)
+
+// Guard is how a sink treats a store that fails or is overloaded: the
+// backoff of commits that fail with a transient error, and the adaptive
+// client-side throttle consulted before each commit.
+type Guard struct {
+	// Retry is the backoff of transient errors; zero fields take
+	// retry's defaults (1 s doubling to 60 s, 15 s per attempt, 15
+	// minutes of cumulative backoff).
+	Retry retry.Policy `json:"retry"`
+	// AdaptiveOff turns the adaptive throttle off; AdaptiveK (0: 1.25)
+	// and AdaptiveWindow (0: 2 minutes) shape it.
+	AdaptiveOff    bool          `json:"adaptive_off,omitempty"`
+	AdaptiveK      float64       `json:"adaptive_k,omitempty"`
+	AdaptiveWindow time.Duration `json:"adaptive_window,omitempty"`
+}
+
+// do runs commit under the guard: throttled by the process's adaptive
+// throttle for target, retried with backoff, counted (retried,
+// backoff_ms, throttled_ms, throttle_rejected).
+func (g Guard) do(ctx context.Context, target string, commit func(ctx context.Context) error) error {
+	h := retry.Hooks{
+		OnRetry:     func(_ error, wait time.Duration) { transforms.CountRetry(ctx, wait) },
+		OnThrottled: func(wait time.Duration) { transforms.CountThrottled(ctx, wait, true) },
+	}
+	h.Throttle = g.throttle(target)
+	_, err := g.Retry.Do(ctx, commit, h)
+	return err
+}
+
+// throttle is the process's adaptive throttle for target, nil when off.
+func (g Guard) throttle(target string) retry.Throttle {
+	if g.AdaptiveOff {
+		return nil
+	}
+	return throttle.Shared(target, g.AdaptiveK, g.AdaptiveWindow)
+}
