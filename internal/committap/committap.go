@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -33,8 +34,10 @@ import (
 	"cloud.google.com/go/datastore/apiv1/datastorepb"
 	"cloud.google.com/go/spanner/apiv1/spannerpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -76,6 +79,34 @@ type Commit struct {
 	Done bool
 	Err  error
 	At   time.Time
+	// Fault is the failure the tap injected into this commit, if any.
+	Fault *Fault
+}
+
+// Fault is a failure the tap injects into a Commit.
+type Fault struct {
+	// Code is the status the client receives.
+	Code codes.Code
+	// Lost forwards the commit and lets the backend apply it, then
+	// answers Code instead of the backend's response: "applied, but the
+	// response was lost". Otherwise the commit never reaches the backend.
+	Lost bool
+}
+
+func (f Fault) String() string {
+	if f.Lost {
+		return "applied-then-" + f.Code.String()
+	}
+	return f.Code.String()
+}
+
+// Faults chooses the commits that fail: each Commit call, retries
+// included, fails with probability Rate, with a Kind drawn uniformly.
+type Faults struct {
+	Rate  float64
+	Kinds []Fault
+	// Seed seeds the choice, so a run's faults can be replayed.
+	Seed uint64
 }
 
 // Tap is a running proxy.
@@ -89,7 +120,28 @@ type Tap struct {
 	mu      sync.Mutex
 	commits []*Commit
 	calls   map[string]int
+	faults  Faults
+	rnd     *rand.Rand
 	wg      sync.WaitGroup
+}
+
+// SetFaults starts injecting faults into the commits that arrive from now
+// on; a zero Faults stops.
+func (t *Tap) SetFaults(f Faults) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.faults = f
+	t.rnd = rand.New(rand.NewPCG(f.Seed, 0x6661756c74))
+}
+
+// fault draws the fault of a commit (t.mu held).
+func (t *Tap) fault() *Fault {
+	f := t.faults
+	if f.Rate <= 0 || len(f.Kinds) == 0 || t.rnd.Float64() >= f.Rate {
+		return nil
+	}
+	k := f.Kinds[t.rnd.IntN(len(f.Kinds))]
+	return &k
 }
 
 // Start listens on a free loopback port and forwards every call to
@@ -219,6 +271,24 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 	t.mu.Lock()
 	t.calls[method]++
 	t.mu.Unlock()
+	var commit atomic.Pointer[Commit]
+	var first *frame
+	if method == SpannerCommit || method == DatastoreCommit {
+		// A unary call: its request decides what the tap records and
+		// whether it fails.
+		first = &frame{}
+		if err := ss.RecvMsg(first); err != nil {
+			return err
+		}
+		if c := t.observe(method, first.b); c != nil {
+			commit.Store(c)
+			if c.Fault != nil && !c.Fault.Lost {
+				err := status.Errorf(c.Fault.Code, "committap: injected %s before the commit reached the backend", c.Fault)
+				t.finish(c, err)
+				return err
+			}
+		}
+	}
 	md, _ := metadata.FromIncomingContext(ss.Context())
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), outgoing(md)))
 	defer cancel()
@@ -226,11 +296,20 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	lost := false
+	if c := commit.Load(); c != nil && c.Fault != nil {
+		lost = c.Fault.Lost
+	}
 
-	var commit atomic.Pointer[Commit]
 	// Client to backend.
 	upErr := make(chan error, 1)
 	go func() {
+		if first != nil {
+			if err := cs.SendMsg(first); err != nil {
+				upErr <- nil // the backend's status comes from RecvMsg
+				return
+			}
+		}
 		for {
 			f := &frame{}
 			if err := ss.RecvMsg(f); err != nil {
@@ -274,25 +353,42 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 			}
 			break
 		}
+		if lost {
+			continue // the backend's answer is dropped
+		}
 		sendHeader()
 		if err := ss.SendMsg(f); err != nil {
 			callErr = err
 			break
 		}
 	}
-	sendHeader()
-	ss.SetTrailer(cs.Trailer())
-	if callErr == nil {
-		// The backend answered in full; the client has closed its side
-		// (or its error ends the call).
-		callErr = <-upErr
+	if lost {
+		<-upErr
+		if callErr == nil {
+			c := commit.Load()
+			callErr = status.Errorf(c.Fault.Code, "committap: injected %s: the backend applied the commit, its response was dropped", c.Fault)
+		} // else the backend refused the commit: that is the answer
+		// The client gets only the status.
+	} else {
+		sendHeader()
+		ss.SetTrailer(cs.Trailer())
+		if callErr == nil {
+			// The backend answered in full; the client has closed its
+			// side (or its error ends the call).
+			callErr = <-upErr
+		}
 	}
 	if c := commit.Load(); c != nil {
-		t.mu.Lock()
-		c.Done, c.Err = true, callErr
-		t.mu.Unlock()
+		t.finish(c, callErr)
 	}
 	return callErr
+}
+
+// finish records the end of a commit.
+func (t *Tap) finish(c *Commit, err error) {
+	t.mu.Lock()
+	c.Done, c.Err = true, err
+	t.mu.Unlock()
 }
 
 // observe records a Commit request; other methods are ignored.
@@ -316,6 +412,7 @@ func (t *Tap) observe(method string, req []byte) *Commit {
 	}
 	c.At = time.Now()
 	t.mu.Lock()
+	c.Fault = t.fault()
 	c.Seq = len(t.commits)
 	t.commits = append(t.commits, c)
 	t.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/emulator"
@@ -195,5 +196,74 @@ func TestDatastoreThroughTap(t *testing.T) {
 	wantKey := rewrite.DatastoreKey{Namespace: ns, Path: []rewrite.PathElement{{Kind: "C", Name: "c1"}, {Kind: "O", ID: 7}}}
 	if m.Table != "O" || string(m.Key) != string(rewrite.AppendDatastoreKey(nil, wantKey)) || m.Text != wantKey.String() {
 		t.Errorf("mutation %+v, want key %s", m, wantKey)
+	}
+}
+
+// TestFaults: a fault before the backend leaves nothing written; an
+// "applied, then lost" fault writes the entity yet answers the error; both
+// are recorded with the commit, and the rate selects about that share.
+func TestFaults(t *testing.T) {
+	emulator.RequireDatastore(t)
+	backend := os.Getenv(emulator.EnvDatastoreHost)
+	tap, err := committap.Start(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct, err := emulator.DatastoreClient(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	t.Setenv(emulator.EnvDatastoreHost, tap.Addr())
+	c, err := emulator.DatastoreClient(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns := emulator.UniqueNamespace("faults")
+	type E struct{ X int }
+
+	for i, f := range []committap.Fault{{Code: codes.Unavailable}, {Code: codes.Unavailable, Lost: true}} {
+		tap.Reset()
+		tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{f}})
+		k := &datastore.Key{Kind: "F", ID: int64(i + 1), Namespace: ns}
+		// One attempt: the mutation is sent once, its error comes back.
+		_, err := c.Mutate(ctx, datastore.NewUpsert(k, &E{i}))
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%v: Mutate = %v, want Unavailable", f, err)
+		}
+		var got E
+		stored := direct.Get(ctx, k, &got) == nil
+		if stored != f.Lost {
+			t.Errorf("%v: entity stored = %v, want %v", f, stored, f.Lost)
+		}
+		commits := tap.Commits()
+		if len(commits) == 0 || commits[0].Fault == nil || *commits[0].Fault != f || status.Code(commits[0].Err) != codes.Unavailable {
+			t.Errorf("%v: commits %+v, want the fault recorded", f, commits)
+		}
+	}
+
+	tap.Reset()
+	tap.SetFaults(committap.Faults{Rate: 0.3, Kinds: []committap.Fault{{Code: codes.Aborted}}, Seed: 7})
+	faulted := 0
+	const n = 200
+	for i := range n {
+		k := &datastore.Key{Kind: "G", ID: int64(i + 1), Namespace: ns}
+		if _, err := c.Mutate(ctx, datastore.NewUpsert(k, &E{i})); err != nil {
+			faulted++
+		}
+	}
+	tap.SetFaults(committap.Faults{})
+	recorded := 0
+	for _, cm := range tap.Commits() {
+		if cm.Fault != nil {
+			recorded++
+		}
+	}
+	if recorded < n*3/10-25 || recorded > n*3/10+25 || faulted > recorded {
+		t.Errorf("rate 0.3 of %d commits: %d faults recorded, %d calls failed", n, recorded, faulted)
 	}
 }
