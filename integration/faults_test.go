@@ -48,7 +48,7 @@ const faultRetry = `retry: {initial_backoff: 10ms, max_backoff: 200ms, commit_de
 
 // checkFaultRun checks that faults were injected and retried, and that the
 // run's counters show every record written once.
-func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadPath string) {
+func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadPath string, rows int64) {
 	t.Helper()
 	injected := 0
 	for _, c := range tap.Commits() {
@@ -60,7 +60,7 @@ func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadP
 	if injected < 3 {
 		t.Fatalf("only %d faults injected: the test proves nothing", injected)
 	}
-	wantCounters(t, res, faultRows, faultRows, faultRows, 0)
+	wantCounters(t, res, rows, rows, rows, 0)
 	if dead := readDeadLetters(t, deadPath); len(dead) != 0 {
 		t.Errorf("%d dead letters, want none: %+v", len(dead), dead[0])
 	}
@@ -68,8 +68,8 @@ func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadP
 
 // faultLines are the input: rows with an Id column, or entities of kind
 // Items named by the id.
-func faultLines(entities bool) []string {
-	lines := make([]string, faultRows)
+func faultLines(entities bool, n int) []string {
+	lines := make([]string, n)
 	for i := range lines {
 		key := fmt.Sprintf(`"Id": "id-%05d"`, i)
 		if entities {
@@ -85,7 +85,7 @@ func faultLines(entities bool) []string {
 // (the default) and, for lost responses, in insert mode, whose replays
 // meet their own rows.
 func TestFaultsSpanner(t *testing.T) {
-	in := writeLines(t, "rows.jsonl", faultLines(false))
+	in := writeLines(t, "rows.jsonl", faultLines(false, faultRows))
 	for _, tc := range faultCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			dstID, dst := newSpannerTarget(t, "faults", `CREATE TABLE Items (Id STRING(20) NOT NULL, N INT64, Payload STRING(MAX)) PRIMARY KEY (Id)`)
@@ -103,7 +103,7 @@ dead_letter: %q
 			res := migrate(t, cfg, "prism")
 			t.Logf("%s", time.Since(start).Round(time.Millisecond))
 			tap.SetFaults(committap.Faults{})
-			checkFaultRun(t, tap, res, deadPath)
+			checkFaultRun(t, tap, res, deadPath, faultRows)
 			rows := readRows(t, dst, "Items")
 			got := map[string]record.Record{}
 			for _, r := range rows {
@@ -117,7 +117,7 @@ dead_letter: %q
 
 // TestFaultsDatastore is TestFaultsSpanner for a Datastore target.
 func TestFaultsDatastore(t *testing.T) {
-	in := writeLines(t, "rows.jsonl", faultLines(true))
+	in := writeLines(t, "rows.jsonl", faultLines(true, faultRows))
 	c := emulator.TestDatastore(t)
 	for _, tc := range faultCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +136,7 @@ dead_letter: %q
 			res := migrate(t, cfg, "prism")
 			t.Logf("%s", time.Since(start).Round(time.Millisecond))
 			tap.SetFaults(committap.Faults{})
-			checkFaultRun(t, tap, res, deadPath)
+			checkFaultRun(t, tap, res, deadPath, faultRows)
 			ents := readEntities(t, c, ns, "Items")
 			byName := map[string]record.Record{}
 			for _, e := range ents {
@@ -188,4 +188,59 @@ func checkFaultValues(t *testing.T, stored int, get func(id string) (record.Reco
 			t.Fatal("more mismatches not shown")
 		}
 	}
+}
+
+// TestAdaptiveThrottleUnderOverload: while Datastore refuses half of the
+// commits with ResourceExhausted (which its client does not retry), the
+// adaptive throttle holds commits back locally, so fewer reach the store
+// than without it; the migration still completes exactly once.
+//
+// A store that refuses a fixed share s of requests whatever the load is
+// the throttle's worst case: with K·s < 1 (here 1.25 × 0.5) the rejection
+// probability climbs towards requests/(requests+1), since rejected
+// requests count as requests; a commit then mostly waits, and gets through
+// now and then. A real store recovers as the load drops, and the
+// throttle lets the load back up.
+func TestAdaptiveThrottleUnderOverload(t *testing.T) {
+	const rows = 500 // 25 commits: the throttled run waits long
+	in := writeLines(t, "rows.jsonl", faultLines(true, rows))
+	c := emulator.TestDatastore(t)
+	tap := startTap(t, emulator.EnvDatastoreHost)
+	sent := map[bool]float64{}
+	for _, off := range []bool{true, false} {
+		t.Run(fmt.Sprintf("adaptive_off=%v", off), func(t *testing.T) {
+			ns := emulator.UniqueNamespace("overload")
+			tap.Reset()
+			tap.SetFaults(committap.Faults{Rate: 0.5, Kinds: []committap.Fault{{Code: codes.ResourceExhausted}}, Seed: 3})
+			deadPath := filepath.Join(t.TempDir(), "dead.jsonl")
+			// A window of its own: a fresh throttle, not the one earlier
+			// tests of this process fed.
+			cfg := loadYAML(t, fmt.Sprintf(`
+source: {type: jsonl, path: %q}
+target: {type: datastore, project: %s, namespace: %s, kind: Items}
+rewrite: {strategy: none}
+write: {batch_rows: %d, shards: 4, %s, adaptive_throttle: {disabled: %v, window: 97s}}
+dead_letter: %q
+`, in, emulator.DatastoreProject(), ns, faultBatchRows, faultRetry, off, deadPath))
+			start := time.Now()
+			res := migrate(t, cfg, "prism")
+			el := time.Since(start)
+			tap.SetFaults(committap.Faults{})
+			calls := len(tap.Commits())
+			rejected := res.Counters["throttle_rejected"]
+			sent[off] = float64(calls) / el.Seconds()
+			t.Logf("%s: %d commits sent (%.0f/s), %d held back locally; %s", el.Round(time.Millisecond), calls, sent[off], rejected, pipeline.FormatCounters(res.Counters))
+			checkFaultRun(t, tap, res, deadPath, rows)
+			if got := countEntities(t, c, ns, "Items"); got != rows {
+				t.Errorf("%d entities, want %d", got, rows)
+			}
+			if off && rejected != 0 {
+				t.Errorf("%d commits held back with the throttle off", rejected)
+			}
+			if !off && rejected < int64(calls)/4 {
+				t.Errorf("%d commits held back for %d sent while half fail: the throttle did not shed", rejected, calls)
+			}
+		})
+	}
+	t.Logf("commits sent per second: %.0f without the throttle, %.0f with it", sent[true], sent[false])
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -130,7 +131,11 @@ func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
 			return fmt.Errorf("%w: %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, target, old, spec)
 		}
 	}
-	_, err = c.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(ManifestTable, []string{"Target", "Spec", "UpdatedAt"}, []any{target, spec, spanner.CommitTimestamp})})
+	m := []*spanner.Mutation{spanner.InsertOrUpdate(ManifestTable, []string{"Target", "Spec", "UpdatedAt"}, []any{target, spec, spanner.CommitTimestamp})}
+	_, err = p.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
+		_, err := c.Apply(ctx, m)
+		return err
+	}, retry.Hooks{})
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", ManifestTable, err)
 	}
@@ -170,6 +175,12 @@ func prepareDatastore(ctx context.Context, p *Plan, o TargetOptions) error {
 	case m.Spec != spec && !o.Force:
 		return fmt.Errorf("%w: kind %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, kind, m.Spec, spec)
 	}
-	_, err = c.Put(ctx, key, &manifestEntity{Spec: spec, UpdatedAt: time.Now().UTC()})
-	return err
+	_, err = p.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
+		_, err := c.Put(ctx, key, &manifestEntity{Spec: spec, UpdatedAt: time.Now().UTC()})
+		return err
+	}, retry.Hooks{})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", ManifestKind, err)
+	}
+	return nil
 }

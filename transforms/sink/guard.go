@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/rekeyio/rekey/internal/retry"
@@ -37,10 +38,12 @@ func (g Guard) do(ctx context.Context, target string, commit func(ctx context.Co
 	return err
 }
 
-// throttle is the process's adaptive throttle for target, nil when off.
+// throttle is the process's adaptive throttle for target and these
+// settings, nil when off.
 func (g Guard) throttle(target string) retry.Throttle {
 	if g.AdaptiveOff {
 		return nil
 	}
-	return throttle.Shared(target, g.AdaptiveK, g.AdaptiveWindow)
+	key := fmt.Sprintf("%s k=%g window=%s", target, g.AdaptiveK, g.AdaptiveWindow)
+	return throttle.Shared(key, g.AdaptiveK, g.AdaptiveWindow)
 }
