@@ -137,14 +137,7 @@ func TestMigrateDatastoreToDatastore(t *testing.T) {
 	total := int64(len(customers) + len(orders))
 	t.Logf("source namespace %s: %d Customer, %d Order entities", srcNS, len(customers), len(orders))
 
-	st, err := rewrite.New(rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"elements": "root"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := st.Datastore()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rw := datastoreRewriter(t, rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"elements": "root"}})
 
 	for _, runner := range runners {
 		t.Run(runner, func(t *testing.T) {
@@ -229,29 +222,7 @@ dead_letter: %q
 				for k, r := range gotOrders {
 					got[k] = r
 				}
-				bad := 0
-				for _, k := range sortedKeys(want) {
-					g, ok := got[k]
-					if !ok {
-						if bad++; bad <= 5 {
-							t.Errorf("%s: entity %s is missing", run, k)
-						}
-						continue
-					}
-					if d := fieldsDiff(g.Fields, want[k].Fields, nil); d != "" {
-						if bad++; bad <= 5 {
-							t.Errorf("%s: entity %s: %s", run, k, d)
-						}
-					}
-				}
-				for k := range got {
-					if _, ok := want[k]; !ok {
-						t.Errorf("%s: unexpected entity %s", run, k)
-					}
-				}
-				if bad > 0 {
-					t.Errorf("%s: %d of %d entities missing or different", run, bad, len(want))
-				}
+				checkEntities(t, run, got, want)
 			}
 			for run := 1; run <= 2; run++ {
 				cfg := loadYAML(t, yaml(filepath.Join(dir, fmt.Sprintf("dead%d.jsonl", run))))

@@ -263,3 +263,61 @@ func geo(lat, lng float64) record.Value {
 func entity(fs ...record.Field) record.Value {
 	return record.Value{Kind: record.KindEntity, Entity: fs}
 }
+
+// checkEntities checks that the target entities are exactly want (by key
+// text), values equal property by property.
+func checkEntities(t *testing.T, run string, got, want map[string]record.Record) {
+	t.Helper()
+	bad := 0
+	for _, k := range sortedKeys(want) {
+		g, ok := got[k]
+		if !ok {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: entity %s is missing", run, k)
+			}
+			continue
+		}
+		if d := fieldsDiff(g.Fields, want[k].Fields, nil); d != "" {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: entity %s: %s", run, k, d)
+			}
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected entity %s", run, k)
+		}
+	}
+	if bad > 0 || len(got) != len(want) {
+		t.Errorf("%s: %d entities in the target, want %d; %d missing or different", run, len(got), len(want), bad)
+	}
+}
+
+// spannerRewriter returns a strategy's rewriter for Spanner keys of
+// schema (see mustSchema).
+func spannerRewriter(t *testing.T, step rewrite.StepConfig, schema string) *rewrite.SpannerRewriter {
+	t.Helper()
+	st, err := rewrite.New(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := st.Spanner(mustSchema(t, schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sr
+}
+
+// datastoreRewriter returns a strategy's rewriter for Datastore keys.
+func datastoreRewriter(t *testing.T, step rewrite.StepConfig) *rewrite.DatastoreRewriter {
+	t.Helper()
+	st, err := rewrite.New(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := st.Datastore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rw
+}

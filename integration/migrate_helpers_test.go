@@ -32,10 +32,7 @@ func TestMain(m *testing.M) {
 // `rekey run -c` does.
 func loadYAML(t *testing.T, yaml string) *config.Config {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "rekey.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, yaml)
 	v, err := config.NewViper(path)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +45,16 @@ func loadYAML(t *testing.T, yaml string) *config.Config {
 		t.Fatalf("config:\n%s\n%v", yaml, err)
 	}
 	return cfg
+}
+
+// writeConfig writes a config to a temp file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rekey.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // migrate resolves and runs a migration on runner.

@@ -29,6 +29,14 @@ func j2dKeyJSON(path []rewrite.PathElement) string {
 	return `{"path": [` + strings.Join(parts, ", ") + `]}`
 }
 
+// entityLine is an entity as a JSON line, with its key path and the
+// properties it must read back with.
+type entityLine struct {
+	path []rewrite.PathElement
+	line string
+	want []record.Field
+}
+
 // TestMigrateJSONLToDatastore loads JSON Lines entities (Customer roots
 // named Customer1.., "21" and "'quoted", with ids 1.., Order children)
 // whose properties use every typed wrapper ($timestamp, $bytes, $geo,
@@ -53,11 +61,6 @@ func TestMigrateJSONLToDatastore(t *testing.T) {
 		[]rewrite.PathElement{{Kind: "Customer", Name: "'quoted"}},
 		[]rewrite.PathElement{{Kind: "Customer", Name: "日本 🙂"}},
 	)
-	type entityLine struct {
-		path []rewrite.PathElement
-		line string
-		want []record.Field
-	}
 	var ents []entityLine
 	base := time.Date(2022, 6, 1, 10, 0, 0, 0, time.UTC)
 	for i, path := range roots {
@@ -130,14 +133,7 @@ func TestMigrateJSONLToDatastore(t *testing.T) {
 	in := writeLines(t, "customers.jsonl", lines)
 	n := int64(len(ents))
 
-	st, err := rewrite.New(rewrite.StepConfig{Strategy: "reverse"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := st.Datastore()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rw := datastoreRewriter(t, rewrite.StepConfig{Strategy: "reverse"})
 
 	for _, runner := range runners {
 		t.Run(runner, func(t *testing.T) {
@@ -202,29 +198,7 @@ dead_letter: %q
 				for k, r := range readEntities(t, c, dstNS, "Order") {
 					got[k] = r
 				}
-				bad := 0
-				for _, k := range sortedKeys(want) {
-					g, ok := got[k]
-					if !ok {
-						if bad++; bad <= 5 {
-							t.Errorf("run %d: entity %s is missing", run, k)
-						}
-						continue
-					}
-					if d := fieldsDiff(g.Fields, want[k].Fields, nil); d != "" {
-						if bad++; bad <= 5 {
-							t.Errorf("run %d: entity %s: %s", run, k, d)
-						}
-					}
-				}
-				for k := range got {
-					if _, ok := want[k]; !ok {
-						t.Errorf("run %d: unexpected entity %s", run, k)
-					}
-				}
-				if bad > 0 || len(got) != len(want) {
-					t.Errorf("run %d: %d entities in the target, want %d; %d missing or different", run, len(got), len(want), bad)
-				}
+				checkEntities(t, fmt.Sprintf("run %d", run), got, want)
 			}
 		})
 	}

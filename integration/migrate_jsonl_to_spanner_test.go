@@ -48,15 +48,8 @@ func TestMigrateJSONLToSpanner(t *testing.T) {
 	const n = 1000
 	base := time.Date(2024, 1, 31, 12, 0, 0, 0, time.UTC)
 	zone := time.FixedZone("+01:30", 90*60)
-	schema := mustSchema(t, "EventTime TIMESTAMP, UserId STRING(36)")
-	st, err := rewrite.New(rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"n": 16, "mode": "abs", "columns": []any{"UserId"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr, err := st.Spanner(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sr := spannerRewriter(t, rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"n": 16, "mode": "abs", "columns": []any{"UserId"}}},
+		"EventTime TIMESTAMP, UserId STRING(36)")
 	outKey := sr.Out()
 	if got := describeKeyCols(outKey); got != "(ShardId INT64, EventTime TIMESTAMP, UserId STRING(36))" {
 		t.Fatalf("rewritten key %s does not match the table", got)

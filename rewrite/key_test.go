@@ -185,6 +185,12 @@ func TestValidateSpannerKey(t *testing.T) {
 	if err := rewrite.ValidateSpannerKey(big, []rewrite.Value{rewrite.String(strings.Repeat("x", 8193))}); err == nil || !strings.Contains(err.Error(), "more than Spanner's 8192") {
 		t.Errorf("8193-byte key: %v", err)
 	}
+	// The message shortens a long value at a character boundary.
+	wide := strings.Repeat("é", 4097)
+	err := rewrite.ValidateSpannerKey(big, []rewrite.Value{rewrite.String(wide)})
+	if err == nil || !strings.Contains(err.Error(), `T("`+strings.Repeat("é", 30)+`...")`) || strings.Contains(err.Error(), `\x`) {
+		t.Errorf("8194-byte key of two-byte characters: %v", err)
+	}
 }
 
 func TestNotationRoundTrip(t *testing.T) {

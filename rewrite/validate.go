@@ -214,7 +214,12 @@ func FormatSpannerKey(s KeySchema, vals []Value) string {
 		}
 		str := v.String()
 		if len(str) > 64 {
-			str = str[:61] + "..."
+			// Cut at a character boundary, not inside a UTF-8 sequence.
+			cut := 61
+			for cut > 0 && !utf8.RuneStart(str[cut]) {
+				cut--
+			}
+			str = str[:cut] + "..."
 		}
 		if v.Type == TypeString && !v.Null {
 			str = fmt.Sprintf("%q", str)
