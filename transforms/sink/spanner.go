@@ -163,8 +163,8 @@ func init() {
 // values). Insert commits use Apply's replay protection, so an insert is
 // never refused because of its own retried RPC; a row that exists already
 // is refused, unless it is stored with exactly the values being written
-// (the row is read back to compare), which makes re-running an insert-mode
-// migration safe. Upsert is the default because a re-run simply converges.
+// (the rows of a refused commit are read back at once to compare), which
+// makes re-running an insert-mode migration safe and quick. Upsert is the default because a re-run simply converges.
 //
 // It panics if cfg is invalid (see Validate).
 func Spanner(s beam.Scope, cfg SpannerSinkConfig, batches beam.PCollection) (deadLetters beam.PCollection) {
@@ -305,6 +305,21 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 	if len(rows) == 1 || !rowAtFault(err) {
 		return f.refuse(ctx, &rows[0], err, dead)
 	}
+	if f.Cfg.Mode == spannerdb.ModeInsert && spanner.ErrCode(err) == codes.AlreadyExists {
+		// A re-run, or a replay: settle every existing row with one read
+		// instead of isolating them one by one.
+		rest, serr := f.settleExisting(ctx, rows, err, dead)
+		if serr != nil {
+			return serr
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		if len(rest) < len(rows) {
+			return f.commit(ctx, rest, dead)
+		}
+		// None of them exists (written meanwhile by someone else?): isolate.
+	}
 	transforms.CountSplit(ctx)
 	mid := len(rows) / 2
 	if err := f.commit(ctx, rows[:mid], dead); err != nil {
@@ -369,6 +384,91 @@ func (f *spannerWriteFn) applyMutations(ctx context.Context, ms []*spanner.Mutat
 	}
 	_, err := f.client.Apply(ctx, ms, opts...)
 	return err
+}
+
+// settleExisting reads the stored rows of rows' keys at once, after an
+// insert met existing rows: a row stored with exactly the values being
+// written counts as written (an earlier run or attempt wrote it), one
+// stored with other values is dead-lettered; the rows not stored are
+// returned, to commit again.
+func (f *spannerWriteFn) settleExisting(ctx context.Context, rows []pendingRow, commitErr error, dead func(string)) ([]pendingRow, error) {
+	wants := make([]record.Record, len(rows))
+	keys := make([]string, len(rows))
+	var set []spanner.KeySet
+	var cols []string
+	seen := map[string]bool{}
+	for i := range rows {
+		want, err := spannerdb.Normalize(&rows[i].rec, f.table)
+		if err != nil {
+			return nil, fmt.Errorf("spanner sink: %w", err)
+		}
+		key, err := spannerdb.SpannerKey(&want, f.table)
+		if err != nil {
+			return nil, fmt.Errorf("spanner sink: %w", err)
+		}
+		wants[i], keys[i] = want, key.String()
+		set = append(set, key)
+		for _, fd := range want.Fields {
+			if l := strings.ToLower(fd.Name); !seen[l] {
+				seen[l] = true
+				cols = append(cols, fd.Name)
+			}
+		}
+	}
+	for _, c := range f.table.Key.Columns {
+		if l := strings.ToLower(c.Name); !seen[l] {
+			seen[l] = true
+			cols = append(cols, c.Name)
+		}
+	}
+	stored := map[string]record.Record{}
+	err := f.client.Single().Read(ctx, f.table.Name, spanner.KeySets(set...), cols).Do(func(r *spanner.Row) error {
+		got, err := spannerdb.RowToRecord(r, f.table)
+		if err != nil {
+			return err
+		}
+		key, err := spannerdb.SpannerKey(&got, f.table)
+		if err != nil {
+			return err
+		}
+		stored[key.String()] = got
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spanner sink: reading back existing rows of %s: %w", f.Cfg.Table, err)
+	}
+	rest := rows[:0:0]
+	same := 0
+	for i := range rows {
+		got, ok := stored[keys[i]]
+		switch {
+		case !ok:
+			rest = append(rest, rows[i])
+		case spannerdb.SameValues(pick(&got, &wants[i]), &wants[i]):
+			same++
+		default:
+			dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[i].rec,
+				fmt.Errorf("insert: row %s of %s already exists with other values (%s: %w)", keys[i], f.Cfg.Table, spanner.ErrCode(commitErr), commitErr)))
+			transforms.CountDeadLettered(ctx, 1)
+		}
+	}
+	if same > 0 {
+		SpannerAlreadyWritten.Inc(ctx, int64(same))
+		transforms.CountWritten(ctx, int64(same))
+	}
+	return rest, nil
+}
+
+// pick returns got's fields named as want's, in want's order (a field
+// got lacks is left out, so the comparison fails).
+func pick(got, want *record.Record) *record.Record {
+	out := &record.Record{Table: got.Table}
+	for _, fd := range want.Fields {
+		if v, ok := got.Get(fd.Name); ok {
+			out.Fields = append(out.Fields, record.Field{Name: fd.Name, Value: v})
+		}
+	}
+	return out
 }
 
 // storedEqual reports whether the table holds rec's row with exactly the
