@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -16,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -134,26 +136,16 @@ func (f *joinPartsFn) ProcessElement(ctx context.Context, _ int, names func(*str
 		return err
 	}
 	defer fs.Close()
-	wc, err := fs.OpenWrite(ctx, f.Path)
+	// The parts stay until the join has succeeded, so a join that fails
+	// with a transient error (HTTP 408, 429, 5xx) is simply done again.
+	var lines int
+	_, err = fileRetry.Do(ctx, func(ctx context.Context) error {
+		n, err := joinParts(ctx, fs, f.Path, parts)
+		lines = n
+		return err
+	}, retry.Hooks{OnRetry: func(_ error, wait time.Duration) { transforms.CountRetry(ctx, wait) }})
 	if err != nil {
-		return fmt.Errorf("creating %s: %w", f.Path, err)
-	}
-	cw := &countingWriter{w: wc}
-	for _, p := range parts {
-		rc, err := fs.OpenRead(ctx, p)
-		if err != nil {
-			wc.Close()
-			return fmt.Errorf("reading %s: %w", p, err)
-		}
-		_, err = io.Copy(cw, rc)
-		rc.Close()
-		if err != nil {
-			wc.Close()
-			return fmt.Errorf("joining %s into %s: %w", p, f.Path, err)
-		}
-	}
-	if err := wc.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", f.Path, err)
+		return err
 	}
 	if rm, ok := fs.(filesystem.Remover); ok {
 		for _, p := range parts {
@@ -162,8 +154,39 @@ func (f *joinPartsFn) ProcessElement(ctx context.Context, _ int, names func(*str
 			}
 		}
 	}
-	emit(cw.lines)
+	emit(lines)
 	return nil
+}
+
+// fileRetry retries whole-file operations: the default backoff, with an
+// hour for one attempt (a join copies every part).
+var fileRetry = retry.Policy{Attempt: time.Hour}
+
+// joinParts writes the parts, in order, into path and returns the lines
+// written.
+func joinParts(ctx context.Context, fs filesystem.Interface, path string, parts []string) (int, error) {
+	wc, err := fs.OpenWrite(ctx, path)
+	if err != nil {
+		return 0, fmt.Errorf("creating %s: %w", path, err)
+	}
+	cw := &countingWriter{w: wc}
+	for _, p := range parts {
+		rc, err := fs.OpenRead(ctx, p)
+		if err != nil {
+			wc.Close()
+			return 0, fmt.Errorf("reading %s: %w", p, err)
+		}
+		_, err = io.Copy(cw, rc)
+		rc.Close()
+		if err != nil {
+			wc.Close()
+			return 0, fmt.Errorf("joining %s into %s: %w", p, path, err)
+		}
+	}
+	if err := wc.Close(); err != nil {
+		return 0, fmt.Errorf("closing %s: %w", path, err)
+	}
+	return cw.lines, nil
 }
 
 type countingWriter struct {
