@@ -35,11 +35,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/spannerio"
 
+	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/internal/committap"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -143,7 +142,7 @@ func run(n, rows, shards, buffer int, runner string) error {
 	results = append(results, result{name: "input order (sorted), no writer", fig: committap.Measure(sorted, hotspot.Options{}), note: fmt.Sprintf("%d rows per commit", rows)})
 
 	// rekey → Spanner.
-	db, err := newDatabase(ctx, "wo-rekey")
+	db, err := migrate.NewDatabase(ctx, "wo-rekey", tableDDL)
 	if err != nil {
 		return err
 	}
@@ -179,7 +178,7 @@ rewrite: {strategy: none}
 
 	// Beam Go's spannerio.Write, at its default batch size and at rekey's.
 	for _, batch := range []int{0, rows} {
-		db, err := newDatabase(ctx, "wo-spannerio")
+		db, err := migrate.NewDatabase(ctx, "wo-spannerio", tableDDL)
 		if err != nil {
 			return err
 		}
@@ -231,37 +230,11 @@ func measure(env, table string, keys []rewrite.KeySchema, write func() error) (r
 
 // rekey runs a migration as `rekey run --create-target` does.
 func rekey(ctx context.Context, runner, dir, yaml string) error {
-	path := filepath.Join(dir, "rekey.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		return err
+	plan, err := migrate.Prepare(ctx, dir, yaml)
+	if err == nil {
+		_, err = migrate.Run(ctx, runner, plan)
 	}
-	v, err := config.NewViper(path)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(v)
-	if err != nil {
-		return err
-	}
-	cfg.DeadLetter = filepath.Join(dir, "dead.jsonl")
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	plan, err := pipeline.Resolve(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true}); err != nil {
-		return err
-	}
-	res, err := pipeline.Run(ctx, plan, runner, nil)
-	if err != nil {
-		return err
-	}
-	if d := res.Counters["dead_lettered"]; d > 0 {
-		return fmt.Errorf("%d records dead-lettered (see %s)", d, cfg.DeadLetter)
-	}
-	return nil
+	return err
 }
 
 // spannerioWrite writes the n rows, in order, with Beam Go's
@@ -279,10 +252,4 @@ func spannerioWrite(ctx context.Context, runner, db string, n, batch int) error 
 	spannerio.Write(s, emulator.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db), "Events", beam.CreateList(s, rows), opts...)
 	_, err := beam.Run(ctx, runner, p)
 	return err
-}
-
-func newDatabase(ctx context.Context, hint string) (string, error) {
-	id := emulator.UniqueDatabaseID(hint)
-	_, err := emulator.NewSpannerDatabase(ctx, emulator.SpannerProject(), emulator.SpannerInstance(), id, []string{tableDDL})
-	return id, err
 }
