@@ -25,6 +25,6 @@ func writeDatastore(s beam.Scope, p *Plan, batches beam.PCollection) []beam.PCol
 	tgt := p.Config.Target
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: p.Config.Write.Mode,
 		MaxEntities: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes,
-		CommitPerElement: true, Guard: p.Guard()} // one planned batch, one commit
+		CommitPerElement: true, Parallelism: p.Config.Write.Parallelism, Guard: p.Guard()} // one planned batch, one commit
 	return []beam.PCollection{sink.Datastore(s, cfg, batches)}
 }

@@ -76,6 +76,10 @@ const (
 	DefaultWriteBuffer = 10_000
 	MaxWriteShards     = 1 << 16
 	MaxWriteBuffer     = 1_000_000
+
+	// Commits a worker has in flight at once (Datastore targets).
+	DefaultDatastoreParallelism = 8
+	MaxWriteParallelism         = 64
 )
 
 // Config is one migration.
@@ -195,6 +199,10 @@ type WriteConfig struct {
 	// Buffer is how many records a worker sorts at once before cutting
 	// them into key-local commits; it bounds the worker's memory.
 	Buffer int `mapstructure:"buffer"`
+	// Parallelism is how many planned commits a worker has in flight at
+	// once (Datastore targets; default 8). Spanner targets commit one at
+	// a time per worker.
+	Parallelism int `mapstructure:"parallelism"`
 	// Retry is the backoff of commits that fail with a transient error.
 	Retry RetryConfig `mapstructure:"retry"`
 	// AdaptiveThrottle sheds commits locally while the target refuses
@@ -279,6 +287,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Write.BatchRows == 0 {
 		c.Write.BatchRows = rows
+	}
+	if c.Write.Parallelism == 0 {
+		c.Write.Parallelism = 1
+		if c.Target.Type == TypeDatastore {
+			c.Write.Parallelism = DefaultDatastoreParallelism
+		}
 	}
 	if c.Write.Shards == 0 {
 		c.Write.Shards = DefaultWriteShards

@@ -568,7 +568,7 @@ bogus: 1
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, dead_letter, write, ramp)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
-		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, retry, adaptive_throttle)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, parallelism, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,
 	})
 
@@ -593,7 +593,7 @@ ramp: {profile: Datastore, base: 100}
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
-		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
 	}
 	if !reflect.DeepEqual(*c, want) {
@@ -603,7 +603,7 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Parallelism: 1, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
 	}
 }
@@ -637,8 +637,10 @@ write:
 write:
   retry: {initial_backoff: 2m, max_backoff: 1m, commit_deadline: -1s}
   adaptive_throttle: {k: 0.5, window: 10ms}
+  parallelism: 4
 `)
 	checkProblems(t, c.Validate(), []string{
+		`write.parallelism: only Datastore targets commit in parallel within a worker (the Spanner emulator serializes commits, and Spanner workers scale out instead); got 4`,
 		`write.retry.commit_deadline: must be a positive duration, got -1s`,
 		`write.retry.initial_backoff: must be at most write.retry.max_backoff (1m0s), got 2m0s`,
 		`write.adaptive_throttle.k: must be at least 1 (at 1 the throttle sheds as soon as anything fails; the default is 1.25), got 0.5`,

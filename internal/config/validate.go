@@ -397,6 +397,12 @@ func (c *Config) validateWrite(p *problems) {
 			p.add("write.buffer", "must be at least write.batch_rows (%d): a commit's records are sorted together, got %d", w.BatchRows, w.Buffer)
 		}
 	}
+	if positive("parallelism", w.Parallelism) {
+		atMost("parallelism", w.Parallelism, MaxWriteParallelism, "commits in flight per worker")
+		if w.Parallelism > 1 && c.Target.Type != TypeDatastore {
+			p.add("write.parallelism", "only Datastore targets commit in parallel within a worker (the Spanner emulator serializes commits, and Spanner workers scale out instead); got %d", w.Parallelism)
+		}
+	}
 	switch c.Target.Type {
 	case TypeSpanner:
 		if okM {

@@ -3,13 +3,19 @@ package sink
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
 )
 
 // TestSpannerCommitPerElement: with CommitPerElement each batch is one
@@ -76,5 +82,74 @@ func TestDatastoreCommitPerElement(t *testing.T) {
 		if got := fmt.Sprint(sizes); got != tc.want {
 			t.Errorf("CommitPerElement %v: commits of %s entities, want %s", tc.per, got, tc.want)
 		}
+	}
+}
+
+// TestDatastoreParallelCommits: with Parallelism 4, batches are committed
+// by up to 4 goroutines at once, never more; every entity is written once,
+// a refused one is dead-lettered, and the counts and dead letters are
+// reported by the bundle (FinishBundle waits for the commits in flight).
+func TestDatastoreParallelCommits(t *testing.T) {
+	const parallelism, batches, perBatch = 4, 40, 10
+	var mu sync.Mutex
+	inFlight, maxInFlight := 0, 0
+	stored := map[int64]int{}
+	commit := func(_ context.Context, _ bool, ents []datastore.Entity) error {
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight--
+		for _, e := range ents {
+			if e.Key.ID == 77 {
+				return status.Error(codes.InvalidArgument, "entity 77 refused")
+			}
+		}
+		for _, e := range ents {
+			stored[e.Key.ID]++
+		}
+		return nil
+	}
+	f := &datastoreWriteFn{Cfg: DatastoreSinkConfig{CommitPerElement: true, Parallelism: parallelism}, w: &datastoredb.Writer{}}
+	f.idle = make(chan *datastoredb.Writer, parallelism)
+	for range parallelism {
+		f.idle <- &datastoredb.Writer{Commit: commit}
+	}
+	before := transforms.Snapshot()
+	var dead []string
+	emit := func(s string) { dead = append(dead, s) }
+	ctx := context.Background()
+	f.StartBundle(ctx, emit)
+	id := int64(0)
+	for range batches {
+		var recs []record.Record
+		for range perBatch {
+			id++
+			recs = append(recs, record.Record{Table: "K", Key: &rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", ID: id}}}})
+		}
+		if err := f.ProcessElement(ctx, record.EncodeBatch(recs), emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.FinishBundle(ctx, emit); err != nil {
+		t.Fatal(err)
+	}
+	after := transforms.Snapshot()
+	if maxInFlight < 2 || maxInFlight > parallelism {
+		t.Errorf("%d commits in flight at most, want 2..%d", maxInFlight, parallelism)
+	}
+	if len(stored) != batches*perBatch-1 || len(dead) != 1 || !strings.Contains(dead[0], "entity 77 refused") {
+		t.Errorf("%d entities stored, dead letters %v; want %d and entity 77's", len(stored), dead, batches*perBatch-1)
+	}
+	for k, n := range stored {
+		if n != 1 {
+			t.Errorf("entity %d stored %d times", k, n)
+		}
+	}
+	if w, d := after["written"]-before["written"], after["dead_lettered"]-before["dead_lettered"]; w != batches*perBatch-1 || d != 1 {
+		t.Errorf("counted %d written, %d dead-lettered; want %d, 1", w, d, batches*perBatch-1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -41,6 +42,11 @@ type DatastoreSinkConfig struct {
 	// together with the next one's entities (the bounds may still cut
 	// it): for batches planned as one commit each (transforms/plan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
+	// Parallelism is how many input batches a worker commits at once,
+	// with CommitPerElement (0 or 1: one after the other). The records of
+	// a batch are committed in their order; batches in flight together
+	// land in no particular order (as batches of different workers do).
+	Parallelism int `json:"parallelism,omitempty"`
 	// Guard is the retry policy and adaptive throttle of commits.
 	Guard Guard `json:"guard"`
 }
@@ -114,6 +120,26 @@ type datastoreWriteFn struct {
 	client *datastore.Client
 	w      *datastoredb.Writer
 	emit   func(string)
+
+	// With Parallelism > 1 and CommitPerElement, batches are committed by
+	// goroutines, each with a Writer of its own from idle (which bounds
+	// the commits in flight). Beam's emitters and metrics belong to the
+	// bundle's goroutine, so a goroutine records what happened in an
+	// outcome, and ProcessElement and FinishBundle report outcomes.
+	idle     chan *datastoredb.Writer
+	inflight sync.WaitGroup
+	mu       sync.Mutex
+	done     []*writeOutcome
+}
+
+// writeOutcome is what committing one batch did.
+type writeOutcome struct {
+	dead                    []string
+	written, existing       int
+	commits, commitEntities []int // per commit: entities, bytes
+	commitBytes             []int
+	retries, throttles      []time.Duration
+	err                     error
 }
 
 func (f *datastoreWriteFn) Setup(ctx context.Context) error {
@@ -125,7 +151,32 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 		return err
 	}
 	f.client = c
-	w := datastoredb.NewWriter(c)
+	f.w = f.newWriter()
+	f.w.OnDeadLetter = func(ctx context.Context, line string) {
+		f.emit(line)
+		transforms.CountDeadLettered(ctx, 1)
+	}
+	f.w.OnCommit = func(ctx context.Context, n, bytes int) {
+		datastoreCommits.Inc(ctx, 1)
+		datastoreCommitEntities.Update(ctx, int64(n))
+		datastoreCommitBytes.Update(ctx, int64(bytes))
+	}
+	f.w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
+	f.w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
+	f.w.OnRetry = func(ctx context.Context, _ error, wait time.Duration) { transforms.CountRetry(ctx, wait) }
+	f.w.OnThrottled = func(ctx context.Context, wait time.Duration) { transforms.CountThrottled(ctx, wait, true) }
+	if f.parallel() {
+		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
+		for range f.Cfg.Parallelism {
+			f.idle <- f.newWriter()
+		}
+	}
+	return nil
+}
+
+// newWriter returns a Writer on the client, configured, without hooks.
+func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
+	w := datastoredb.NewWriter(f.client)
 	w.Mode = f.Cfg.Mode
 	w.MaxEntities = f.Cfg.MaxEntities
 	w.MaxBytes = f.Cfg.MaxBytes
@@ -134,26 +185,15 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if f.Cfg.Database != "" {
 		w.Source += ":" + f.Cfg.Database
 	}
-	w.OnDeadLetter = func(ctx context.Context, line string) {
-		f.emit(line)
-		transforms.CountDeadLettered(ctx, 1)
-	}
-	w.OnCommit = func(ctx context.Context, n, bytes int) {
-		datastoreCommits.Inc(ctx, 1)
-		datastoreCommitEntities.Update(ctx, int64(n))
-		datastoreCommitBytes.Update(ctx, int64(bytes))
-	}
-	w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
-	w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
 	w.Retry = f.Cfg.Guard.Retry
 	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
-	w.OnRetry = func(ctx context.Context, _ error, wait time.Duration) { transforms.CountRetry(ctx, wait) }
-	w.OnThrottled = func(ctx context.Context, wait time.Duration) { transforms.CountThrottled(ctx, wait, true) }
-	f.w = w
-	return nil
+	return w
 }
 
+func (f *datastoreWriteFn) parallel() bool { return f.Cfg.CommitPerElement && f.Cfg.Parallelism > 1 }
+
 func (f *datastoreWriteFn) Teardown() error {
+	f.inflight.Wait()
 	if f.client == nil {
 		return nil
 	}
@@ -165,6 +205,12 @@ func (f *datastoreWriteFn) Teardown() error {
 func (f *datastoreWriteFn) StartBundle(_ context.Context, emit func(string)) {
 	f.emit = emit
 	f.w.Reset()
+	// Commits a failed bundle left in flight belong to that bundle, which
+	// the runner retries as a whole.
+	f.inflight.Wait()
+	f.mu.Lock()
+	f.done = nil
+	f.mu.Unlock()
 }
 
 func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(string)) error {
@@ -173,6 +219,16 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
 	f.emit = emit
+	if f.parallel() {
+		w := <-f.idle // at most Parallelism batches in flight
+		if err := f.report(ctx, emit); err != nil {
+			f.idle <- w
+			return err
+		}
+		f.inflight.Add(1)
+		go f.commitBatch(ctx, w, recs)
+		return nil
+	}
 	for i := range recs {
 		if err := f.w.Add(ctx, &recs[i]); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
@@ -186,8 +242,79 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	return nil
 }
 
+// commitBatch commits recs with w (as one planned commit) and records the
+// outcome; it runs on its own goroutine and returns w to the idle pool.
+func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Writer, recs []record.Record) {
+	defer f.inflight.Done()
+	o := &writeOutcome{}
+	w.OnDeadLetter = func(_ context.Context, line string) { o.dead = append(o.dead, line) }
+	w.OnCommit = func(_ context.Context, n, bytes int) {
+		o.commitEntities = append(o.commitEntities, n)
+		o.commitBytes = append(o.commitBytes, bytes)
+	}
+	w.OnWritten = func(_ context.Context, n int) { o.written += n }
+	w.OnExisting = func(_ context.Context, n int) { o.existing += n }
+	w.OnRetry = func(_ context.Context, _ error, wait time.Duration) { o.retries = append(o.retries, wait) }
+	w.OnThrottled = func(_ context.Context, wait time.Duration) { o.throttles = append(o.throttles, wait) }
+	for i := range recs {
+		if o.err = w.Add(ctx, &recs[i]); o.err != nil {
+			break
+		}
+	}
+	if o.err == nil {
+		o.err = w.Flush(ctx)
+	}
+	if o.err != nil {
+		o.err = fmt.Errorf("sink.Datastore: %w", o.err)
+		w.Reset()
+	}
+	f.mu.Lock()
+	f.done = append(f.done, o)
+	f.mu.Unlock()
+	f.idle <- w
+}
+
+// report emits and counts the outcomes of finished batches and returns
+// the first error among them.
+func (f *datastoreWriteFn) report(ctx context.Context, emit func(string)) error {
+	f.mu.Lock()
+	done := f.done
+	f.done = nil
+	f.mu.Unlock()
+	var first error
+	for _, o := range done {
+		for _, line := range o.dead {
+			emit(line)
+		}
+		transforms.CountDeadLettered(ctx, int64(len(o.dead)))
+		for i, n := range o.commitEntities {
+			datastoreCommits.Inc(ctx, 1)
+			datastoreCommitEntities.Update(ctx, int64(n))
+			datastoreCommitBytes.Update(ctx, int64(o.commitBytes[i]))
+		}
+		transforms.CountWritten(ctx, int64(o.written))
+		if o.existing > 0 {
+			datastoreExisting.Inc(ctx, int64(o.existing))
+		}
+		for _, d := range o.retries {
+			transforms.CountRetry(ctx, d)
+		}
+		for _, d := range o.throttles {
+			transforms.CountThrottled(ctx, d, true)
+		}
+		if o.err != nil && first == nil {
+			first = o.err
+		}
+	}
+	return first
+}
+
 func (f *datastoreWriteFn) FinishBundle(ctx context.Context, emit func(string)) error {
 	f.emit = emit
+	if f.parallel() {
+		f.inflight.Wait()
+		return f.report(ctx, emit)
+	}
 	if err := f.w.Flush(ctx); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
