@@ -15,10 +15,8 @@
 // side reached (measured from the client libraries' commit spans).
 //
 // "Same parallelism" for the Datastore baseline: G is the number of
-// commits rekey's pipeline can have in flight at once on the runner, the
-// number of write-planning shard keys for N rows (plan.Options.ShardKeys
-// with the config's defaults) capped by the runner's concurrent bundles
-// (8 on prism, 1 on direct); --goroutines overrides it.
+// commits rekey's Datastore sink has in flight at once in a worker,
+// write.parallelism (default 8); --goroutines overrides it.
 //
 //	go run ./bench/throughput [--rows 100000] [--runner prism] [--reps 3] [--only spanner|datastore]
 //
@@ -61,7 +59,6 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms/plan"
 )
 
 const (
@@ -80,9 +77,6 @@ const (
 ) PRIMARY KEY (AccountId, Seq)`
 	// putBatch is the baseline's entities per PutMulti.
 	putBatch = 500
-	// prismBundles is how many bundles prism runs at once (its
-	// execute.go limits a job to 8).
-	prismBundles = 8
 )
 
 // Account is one row (entity), about 200 bytes of values. Spanner gets
@@ -419,18 +413,11 @@ ramp: {profile: none}
 	return compare(o, sides)
 }
 
-// writeParallelism is the number of commits rekey's pipeline can have in
-// flight at once: one per planning shard key, at most as many as the
-// runner runs bundles at once.
+// writeParallelism is the number of commits rekey's Datastore sink has
+// in flight at once in a worker (write.parallelism, unless --write sets
+// it).
 func writeParallelism(o options) (int, string) {
-	shards := plan.Options{Store: plan.StoreDatastore, Shards: config.DefaultWriteShards, Buffer: config.DefaultWriteBuffer, BatchRows: config.DefaultDatastoreBatchEntities}.ShardKeys(int64(o.rows))
-	switch o.runner {
-	case "prism":
-		return min(shards, prismBundles), fmt.Sprintf("rekey's write parallelism: min(%d planning shard keys, prism's %d concurrent bundles)", shards, prismBundles)
-	case "direct":
-		return 1, "rekey's write parallelism: the direct runner runs one bundle at a time"
-	}
-	return shards, fmt.Sprintf("rekey's write parallelism: %d planning shard keys", shards)
+	return config.DefaultDatastoreParallelism, fmt.Sprintf("rekey's write.parallelism, %d commits in flight per worker", config.DefaultDatastoreParallelism)
 }
 
 // putMulti writes the rows as entities with g goroutines, each taking the

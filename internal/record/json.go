@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -49,6 +50,13 @@ func ParseJSON(line []byte) (Record, error) {
 	err := p.object(func(name string) error {
 		switch name {
 		case keyField:
+			if k, ok := p.datastoreKey(); ok {
+				r.Key = &k
+				if r.Table == "" {
+					r.Table = k.Leaf().Kind
+				}
+				return nil
+			}
 			start := p.i
 			if err := p.skip(); err != nil {
 				return err
@@ -81,6 +89,9 @@ func ParseJSON(line []byte) (Record, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		if r.Fields == nil {
+			r.Fields = make([]Field, 0, 8)
+		}
 		r.Fields = append(r.Fields, Field{Name: name, Value: v, NoIndex: noIndex})
 		return nil
 	})
@@ -98,6 +109,99 @@ type parser struct {
 	b []byte
 	i int
 }
+
+// datastoreKey parses the usual form of a key, {"path": [kind, id or
+// name, ...]} with optional "namespace" and "database" strings, without
+// going through encoding/json. On anything else (or an error) it leaves
+// p where it was and returns false: rewrite.ParseKey then parses the key
+// and reports what is wrong.
+func (p *parser) datastoreKey() (k rewrite.DatastoreKey, ok bool) {
+	start := p.i
+	defer func() {
+		if !ok {
+			p.i = start
+		}
+	}()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return k, false
+	}
+	err := p.object(func(name string) error {
+		switch name {
+		case "namespace", "database":
+			if p.i >= len(p.b) || p.b[p.i] != '"' {
+				return errSlowKey
+			}
+			s, err := p.str()
+			if err != nil {
+				return err
+			}
+			if name == "namespace" {
+				k.Namespace = s
+			} else {
+				k.Database = s
+			}
+			return nil
+		case "path":
+			if k.Path != nil || p.i >= len(p.b) || p.b[p.i] != '[' {
+				return errSlowKey
+			}
+			p.i++
+			for {
+				p.space()
+				if p.i >= len(p.b) || p.b[p.i] != '"' {
+					return errSlowKey
+				}
+				kind, err := p.str()
+				if err != nil {
+					return err
+				}
+				p.space()
+				if p.i >= len(p.b) || p.b[p.i] != ',' {
+					return errSlowKey
+				}
+				p.i++
+				p.space()
+				e := rewrite.PathElement{Kind: kind}
+				switch {
+				case p.i < len(p.b) && p.b[p.i] == '"':
+					if e.Name, err = p.str(); err != nil {
+						return err
+					}
+				default:
+					n := p.i
+					for n < len(p.b) && (p.b[n] == '-' || ('0' <= p.b[n] && p.b[n] <= '9')) {
+						n++
+					}
+					digits := p.b[p.i:n]
+					if len(digits) > 0 && digits[0] == '-' {
+						digits = digits[1:]
+					}
+					id, err := strconv.ParseInt(string(p.b[p.i:n]), 10, 64)
+					if err != nil || (len(digits) > 1 && digits[0] == '0') || (n < len(p.b) && (p.b[n] == '.' || p.b[n] == 'e' || p.b[n] == 'E')) {
+						return errSlowKey // not JSON, or not an INT64: ParseKey says why
+					}
+					e.ID, p.i = id, n
+				}
+				k.Path = append(k.Path, e)
+				p.space()
+				if p.i < len(p.b) && p.b[p.i] == ',' {
+					p.i++
+					continue
+				}
+				if p.i < len(p.b) && p.b[p.i] == ']' {
+					p.i++
+					return nil
+				}
+				return errSlowKey
+			}
+		}
+		return errSlowKey
+	})
+	return k, err == nil && len(k.Path) > 0
+}
+
+// errSlowKey sends a key to rewrite.ParseKey.
+var errSlowKey = errors.New("not the usual key form")
 
 func (p *parser) errf(format string, args ...any) error {
 	return fmt.Errorf("column %d: %s", p.i+1, fmt.Sprintf(format, args...))
