@@ -199,9 +199,12 @@ type WriteConfig struct {
 	// Buffer is how many records a worker sorts at once before cutting
 	// them into key-local commits; it bounds the worker's memory.
 	Buffer int `mapstructure:"buffer"`
-	// Parallelism is how many planned commits a worker has in flight at
-	// once (Datastore targets; default 8). Spanner targets commit one at
-	// a time per worker.
+	// Parallelism bounds commits in flight. Datastore targets: how many
+	// planned commits a worker has in flight at once (default 8). Spanner
+	// targets: the most commits a worker process has in flight, all
+	// bundles together; 0 (the default) means 1 against the emulator (it
+	// runs one read-write transaction at a time and aborts the others)
+	// and no cap otherwise (each bundle commits one batch at a time).
 	Parallelism int `mapstructure:"parallelism"`
 	// Retry is the backoff of commits that fail with a transient error.
 	Retry RetryConfig `mapstructure:"retry"`
@@ -288,11 +291,8 @@ func (c *Config) SetDefaults() {
 	if c.Write.BatchRows == 0 {
 		c.Write.BatchRows = rows
 	}
-	if c.Write.Parallelism == 0 {
-		c.Write.Parallelism = 1
-		if c.Target.Type == TypeDatastore {
-			c.Write.Parallelism = DefaultDatastoreParallelism
-		}
+	if c.Write.Parallelism == 0 && c.Target.Type == TypeDatastore {
+		c.Write.Parallelism = DefaultDatastoreParallelism
 	}
 	if c.Write.Shards == 0 {
 		c.Write.Shards = DefaultWriteShards

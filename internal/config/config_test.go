@@ -603,7 +603,7 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Parallelism: 1, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
 	}
 }
@@ -637,10 +637,10 @@ write:
 write:
   retry: {initial_backoff: 2m, max_backoff: 1m, commit_deadline: -1s}
   adaptive_throttle: {k: 0.5, window: 10ms}
-  parallelism: 4
+  parallelism: 65
 `)
 	checkProblems(t, c.Validate(), []string{
-		`write.parallelism: only Datastore targets commit in parallel within a worker (the Spanner emulator serializes commits, and Spanner workers scale out instead); got 4`,
+		`write.parallelism: must be at most 64 (commits in flight per worker), got 65`,
 		`write.retry.commit_deadline: must be a positive duration, got -1s`,
 		`write.retry.initial_backoff: must be at most write.retry.max_backoff (1m0s), got 2m0s`,
 		`write.adaptive_throttle.k: must be at least 1 (at 1 the throttle sheds as soon as anything fails; the default is 1.25), got 0.5`,

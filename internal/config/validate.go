@@ -397,11 +397,15 @@ func (c *Config) validateWrite(p *problems) {
 			p.add("write.buffer", "must be at least write.batch_rows (%d): a commit's records are sorted together, got %d", w.BatchRows, w.Buffer)
 		}
 	}
-	if positive("parallelism", w.Parallelism) {
+	switch {
+	case w.Parallelism < 0:
+		p.add("write.parallelism", "must be >= 0, got %d", w.Parallelism)
+	case c.Target.Type == TypeDatastore && w.Parallelism == 0:
+		p.add("write.parallelism", "must be > 0 for a Datastore target, got 0")
+	case c.Target.Type != TypeDatastore && c.Target.Type != TypeSpanner && w.Parallelism > 1:
+		p.add("write.parallelism", "applies to Spanner and Datastore targets only, got %d", w.Parallelism)
+	default:
 		atMost("parallelism", w.Parallelism, MaxWriteParallelism, "commits in flight per worker")
-		if w.Parallelism > 1 && c.Target.Type != TypeDatastore {
-			p.add("write.parallelism", "only Datastore targets commit in parallel within a worker (the Spanner emulator serializes commits, and Spanner workers scale out instead); got %d", w.Parallelism)
-		}
 	}
 	switch c.Target.Type {
 	case TypeSpanner:

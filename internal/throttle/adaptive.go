@@ -16,10 +16,19 @@ import (
 // everything nothing is rejected; when it starts refusing, the client sheds
 // the excess itself. Defaults: K = 1.25, a 2-minute window in 10 s buckets
 // (as Beam Java's Datastore connector).
+//
+// Two guard rails, as Envoy's admission control has: nothing is rejected
+// while the window holds fewer than MinRequests requests (one early
+// failure would otherwise reject half of what follows, and the rejections,
+// counted as requests, feed on themselves), and the probability never
+// passes MaxReject, so some requests always probe whether the store has
+// recovered.
 type Adaptive struct {
-	K      float64
-	Window time.Duration
-	Bucket time.Duration
+	K           float64
+	Window      time.Duration
+	Bucket      time.Duration
+	MinRequests float64
+	MaxReject   float64
 
 	mu      sync.Mutex
 	now     func() time.Time
@@ -37,7 +46,8 @@ func NewAdaptive(k float64) *Adaptive {
 	if k <= 0 {
 		k = 1.25
 	}
-	return &Adaptive{K: k, Window: 2 * time.Minute, Bucket: 10 * time.Second, now: time.Now, rnd: rand.Float64}
+	return &Adaptive{K: k, Window: 2 * time.Minute, Bucket: 10 * time.Second,
+		MinRequests: DefaultMinRequests, MaxReject: DefaultMaxReject, now: time.Now, rnd: rand.Float64}
 }
 
 func (a *Adaptive) counts(now time.Time) (req, acc float64) {
@@ -59,12 +69,18 @@ func (a *Adaptive) RejectProbability() float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	req, acc := a.counts(a.now())
-	p := (req - a.K*acc) / (req + 1)
-	if p < 0 {
+	if req < a.MinRequests {
 		return 0
 	}
-	return p
+	p := (req - a.K*acc) / (req + 1)
+	return max(0, min(p, a.MaxReject))
 }
+
+// Guard rails of NewAdaptive.
+const (
+	DefaultMinRequests = 20
+	DefaultMaxReject   = 0.9
+)
 
 // Allow decides whether to send a request now. A rejected request counts
 // as a request (the SRE formula counts every attempt).

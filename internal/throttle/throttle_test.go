@@ -137,6 +137,20 @@ func TestAdaptive(t *testing.T) {
 	if p := a.RejectProbability(); p != 0 {
 		t.Errorf("after the window: %g", p)
 	}
+	// Guard rails: a few early failures reject nothing; nothing refused
+	// at all still lets a tenth through.
+	for range DefaultMinRequests - 1 {
+		a.Record(false)
+	}
+	if p := a.RejectProbability(); p != 0 {
+		t.Errorf("%d requests, all refused: reject probability %g, want 0 below MinRequests", DefaultMinRequests-1, p)
+	}
+	for range 1000 {
+		a.Record(false)
+	}
+	if p := a.RejectProbability(); p != DefaultMaxReject {
+		t.Errorf("everything refused: reject probability %g, want the cap %g", p, DefaultMaxReject)
+	}
 }
 
 func TestMaxBatch(t *testing.T) {

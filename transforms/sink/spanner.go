@@ -3,7 +3,9 @@ package sink
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -57,6 +59,12 @@ type SpannerSinkConfig struct {
 	// together with the next one's rows (the bounds may still cut it):
 	// for batches planned as one commit each (transforms/plan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
+	// MaxInFlight caps the commits this sink has in flight at once in a
+	// worker process, all bundles together: 0 means 1 against the Spanner
+	// emulator (SPANNER_EMULATOR_HOST set: it runs one read-write
+	// transaction at a time and aborts the others) and no cap otherwise
+	// (each bundle commits one batch at a time; workers scale out).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Guard is the retry policy and adaptive throttle of commits.
 	Guard Guard `json:"guard"`
 }
@@ -192,6 +200,7 @@ type spannerWriteFn struct {
 	pending      []pendingRow
 	cells, bytes int
 	apply        func(ctx context.Context, ms []*spanner.Mutation) error // tests replace it
+	slots        chan struct{}                                           // commits in flight, when capped
 }
 
 func (f *spannerWriteFn) Setup(ctx context.Context) error {
@@ -204,7 +213,32 @@ func (f *spannerWriteFn) Setup(ctx context.Context) error {
 	if f.apply == nil {
 		f.apply = f.applyMutations
 	}
+	n := f.Cfg.MaxInFlight
+	if n == 0 && os.Getenv("SPANNER_EMULATOR_HOST") != "" {
+		n = 1
+	}
+	if n > 0 {
+		f.slots = commitSlots(f.Cfg.DatabasePath(), n)
+	}
 	return nil
+}
+
+var inFlight = struct {
+	sync.Mutex
+	m map[string]chan struct{}
+}{m: map[string]chan struct{}{}}
+
+// commitSlots returns the process's semaphore of n commits to db.
+func commitSlots(db string, n int) chan struct{} {
+	inFlight.Lock()
+	defer inFlight.Unlock()
+	key := fmt.Sprintf("%s/%d", db, n)
+	c, ok := inFlight.m[key]
+	if !ok {
+		c = make(chan struct{}, n)
+		inFlight.m[key] = c
+	}
+	return c
 }
 
 func (f *spannerWriteFn) Teardown() {
@@ -280,7 +314,18 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		size += r.size
 	}
 	start := time.Now()
+	if f.slots != nil {
+		// The wait for a slot is not part of any attempt's deadline.
+		select {
+		case f.slots <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("spanner sink: waiting to commit to %s: %w", f.Cfg.Table, ctx.Err())
+		}
+	}
 	err := f.Cfg.Guard.do(ctx, f.source, func(actx context.Context) error { return f.apply(actx, ms) })
+	if f.slots != nil {
+		<-f.slots
+	}
 	SpannerCommitMillis.Update(ctx, time.Since(start).Milliseconds())
 	if err == nil {
 		SpannerCommits.Inc(ctx, 1)
