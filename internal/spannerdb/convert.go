@@ -535,14 +535,16 @@ func SameValues(a, b *record.Record) bool {
 		return false
 	}
 	for i := range a.Fields {
-		if !strings.EqualFold(a.Fields[i].Name, b.Fields[i].Name) || !sameValue(a.Fields[i].Value, b.Fields[i].Value) {
+		if !strings.EqualFold(a.Fields[i].Name, b.Fields[i].Name) || !SameValue(a.Fields[i].Value, b.Fields[i].Value) {
 			return false
 		}
 	}
 	return true
 }
 
-func sameValue(a, b record.Value) bool {
+// SameValue compares values bit for bit (record.Value.Equal), except JSON,
+// compared as JSON values (Spanner normalizes JSON text), in arrays too.
+func SameValue(a, b record.Value) bool {
 	switch {
 	case a.Kind == record.KindJSON && b.Kind == record.KindJSON:
 		return JSONEqual(a.Str, b.Str)
@@ -551,7 +553,7 @@ func sameValue(a, b record.Value) bool {
 			return false
 		}
 		for i := range a.Array {
-			if !sameValue(a.Array[i], b.Array[i]) {
+			if !SameValue(a.Array[i], b.Array[i]) {
 				return false
 			}
 		}

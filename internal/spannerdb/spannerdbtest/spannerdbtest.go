@@ -178,7 +178,7 @@ func Diff(got, want *record.Record) string {
 		if g.Name != w.Name {
 			return fmt.Sprintf("field %d is %s, want %s", i, g.Name, w.Name)
 		}
-		if !valueEqual(g.Value, w.Value) {
+		if !spannerdb.SameValue(g.Value, w.Value) {
 			return fmt.Sprintf("%s = %v, want %v", g.Name, g.Value, w.Value)
 		}
 	}
@@ -191,22 +191,4 @@ func names(r *record.Record) []string {
 		out = append(out, f.Name)
 	}
 	return out
-}
-
-func valueEqual(a, b record.Value) bool {
-	if a.Kind == record.KindJSON && b.Kind == record.KindJSON {
-		return spannerdb.JSONEqual(a.Str, b.Str)
-	}
-	if a.Kind == record.KindArray && b.Kind == record.KindArray {
-		if len(a.Array) != len(b.Array) {
-			return false
-		}
-		for i := range a.Array {
-			if !valueEqual(a.Array[i], b.Array[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return a.Equal(b)
 }
