@@ -347,8 +347,8 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		transforms.CountDeadLettered(ctx, int64(len(rows)))
 		return nil
 	}
-	if len(rows) == 1 || !rowAtFault(err) {
-		return f.refuse(ctx, &rows[0], err, dead)
+	if !rowAtFault(err) {
+		return fmt.Errorf("spanner sink: commit to %s failed for a reason that is not the row's (the runner retries the bundle): %w", f.Cfg.Table, err)
 	}
 	if f.Cfg.Mode == spannerdb.ModeInsert && spanner.ErrCode(err) == codes.AlreadyExists {
 		// A re-run, or a replay: settle every existing row with one read
@@ -365,34 +365,17 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		}
 		// None of them exists (written meanwhile by someone else?): isolate.
 	}
+	if len(rows) == 1 {
+		dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[0].rec, err))
+		transforms.CountDeadLettered(ctx, 1)
+		return nil
+	}
 	transforms.CountSplit(ctx)
 	mid := len(rows) / 2
 	if err := f.commit(ctx, rows[:mid], dead); err != nil {
 		return err
 	}
 	return f.commit(ctx, rows[mid:], dead)
-}
-
-// refuse handles the failed commit of a single row: a dead letter when
-// Spanner refused the row itself, the error otherwise.
-func (f *spannerWriteFn) refuse(ctx context.Context, row *pendingRow, err error, dead func(string)) error {
-	if !rowAtFault(err) {
-		return fmt.Errorf("spanner sink: commit to %s failed for a reason that is not the row's (the runner retries the bundle): %w", f.Cfg.Table, err)
-	}
-	if f.Cfg.Mode == spannerdb.ModeInsert && spanner.ErrCode(err) == codes.AlreadyExists {
-		same, rerr := f.storedEqual(ctx, &row.rec)
-		if rerr != nil {
-			return fmt.Errorf("spanner sink: reading back an existing row of %s: %w", f.Cfg.Table, rerr)
-		}
-		if same {
-			SpannerAlreadyWritten.Inc(ctx, 1)
-			transforms.CountWritten(ctx, 1)
-			return nil
-		}
-	}
-	dead(record.NewDeadLetter(record.StageWrite, f.source, &row.rec, err))
-	transforms.CountDeadLettered(ctx, 1)
-	return nil
 }
 
 // noAccess reports errors of access: PermissionDenied, Unauthenticated.
@@ -514,35 +497,6 @@ func pick(got, want *record.Record) *record.Record {
 		}
 	}
 	return out
-}
-
-// storedEqual reports whether the table holds rec's row with exactly the
-// values rec would write.
-func (f *spannerWriteFn) storedEqual(ctx context.Context, rec *record.Record) (bool, error) {
-	want, err := spannerdb.Normalize(rec, f.table)
-	if err != nil {
-		return false, err
-	}
-	key, err := spannerdb.SpannerKey(rec, f.table)
-	if err != nil {
-		return false, err
-	}
-	cols := make([]string, len(want.Fields))
-	for i, fd := range want.Fields {
-		cols[i] = fd.Name
-	}
-	row, err := f.client.Single().ReadRow(ctx, f.table.Name, key, cols)
-	if spanner.ErrCode(err) == codes.NotFound {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	got, err := spannerdb.RowToRecord(row, f.table)
-	if err != nil {
-		return false, err
-	}
-	return spannerdb.SameValues(&got, &want), nil
 }
 
 // writtenColumns is the number of cells a record's mutation writes.
