@@ -118,28 +118,71 @@ type datastoreWriteFn struct {
 	Cfg DatastoreSinkConfig `json:"cfg"`
 
 	client *datastore.Client
-	w      *datastoredb.Writer
-	emit   func(string)
+	// w writes batch after batch on the bundle's goroutine; what it does
+	// is recorded in out and reported after each element.
+	w   *datastoredb.Writer
+	out writeOutcome
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
 	// goroutines, each with a Writer of its own from idle (which bounds
-	// the commits in flight). Beam's emitters and metrics belong to the
-	// bundle's goroutine, so a goroutine records what happened in an
-	// outcome, and ProcessElement and FinishBundle report outcomes.
+	// the commits in flight) and an outcome of its own. Beam's emitters
+	// and metrics belong to the bundle's goroutine, so ProcessElement and
+	// FinishBundle report the outcomes of finished batches.
 	idle     chan *datastoredb.Writer
 	inflight sync.WaitGroup
 	mu       sync.Mutex
 	done     []*writeOutcome
 }
 
-// writeOutcome is what committing one batch did.
+// writeOutcome is what a Writer did: dead letters, counts, the sizes of
+// its commits, its waits.
 type writeOutcome struct {
-	dead                    []string
-	written, existing       int
-	commits, commitEntities []int // per commit: entities, bytes
-	commitBytes             []int
-	retries, throttles      []time.Duration
-	err                     error
+	dead                        []string
+	written, existing           int
+	commitEntities, commitBytes []int
+	retries, throttles          []time.Duration
+	err                         error
+}
+
+// record points w's hooks at o.
+func (o *writeOutcome) record(w *datastoredb.Writer) {
+	w.OnDeadLetter = func(_ context.Context, line string) { o.dead = append(o.dead, line) }
+	w.OnCommit = func(_ context.Context, n, bytes int) {
+		o.commitEntities = append(o.commitEntities, n)
+		o.commitBytes = append(o.commitBytes, bytes)
+	}
+	w.OnWritten = func(_ context.Context, n int) { o.written += n }
+	w.OnExisting = func(_ context.Context, n int) { o.existing += n }
+	w.OnRetry = func(_ context.Context, _ error, wait time.Duration) { o.retries = append(o.retries, wait) }
+	w.OnThrottled = func(_ context.Context, wait time.Duration) { o.throttles = append(o.throttles, wait) }
+}
+
+// report emits o's dead letters and counts the rest, on the bundle's
+// goroutine, and returns o's error; o is emptied for reuse.
+func (o *writeOutcome) report(ctx context.Context, emit func(string)) error {
+	for _, line := range o.dead {
+		emit(line)
+	}
+	transforms.CountDeadLettered(ctx, int64(len(o.dead)))
+	for i, n := range o.commitEntities {
+		datastoreCommits.Inc(ctx, 1)
+		datastoreCommitEntities.Update(ctx, int64(n))
+		datastoreCommitBytes.Update(ctx, int64(o.commitBytes[i]))
+	}
+	transforms.CountWritten(ctx, int64(o.written))
+	if o.existing > 0 {
+		datastoreExisting.Inc(ctx, int64(o.existing))
+	}
+	for _, d := range o.retries {
+		transforms.CountRetry(ctx, d)
+	}
+	for _, d := range o.throttles {
+		transforms.CountThrottled(ctx, d, true)
+	}
+	err := o.err
+	*o = writeOutcome{dead: o.dead[:0], commitEntities: o.commitEntities[:0], commitBytes: o.commitBytes[:0],
+		retries: o.retries[:0], throttles: o.throttles[:0]}
+	return err
 }
 
 func (f *datastoreWriteFn) Setup(ctx context.Context) error {
@@ -152,19 +195,6 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	}
 	f.client = c
 	f.w = f.newWriter()
-	f.w.OnDeadLetter = func(ctx context.Context, line string) {
-		f.emit(line)
-		transforms.CountDeadLettered(ctx, 1)
-	}
-	f.w.OnCommit = func(ctx context.Context, n, bytes int) {
-		datastoreCommits.Inc(ctx, 1)
-		datastoreCommitEntities.Update(ctx, int64(n))
-		datastoreCommitBytes.Update(ctx, int64(bytes))
-	}
-	f.w.OnWritten = func(ctx context.Context, n int) { transforms.CountWritten(ctx, int64(n)) }
-	f.w.OnExisting = func(ctx context.Context, n int) { datastoreExisting.Inc(ctx, int64(n)) }
-	f.w.OnRetry = func(ctx context.Context, _ error, wait time.Duration) { transforms.CountRetry(ctx, wait) }
-	f.w.OnThrottled = func(ctx context.Context, wait time.Duration) { transforms.CountThrottled(ctx, wait, true) }
 	if f.parallel() {
 		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
 		for range f.Cfg.Parallelism {
@@ -202,9 +232,10 @@ func (f *datastoreWriteFn) Teardown() error {
 	return err
 }
 
-func (f *datastoreWriteFn) StartBundle(_ context.Context, emit func(string)) {
-	f.emit = emit
+func (f *datastoreWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	f.w.Reset()
+	f.out = writeOutcome{}
+	f.out.record(f.w)
 	// Commits a failed bundle left in flight belong to that bundle, which
 	// the runner retries as a whole.
 	f.inflight.Wait()
@@ -218,10 +249,9 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	if err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
-	f.emit = emit
 	if f.parallel() {
 		w := <-f.idle // at most Parallelism batches in flight
-		if err := f.report(ctx, emit); err != nil {
+		if err := f.reportDone(ctx, emit); err != nil {
 			f.idle <- w
 			return err
 		}
@@ -229,13 +259,19 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 		go f.commitBatch(ctx, w, recs)
 		return nil
 	}
+	f.out.err = f.write(ctx, f.w, recs, f.Cfg.CommitPerElement)
+	return f.out.report(ctx, emit)
+}
+
+// write adds recs to w and, if flush, flushes it.
+func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, recs []record.Record, flush bool) error {
 	for i := range recs {
-		if err := f.w.Add(ctx, &recs[i]); err != nil {
+		if err := w.Add(ctx, &recs[i]); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	}
-	if f.Cfg.CommitPerElement {
-		if err := f.w.Flush(ctx); err != nil {
+	if flush {
+		if err := w.Flush(ctx); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	}
@@ -247,25 +283,8 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Writer, recs []record.Record) {
 	defer f.inflight.Done()
 	o := &writeOutcome{}
-	w.OnDeadLetter = func(_ context.Context, line string) { o.dead = append(o.dead, line) }
-	w.OnCommit = func(_ context.Context, n, bytes int) {
-		o.commitEntities = append(o.commitEntities, n)
-		o.commitBytes = append(o.commitBytes, bytes)
-	}
-	w.OnWritten = func(_ context.Context, n int) { o.written += n }
-	w.OnExisting = func(_ context.Context, n int) { o.existing += n }
-	w.OnRetry = func(_ context.Context, _ error, wait time.Duration) { o.retries = append(o.retries, wait) }
-	w.OnThrottled = func(_ context.Context, wait time.Duration) { o.throttles = append(o.throttles, wait) }
-	for i := range recs {
-		if o.err = w.Add(ctx, &recs[i]); o.err != nil {
-			break
-		}
-	}
-	if o.err == nil {
-		o.err = w.Flush(ctx)
-	}
-	if o.err != nil {
-		o.err = fmt.Errorf("sink.Datastore: %w", o.err)
+	o.record(w)
+	if o.err = f.write(ctx, w, recs, true); o.err != nil {
 		w.Reset()
 	}
 	f.mu.Lock()
@@ -274,49 +293,27 @@ func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Write
 	f.idle <- w
 }
 
-// report emits and counts the outcomes of finished batches and returns
-// the first error among them.
-func (f *datastoreWriteFn) report(ctx context.Context, emit func(string)) error {
+// reportDone reports the outcomes of finished batches and returns the
+// first error among them.
+func (f *datastoreWriteFn) reportDone(ctx context.Context, emit func(string)) error {
 	f.mu.Lock()
 	done := f.done
 	f.done = nil
 	f.mu.Unlock()
 	var first error
 	for _, o := range done {
-		for _, line := range o.dead {
-			emit(line)
-		}
-		transforms.CountDeadLettered(ctx, int64(len(o.dead)))
-		for i, n := range o.commitEntities {
-			datastoreCommits.Inc(ctx, 1)
-			datastoreCommitEntities.Update(ctx, int64(n))
-			datastoreCommitBytes.Update(ctx, int64(o.commitBytes[i]))
-		}
-		transforms.CountWritten(ctx, int64(o.written))
-		if o.existing > 0 {
-			datastoreExisting.Inc(ctx, int64(o.existing))
-		}
-		for _, d := range o.retries {
-			transforms.CountRetry(ctx, d)
-		}
-		for _, d := range o.throttles {
-			transforms.CountThrottled(ctx, d, true)
-		}
-		if o.err != nil && first == nil {
-			first = o.err
+		if err := o.report(ctx, emit); err != nil && first == nil {
+			first = err
 		}
 	}
 	return first
 }
 
 func (f *datastoreWriteFn) FinishBundle(ctx context.Context, emit func(string)) error {
-	f.emit = emit
 	if f.parallel() {
 		f.inflight.Wait()
-		return f.report(ctx, emit)
+		return f.reportDone(ctx, emit)
 	}
-	if err := f.w.Flush(ctx); err != nil {
-		return fmt.Errorf("sink.Datastore: %w", err)
-	}
-	return nil
+	f.out.err = f.write(ctx, f.w, nil, true)
+	return f.out.report(ctx, emit)
 }
