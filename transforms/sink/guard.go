@@ -25,16 +25,15 @@ type Guard struct {
 	AdaptiveWindow time.Duration `json:"adaptive_window,omitempty"`
 }
 
-// do runs commit under the guard: throttled by the process's adaptive
-// throttle for target, retried with backoff, counted (retried,
-// backoff_ms, throttled_ms, throttle_rejected).
-func (g Guard) do(ctx context.Context, target string, commit func(ctx context.Context) error) error {
-	h := retry.Hooks{
+// do runs commit under the guard: throttled by th (g.throttle's, or nil),
+// retried with backoff, counted (retried, backoff_ms, throttled_ms,
+// throttle_rejected).
+func (g Guard) do(ctx context.Context, th retry.Throttle, commit func(ctx context.Context) error) error {
+	_, err := g.Retry.Do(ctx, commit, retry.Hooks{
+		Throttle:    th,
 		OnRetry:     func(_ error, wait time.Duration) { transforms.CountRetry(ctx, wait) },
 		OnThrottled: func(wait time.Duration) { transforms.CountThrottled(ctx, wait, true) },
-	}
-	h.Throttle = g.throttle(target)
-	_, err := g.Retry.Do(ctx, commit, h)
+	})
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/transforms"
 )
@@ -200,7 +201,8 @@ type spannerWriteFn struct {
 	pending      []pendingRow
 	cells, bytes int
 	apply        func(ctx context.Context, ms []*spanner.Mutation) error // tests replace it
-	slots        chan struct{}                                           // commits in flight, when capped
+	slots        chan struct{}
+	throttle     retry.Throttle // the process's adaptive throttle for the database, nil when off                                           // commits in flight, when capped
 }
 
 func (f *spannerWriteFn) Setup(ctx context.Context) error {
@@ -210,6 +212,7 @@ func (f *spannerWriteFn) Setup(ctx context.Context) error {
 	}
 	f.client = c
 	f.source = "spanner:" + f.Cfg.DatabasePath() + "/" + f.Cfg.Table
+	f.throttle = f.Cfg.Guard.throttle(f.source)
 	if f.apply == nil {
 		f.apply = f.applyMutations
 	}
@@ -322,7 +325,7 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 			return fmt.Errorf("spanner sink: waiting to commit to %s: %w", f.Cfg.Table, ctx.Err())
 		}
 	}
-	err := f.Cfg.Guard.do(ctx, f.source, func(actx context.Context) error { return f.apply(actx, ms) })
+	err := f.Cfg.Guard.do(ctx, f.throttle, func(actx context.Context) error { return f.apply(actx, ms) })
 	if f.slots != nil {
 		<-f.slots
 	}
