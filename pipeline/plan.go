@@ -6,6 +6,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/plan"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -46,7 +48,28 @@ func (p *Plan) PlanOptions() (plan.Options, bool) {
 	default:
 		return plan.Options{}, false
 	}
+	switch w.Shuffle {
+	case config.ShuffleNever:
+		o.Local = true
+	case config.ShuffleAuto:
+		o.Local = o.Ramp.Profile == "" && p.Scatters()
+	}
 	return o, true
+}
+
+// Scatters reports whether the plan's rewrite scatters the target keys
+// (rewrite.Scatters), so write planning can skip the global shuffle: the
+// source and target hold the same kind of key, and the strategy hashes
+// or bit-reverses its leading part.
+func (p *Plan) Scatters() bool {
+	if p.Spec.SourceStore != p.Spec.TargetStore {
+		return false
+	}
+	st, err := rewrite.New(p.Spec.Strategy)
+	if err != nil {
+		return false
+	}
+	return rewrite.Scatters(st, p.SourceKey, p.Spec.TargetStore == rekeyer.Datastore)
 }
 
 // planWrites orders the records' writes for a database target (see

@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/rekeyer"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/plan"
 )
 
@@ -46,5 +48,59 @@ func TestPlanOptions(t *testing.T) {
 	p = &Plan{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}}
 	if _, ok := p.PlanOptions(); ok {
 		t.Error("a JSON Lines target is planned")
+	}
+}
+
+func TestPlanShuffle(t *testing.T) {
+	key, err := rewrite.ParseKeySchema("Accounts", "AccountId STRING(36), Seq INT64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spanner := func(strategy rewrite.StepConfig, shuffle, ramp string) *Plan {
+		return &Plan{
+			Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner},
+				Write: config.WriteConfig{BatchRows: 500, Shuffle: shuffle}, Ramp: config.RampConfig{Profile: ramp}},
+			Spec:      transforms.RekeySpec{Strategy: strategy, SourceStore: rekeyer.Spanner, TargetStore: rekeyer.Spanner},
+			SourceKey: key, TargetKey: key,
+		}
+	}
+	hash := rewrite.StepConfig{Strategy: "hashprefix"}
+	swap := rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": []any{"Seq"}}}
+	for _, tc := range []struct {
+		name string
+		p    *Plan
+		want bool // local planning
+	}{
+		{"auto, hashprefix", spanner(hash, config.ShuffleAuto, config.RampNone), true},
+		{"auto, hashprefix, ramp-up", spanner(hash, config.ShuffleAuto, config.RampDatastore), false},
+		{"auto, swap", spanner(swap, config.ShuffleAuto, config.RampNone), false},
+		{"always, hashprefix", spanner(hash, config.ShuffleAlways, config.RampNone), false},
+		{"never, swap", spanner(swap, config.ShuffleNever, config.RampNone), true},
+		{"auto, hashprefix, Datastore source to Spanner", func() *Plan {
+			p := spanner(hash, config.ShuffleAuto, config.RampNone)
+			p.Spec.SourceStore = rekeyer.Datastore
+			return p
+		}(), false},
+		{"auto, hashprefix, Datastore", &Plan{
+			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
+				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
+			Spec: transforms.RekeySpec{Strategy: hash, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore},
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.p.TargetKey.Columns == nil {
+				tc.p.TargetKey = key
+			}
+			o, ok := tc.p.PlanOptions()
+			if !ok {
+				t.Fatal("not planned")
+			}
+			if o.Local != tc.want {
+				t.Errorf("Local = %v, want %v", o.Local, tc.want)
+			}
+			if err := o.WithDefaults().Validate(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -42,6 +42,13 @@ const (
 	ModeInsert = "insert"
 )
 
+// Values of WriteConfig.Shuffle.
+const (
+	ShuffleAuto   = "auto"
+	ShuffleAlways = "always"
+	ShuffleNever  = "never"
+)
+
 // Values of RampConfig.Profile.
 const (
 	RampNone      = "none"
@@ -199,6 +206,14 @@ type WriteConfig struct {
 	// Buffer is how many records a worker sorts at once before cutting
 	// them into key-local commits; it bounds the worker's memory.
 	Buffer int `mapstructure:"buffer"`
+	// Shuffle says whether write planning shuffles all records across
+	// workers before sorting them: "always"; "never" (each worker plans
+	// the records it read, as they come); or "auto" (the default): never
+	// when the rewrite scatters the keys (rewrite.Scatters: hashprefix,
+	// bitreverse and uuid on the leading key part) and no ramp-up is set,
+	// always otherwise. Skipping the shuffle lets writing start with the
+	// first records read instead of after the last.
+	Shuffle string `mapstructure:"shuffle"`
 	// Parallelism bounds commits in flight. Datastore targets: how many
 	// planned commits a worker has in flight at once (default 8). Spanner
 	// targets: the most commits a worker process has in flight, all
@@ -278,6 +293,7 @@ func (c *Config) SetDefaults() {
 	}
 	c.Ancestors = orDefault(lowerTrim(c.Ancestors), AncestorsAll)
 	c.Write.Mode = orDefault(lowerTrim(c.Write.Mode), ModeUpsert)
+	c.Write.Shuffle = orDefault(lowerTrim(c.Write.Shuffle), ShuffleAuto)
 	mut, bytes, rows := DefaultSpannerBatchMutations, DefaultSpannerBatchBytes, DefaultSpannerBatchRows
 	if c.Target.Type == TypeDatastore {
 		mut, bytes, rows = DefaultDatastoreBatchEntities, DefaultDatastoreBatchBytes, DefaultDatastoreBatchEntities

@@ -404,6 +404,23 @@ write: {shards: -2, buffer: 2000000}
 			},
 		},
 		{
+			name: "write shuffle",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+write: {shuffle: sometimes}
+`,
+			want: []string{`write.shuffle: must be one of auto, always, never, got "sometimes"`},
+		},
+		{
+			name: "write shuffle never with a ramp-up",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+write: {shuffle: never}
+ramp: {profile: datastore}
+`,
+			want: []string{`write.shuffle: never cannot go with ramp.profile datastore: the ramp-up's budget is shared among the shuffle's shard keys; use auto or always`},
+		},
+		{
 			name: "write buffer smaller than a commit",
 			yaml: spannerPair + `
 rewrite: {strategy: shard}
@@ -568,7 +585,7 @@ bogus: 1
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, dead_letter, write, ramp)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
-		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, parallelism, retry, adaptive_throttle)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, parallelism, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,
 	})
 
@@ -593,7 +610,7 @@ ramp: {profile: Datastore, base: 100}
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
-		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
 	}
 	if !reflect.DeepEqual(*c, want) {
@@ -603,7 +620,7 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
 	}
 }

@@ -31,6 +31,13 @@
 // input gets fewer shards, so that every shard makes at least 16 batches
 // (total / (16 × BatchRows)), each then within about 1/16 of the key space.
 //
+// With Local set, step 1 is skipped: each worker plans the records it
+// has, a buffer at a time, as they come (like Java SpannerIO's
+// sort-and-batch). That is only right when the new keys are scattered
+// (rewrite.Scatters), so that any run of input records is already a
+// sample of the whole key space; then writing starts with the first
+// buffer instead of after the whole input has been read and shuffled.
+//
 // Each record draws its own shard key (records dealt in whole pieces would
 // make a shard a few clumps of neighbouring keys, and its batches would
 // span them all), and the draws are stratified: a worker gathers up to
@@ -117,6 +124,11 @@ type Options struct {
 	// budget is shared by the shard keys, each spending Rate(t)/keys, so
 	// the job's total stays within it whatever the number of workers.
 	Ramp Ramp `json:"ramp,omitempty"`
+	// Local plans each worker's records where they are, without the
+	// global shuffle (see Writes): only for records whose new keys are
+	// scattered already (rewrite.Info.Scatters), and without a ramp-up,
+	// whose budget is shared through the shard keys.
+	Local bool `json:"local,omitempty"`
 }
 
 // Ramp is a ramp-up schedule in plain data (throttle.NewSchedule).
@@ -178,6 +190,9 @@ func (o Options) Validate() error {
 	if o.Buffer < 1 || o.Buffer > MaxBuffer {
 		add("buffer %d: want 1..%d", o.Buffer, MaxBuffer)
 	}
+	if o.Local && o.Ramp.Profile != "" && o.Ramp.Profile != "none" {
+		add("local: a ramp-up (%s) needs the global shuffle, which shares its budget among the shard keys", o.Ramp.Profile)
+	}
 	if o.BatchRows < 1 {
 		add("batch_rows %d: want at least 1", o.BatchRows)
 	} else if o.Buffer >= 1 && o.BatchRows > o.Buffer {
@@ -202,6 +217,7 @@ func init() {
 	register.DoFn5x1[context.Context, int, func(*[]byte) bool, int64, func([]byte), error](&planFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
+	register.DoFn3x1[context.Context, []byte, func([]byte), error](&localPlanFn{})
 }
 
 // Writes plans the writes of record batches (record.EncodeBatch) and
@@ -216,9 +232,43 @@ func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollecti
 	for opts.Seed == 0 {
 		opts.Seed = rand.Int64()
 	}
+	if opts.Local {
+		return beam.ParDo(s, &localPlanFn{Opts: opts}, batches)
+	}
 	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
 	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
 	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed), beam.SideInput{Input: total})
+}
+
+// buffer gathers records with their keys, for sorting.
+type buffer struct {
+	keyer *Keyer
+	items []Item
+	arena []byte
+}
+
+// add decodes batch and appends its records, calling full each time the
+// buffer reaches limit records.
+func (b *buffer) add(batch []byte, limit int, full func()) error {
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	for i := range recs {
+		start := len(b.arena)
+		b.arena = b.keyer.Append(b.arena, &recs[i])
+		b.items = append(b.items, Item{Key: b.arena[start:len(b.arena):len(b.arena)], Rec: recs[i]})
+		if len(b.items) >= limit {
+			full()
+		}
+	}
+	return nil
+}
+
+// reset empties the buffer and lets its records go.
+func (b *buffer) reset() {
+	clear(b.items)
+	b.items, b.arena = b.items[:0], b.arena[:0]
 }
 
 // batchLen is the number of records in a batch, read from its header (a
@@ -242,11 +292,9 @@ func batchLen(batch []byte) int64 {
 type shardFn struct {
 	Opts Options `json:"opts"`
 
-	keyer *Keyer
-	keys  int
-	items []Item
-	arena []byte
-	hash  hash.Hash64
+	buffer
+	keys int
+	hash hash.Hash64
 }
 
 func (f *shardFn) Setup() error {
@@ -257,8 +305,7 @@ func (f *shardFn) Setup() error {
 
 // StartBundle and FinishBundle take the side input too, as Beam requires.
 func (f *shardFn) StartBundle(_ int64, _ func(int, []byte)) {
-	clear(f.items)
-	f.items, f.arena = f.items[:0], f.arena[:0]
+	f.reset()
 	f.hash = fnv.New64a()
 }
 
@@ -266,21 +313,9 @@ func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byt
 	if f.hash == nil {
 		f.StartBundle(total, emit)
 	}
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
 	f.keys = f.Opts.ShardKeys(total)
 	f.hash.Write(batch)
-	for i := range recs {
-		start := len(f.arena)
-		f.arena = f.keyer.Append(f.arena, &recs[i])
-		f.items = append(f.items, Item{Key: f.arena[start:len(f.arena):len(f.arena)], Rec: recs[i]})
-		if len(f.items) >= f.Opts.Buffer {
-			f.flush(emit)
-		}
-	}
-	return nil
+	return f.add(batch, f.Opts.Buffer, func() { f.flush(emit) })
 }
 
 func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) {
@@ -300,8 +335,7 @@ func (f *shardFn) flush(emit func(int, []byte)) {
 			emit(shard, record.EncodeBatch(recs))
 		}
 	}
-	clear(f.items)
-	f.items, f.arena = f.items[:0], f.arena[:0]
+	f.reset()
 }
 
 // planFn sorts each shard's records a buffer at a time and emits them in
@@ -309,9 +343,7 @@ func (f *shardFn) flush(emit func(int, []byte)) {
 type planFn struct {
 	Opts Options `json:"opts"`
 
-	keyer  *Keyer
-	items  []Item
-	arena  []byte
+	buffer
 	phase  float64
 	phased bool
 	sched  throttle.Schedule
@@ -357,26 +389,56 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 			emit(record.EncodeBatch(b))
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
-		clear(f.items) // let the records go
-		f.items, f.arena = f.items[:0], f.arena[:0]
+		f.reset()
 	}
 	var batch []byte
 	for values(&batch) {
-		recs, err := record.DecodeBatch(batch)
-		if err != nil {
-			return fmt.Errorf("plan: %w", err)
-		}
-		for i := range recs {
-			start := len(f.arena)
-			f.arena = f.keyer.Append(f.arena, &recs[i])
-			f.items = append(f.items, Item{Key: f.arena[start:len(f.arena):len(f.arena)], Rec: recs[i]})
-			if len(f.items) >= f.Opts.Buffer {
-				flush()
-			}
+		if err := f.add(batch, f.Opts.Buffer, flush); err != nil {
+			return err
 		}
 	}
 	flush()
 	return paceErr
+}
+
+// localPlanFn plans the records of a bundle a buffer at a time, as planFn
+// does a shard's: when the new keys are scattered, any run of records in
+// input order is already a sample of the whole new key space, so the
+// global shuffle only delays the first write (it waits for the whole
+// input) and is skipped. Like Java SpannerIO's sort-and-batch, with the
+// batches' order randomised.
+type localPlanFn struct {
+	Opts Options `json:"opts"`
+
+	buffer
+	phase float64
+}
+
+func (f *localPlanFn) Setup() error {
+	var err error
+	f.keyer, err = NewKeyer(f.Opts)
+	// Each worker's batches start at a different place.
+	f.phase = rand.Float64()
+	return err
+}
+
+func (f *localPlanFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte)) error {
+	return f.add(batch, f.Opts.Buffer, func() { f.flush(ctx, emit) })
+}
+
+func (f *localPlanFn) FinishBundle(ctx context.Context, emit func([]byte)) {
+	f.flush(ctx, emit)
+}
+
+func (f *localPlanFn) flush(ctx context.Context, emit func([]byte)) {
+	if len(f.items) == 0 {
+		return
+	}
+	for _, b := range Plan(f.items, f.Opts.BatchRows, f.phase) {
+		emit(record.EncodeBatch(b))
+	}
+	PlannedBuffer.Update(ctx, int64(len(f.items)))
+	f.reset()
 }
 
 // PlannedBuffer is the distribution of the number of records sorted at
