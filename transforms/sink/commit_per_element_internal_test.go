@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,14 +21,15 @@ import (
 
 // TestSpannerCommitPerElement: with CommitPerElement each batch is one
 // commit (cut further only by the bounds); without, batches share commits
-// up to the bounds.
+// up to the bounds. Commits run ahead of the bundle, so they may finish in
+// any order: the sizes are compared sorted.
 func TestSpannerCommitPerElement(t *testing.T) {
 	for _, tc := range []struct {
 		per  bool
 		want string
 	}{
 		{false, "[7 7 7]"},
-		{true, "[3 3 7 2 6]"},
+		{true, "[2 3 3 6 7]"},
 	} {
 		f, commits := fakeSink(SpannerSinkConfig{Table: "T", MaxRows: 7, CommitPerElement: tc.per}, func(int64) error { return nil })
 		ctx := context.Background()
@@ -43,6 +45,7 @@ func TestSpannerCommitPerElement(t *testing.T) {
 		for _, c := range *commits {
 			sizes = append(sizes, len(c))
 		}
+		slices.Sort(sizes)
 		if got := fmt.Sprint(sizes); got != tc.want {
 			t.Errorf("CommitPerElement %v: commits of %s rows, want %s", tc.per, got, tc.want)
 		}

@@ -130,8 +130,7 @@ type datastoreWriteFn struct {
 	// FinishBundle report the outcomes of finished batches.
 	idle     chan *datastoredb.Writer
 	inflight sync.WaitGroup
-	mu       sync.Mutex
-	done     []*writeOutcome
+	done     finished[*writeOutcome]
 }
 
 // writeOutcome is what a Writer did: dead letters, counts, the sizes of
@@ -239,9 +238,7 @@ func (f *datastoreWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	// Commits a failed bundle left in flight belong to that bundle, which
 	// the runner retries as a whole.
 	f.inflight.Wait()
-	f.mu.Lock()
-	f.done = nil
-	f.mu.Unlock()
+	f.done.drop()
 }
 
 func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(string)) error {
@@ -251,7 +248,7 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	}
 	if f.parallel() {
 		w := <-f.idle // at most Parallelism batches in flight
-		if err := f.reportDone(ctx, emit); err != nil {
+		if err := f.done.report(ctx, emit); err != nil {
 			f.idle <- w
 			return err
 		}
@@ -287,32 +284,14 @@ func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Write
 	if o.err = f.write(ctx, w, recs, true); o.err != nil {
 		w.Reset()
 	}
-	f.mu.Lock()
-	f.done = append(f.done, o)
-	f.mu.Unlock()
+	f.done.add(o)
 	f.idle <- w
-}
-
-// reportDone reports the outcomes of finished batches and returns the
-// first error among them.
-func (f *datastoreWriteFn) reportDone(ctx context.Context, emit func(string)) error {
-	f.mu.Lock()
-	done := f.done
-	f.done = nil
-	f.mu.Unlock()
-	var first error
-	for _, o := range done {
-		if err := o.report(ctx, emit); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func (f *datastoreWriteFn) FinishBundle(ctx context.Context, emit func(string)) error {
 	if f.parallel() {
 		f.inflight.Wait()
-		return f.reportDone(ctx, emit)
+		return f.done.report(ctx, emit)
 	}
 	f.out.err = f.write(ctx, f.w, nil, true)
 	return f.out.report(ctx, emit)

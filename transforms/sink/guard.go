@@ -3,11 +3,11 @@ package sink
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/throttle"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 // Guard is how a sink treats a store that fails or is overloaded: the
@@ -26,13 +26,14 @@ type Guard struct {
 }
 
 // do runs commit under the guard: throttled by th (g.throttle's, or nil),
-// retried with backoff, counted (retried, backoff_ms, throttled_ms,
-// throttle_rejected).
-func (g Guard) do(ctx context.Context, th retry.Throttle, commit func(ctx context.Context) error) error {
+// retried with backoff; each retry's and each throttled wait is passed to
+// onRetry and onThrottled (for transforms.CountRetry and CountThrottled,
+// on the bundle's goroutine).
+func (g Guard) do(ctx context.Context, th retry.Throttle, commit func(ctx context.Context) error, onRetry, onThrottled func(wait time.Duration)) error {
 	_, err := g.Retry.Do(ctx, commit, retry.Hooks{
 		Throttle:    th,
-		OnRetry:     func(_ error, wait time.Duration) { transforms.CountRetry(ctx, wait) },
-		OnThrottled: func(wait time.Duration) { transforms.CountThrottled(ctx, wait, true) },
+		OnRetry:     func(_ error, wait time.Duration) { onRetry(wait) },
+		OnThrottled: onThrottled,
 	})
 	return err
 }
@@ -45,4 +46,44 @@ func (g Guard) throttle(target string) retry.Throttle {
 	}
 	key := fmt.Sprintf("%s k=%g window=%s", target, g.AdaptiveK, g.AdaptiveWindow)
 	return throttle.Shared(key, g.AdaptiveK, g.AdaptiveWindow)
+}
+
+// finished holds the outcomes of commits that ran on goroutines of their
+// own, until the bundle's goroutine reports them (Beam's emitters and
+// metrics belong to it).
+type finished[O interface {
+	report(ctx context.Context, emit func(string)) error
+}] struct {
+	mu   sync.Mutex
+	done []O
+}
+
+// add records a finished commit's outcome.
+func (q *finished[O]) add(o O) {
+	q.mu.Lock()
+	q.done = append(q.done, o)
+	q.mu.Unlock()
+}
+
+// drop forgets the outcomes not reported (those of a failed bundle).
+func (q *finished[O]) drop() {
+	q.mu.Lock()
+	q.done = nil
+	q.mu.Unlock()
+}
+
+// report reports the outcomes recorded so far and returns the first error
+// among them.
+func (q *finished[O]) report(ctx context.Context, emit func(string)) error {
+	q.mu.Lock()
+	done := q.done
+	q.done = nil
+	q.mu.Unlock()
+	var first error
+	for _, o := range done {
+		if err := o.report(ctx, emit); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

@@ -64,7 +64,8 @@ type SpannerSinkConfig struct {
 	// worker process, all bundles together: 0 means 1 against the Spanner
 	// emulator (SPANNER_EMULATOR_HOST set: it runs one read-write
 	// transaction at a time and aborts the others) and no cap otherwise
-	// (each bundle commits one batch at a time; workers scale out).
+	// (each bundle has up to spannerAhead commits in flight; workers
+	// scale out).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// Guard is the retry policy and adaptive throttle of commits.
 	Guard Guard `json:"guard"`
@@ -184,6 +185,11 @@ func Spanner(s beam.Scope, cfg SpannerSinkConfig, batches beam.PCollection) (dea
 	return beam.ParDo(s, &spannerWriteFn{Cfg: cfg.WithDefaults()}, batches)
 }
 
+// spannerAhead is how many commits a bundle has in flight at once: its
+// goroutine reads and converts the next batch while the last one
+// commits, so the store is not left idle between commits.
+const spannerAhead = 2
+
 // pendingRow is a converted record waiting for its commit.
 type pendingRow struct {
 	rec   record.Record
@@ -200,9 +206,71 @@ type spannerWriteFn struct {
 	source       string
 	pending      []pendingRow
 	cells, bytes int
-	apply        func(ctx context.Context, ms []*spanner.Mutation) error // tests replace it
-	slots        chan struct{}
-	throttle     retry.Throttle // the process's adaptive throttle for the database, nil when off                                           // commits in flight, when capped
+	apply        func(ctx context.Context, rows []pendingRow, ms []*spanner.Mutation) error // tests replace it
+	slots        chan struct{}                                                              // the process's commits in flight, when capped
+	throttle     retry.Throttle                                                             // the process's adaptive throttle for the database, nil when off
+
+	// Commits run on goroutines, at most spannerAhead per bundle (ahead),
+	// each recording what it did in a spannerOutcome; Beam's emitters and
+	// metrics belong to the bundle's goroutine, so ProcessElement and
+	// FinishBundle report the outcomes of finished commits.
+	ahead    chan struct{}
+	inflight sync.WaitGroup
+	done     finished[*spannerOutcome]
+}
+
+// spannerOutcome is what a commit (with its splits and retries) did.
+type spannerOutcome struct {
+	dead               []string
+	written, already   int
+	splits             int
+	commits            []spannerCommit
+	retries, throttles []time.Duration
+	err                error
+}
+
+// spannerCommit is one commit attempt's size and time.
+type spannerCommit struct {
+	rows, cells, bytes int
+	millis             int64
+	ok                 bool
+}
+
+// report emits o's dead letters and counts the rest, on the bundle's
+// goroutine, and returns o's error.
+func (o *spannerOutcome) report(ctx context.Context, dead func(string)) error {
+	for _, line := range o.dead {
+		dead(line)
+	}
+	transforms.CountDeadLettered(ctx, int64(len(o.dead)))
+	for _, c := range o.commits {
+		SpannerCommitMillis.Update(ctx, c.millis)
+		if c.ok {
+			SpannerCommits.Inc(ctx, 1)
+			SpannerCommitCells.Update(ctx, int64(c.cells))
+			SpannerCommitRows.Update(ctx, int64(c.rows))
+			SpannerCommitBytes.Update(ctx, int64(c.bytes))
+		}
+	}
+	if o.already > 0 {
+		SpannerAlreadyWritten.Inc(ctx, int64(o.already))
+	}
+	transforms.CountWritten(ctx, int64(o.written+o.already))
+	for range o.splits {
+		transforms.CountSplit(ctx)
+	}
+	for _, d := range o.retries {
+		transforms.CountRetry(ctx, d)
+	}
+	for _, d := range o.throttles {
+		transforms.CountThrottled(ctx, d, true)
+	}
+	return o.err
+}
+
+// deadLetter records rec as refused with err.
+func (f *spannerWriteFn) deadLetter(o *spannerOutcome, rec *record.Record, err error) {
+	o.dead = append(o.dead, record.NewDeadLetter(record.StageWrite, f.source, rec, err))
 }
 
 func (f *spannerWriteFn) Setup(ctx context.Context) error {
@@ -214,7 +282,9 @@ func (f *spannerWriteFn) Setup(ctx context.Context) error {
 	f.source = "spanner:" + f.Cfg.DatabasePath() + "/" + f.Cfg.Table
 	f.throttle = f.Cfg.Guard.throttle(f.source)
 	if f.apply == nil {
-		f.apply = f.applyMutations
+		f.apply = func(ctx context.Context, _ []pendingRow, ms []*spanner.Mutation) error {
+			return f.applyMutations(ctx, ms)
+		}
 	}
 	n := f.Cfg.MaxInFlight
 	if n == 0 && os.Getenv("SPANNER_EMULATOR_HOST") != "" {
@@ -223,6 +293,7 @@ func (f *spannerWriteFn) Setup(ctx context.Context) error {
 	if n > 0 {
 		f.slots = commitSlots(f.Cfg.DatabasePath(), n)
 	}
+	f.ahead = make(chan struct{}, spannerAhead)
 	return nil
 }
 
@@ -245,15 +316,18 @@ func commitSlots(db string, n int) chan struct{} {
 }
 
 func (f *spannerWriteFn) Teardown() {
+	f.inflight.Wait()
 	if f.client != nil {
 		f.client.Close()
 	}
 }
 
-// StartBundle drops rows a failed earlier bundle left behind: the runner
-// retries that bundle as a whole.
+// StartBundle drops rows and outcomes a failed earlier bundle left
+// behind: the runner retries that bundle as a whole.
 func (f *spannerWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	f.pending, f.cells, f.bytes = f.pending[:0], 0, 0
+	f.inflight.Wait()
+	f.done.drop()
 }
 
 func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
@@ -293,22 +367,46 @@ func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead 
 }
 
 func (f *spannerWriteFn) FinishBundle(ctx context.Context, dead func(string)) error {
-	return f.flush(ctx, dead)
+	if err := f.flush(ctx, dead); err != nil {
+		f.inflight.Wait()
+		return err
+	}
+	f.inflight.Wait()
+	return f.done.report(ctx, dead)
 }
 
+// flush hands the pending rows to a commit of their own, once fewer than
+// spannerAhead commits of this bundle are in flight, and reports the
+// commits finished meanwhile (returning the first error among them).
 func (f *spannerWriteFn) flush(ctx context.Context, dead func(string)) error {
 	if len(f.pending) == 0 {
 		return nil
 	}
-	err := f.commit(ctx, f.pending, dead)
-	clear(f.pending) // let the records go
-	f.pending, f.cells, f.bytes = f.pending[:0], 0, 0
-	return err
+	rows := f.pending
+	f.pending, f.cells, f.bytes = make([]pendingRow, 0, len(rows)), 0, 0
+	select {
+	case f.ahead <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("spanner sink: waiting to commit to %s: %w", f.Cfg.Table, ctx.Err())
+	}
+	if err := f.done.report(ctx, dead); err != nil {
+		<-f.ahead
+		return err
+	}
+	f.inflight.Add(1)
+	go func() {
+		defer f.inflight.Done()
+		o := &spannerOutcome{}
+		o.err = f.commit(ctx, rows, o)
+		f.done.add(o)
+		<-f.ahead
+	}()
+	return nil
 }
 
-// commit commits rows; on failure it isolates the rows at fault (see
-// Spanner).
-func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead func(string)) error {
+// commit commits rows, recording what happened in o; on failure it
+// isolates the rows at fault (see Spanner).
+func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, o *spannerOutcome) error {
 	ms := make([]*spanner.Mutation, len(rows))
 	cells, size := 0, 0
 	for i, r := range rows {
@@ -325,17 +423,15 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 			return fmt.Errorf("spanner sink: waiting to commit to %s: %w", f.Cfg.Table, ctx.Err())
 		}
 	}
-	err := f.Cfg.Guard.do(ctx, f.throttle, func(actx context.Context) error { return f.apply(actx, ms) })
+	err := f.Cfg.Guard.do(ctx, f.throttle, func(actx context.Context) error { return f.apply(actx, rows, ms) },
+		func(wait time.Duration) { o.retries = append(o.retries, wait) },
+		func(wait time.Duration) { o.throttles = append(o.throttles, wait) })
 	if f.slots != nil {
 		<-f.slots
 	}
-	SpannerCommitMillis.Update(ctx, time.Since(start).Milliseconds())
+	o.commits = append(o.commits, spannerCommit{rows: len(rows), cells: cells, bytes: size, millis: time.Since(start).Milliseconds(), ok: err == nil})
 	if err == nil {
-		SpannerCommits.Inc(ctx, 1)
-		SpannerCommitCells.Update(ctx, int64(cells))
-		SpannerCommitRows.Update(ctx, int64(len(rows)))
-		SpannerCommitBytes.Update(ctx, int64(size))
-		transforms.CountWritten(ctx, int64(len(rows)))
+		o.written += len(rows)
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -345,9 +441,8 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 		// Not the rows' fault, and no retry helps: every row waits in
 		// the dead-letter output until access is granted (rekey redrive).
 		for i := range rows {
-			dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[i].rec, err))
+			f.deadLetter(o, &rows[i].rec, err)
 		}
-		transforms.CountDeadLettered(ctx, int64(len(rows)))
 		return nil
 	}
 	if !rowAtFault(err) {
@@ -356,7 +451,7 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 	if f.Cfg.Mode == spannerdb.ModeInsert && spanner.ErrCode(err) == codes.AlreadyExists {
 		// A re-run, or a replay: settle every existing row with one read
 		// instead of isolating them one by one.
-		rest, serr := f.settleExisting(ctx, rows, err, dead)
+		rest, serr := f.settleExisting(ctx, rows, err, o)
 		if serr != nil {
 			return serr
 		}
@@ -364,21 +459,20 @@ func (f *spannerWriteFn) commit(ctx context.Context, rows []pendingRow, dead fun
 			return nil
 		}
 		if len(rest) < len(rows) {
-			return f.commit(ctx, rest, dead)
+			return f.commit(ctx, rest, o)
 		}
 		// None of them exists (written meanwhile by someone else?): isolate.
 	}
 	if len(rows) == 1 {
-		dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[0].rec, err))
-		transforms.CountDeadLettered(ctx, 1)
+		f.deadLetter(o, &rows[0].rec, err)
 		return nil
 	}
-	transforms.CountSplit(ctx)
+	o.splits++
 	mid := len(rows) / 2
-	if err := f.commit(ctx, rows[:mid], dead); err != nil {
+	if err := f.commit(ctx, rows[:mid], o); err != nil {
 		return err
 	}
-	return f.commit(ctx, rows[mid:], dead)
+	return f.commit(ctx, rows[mid:], o)
 }
 
 // noAccess reports errors of access: PermissionDenied, Unauthenticated.
@@ -422,7 +516,7 @@ func (f *spannerWriteFn) applyMutations(ctx context.Context, ms []*spanner.Mutat
 // written counts as written (an earlier run or attempt wrote it), one
 // stored with other values is dead-lettered; the rows not stored are
 // returned, to commit again.
-func (f *spannerWriteFn) settleExisting(ctx context.Context, rows []pendingRow, commitErr error, dead func(string)) ([]pendingRow, error) {
+func (f *spannerWriteFn) settleExisting(ctx context.Context, rows []pendingRow, commitErr error, o *spannerOutcome) ([]pendingRow, error) {
 	wants := make([]record.Record, len(rows))
 	keys := make([]string, len(rows))
 	var set []spanner.KeySet
@@ -478,15 +572,11 @@ func (f *spannerWriteFn) settleExisting(ctx context.Context, rows []pendingRow, 
 		case spannerdb.SameValues(pick(&got, &wants[i]), &wants[i]):
 			same++
 		default:
-			dead(record.NewDeadLetter(record.StageWrite, f.source, &rows[i].rec,
-				fmt.Errorf("insert: row %s of %s already exists with other values (%s: %w)", keys[i], f.Cfg.Table, spanner.ErrCode(commitErr), commitErr)))
-			transforms.CountDeadLettered(ctx, 1)
+			f.deadLetter(o, &rows[i].rec,
+				fmt.Errorf("insert: row %s of %s already exists with other values (%s: %w)", keys[i], f.Cfg.Table, spanner.ErrCode(commitErr), commitErr))
 		}
 	}
-	if same > 0 {
-		SpannerAlreadyWritten.Inc(ctx, int64(same))
-		transforms.CountWritten(ctx, int64(same))
-	}
+	o.already += same
 	return rest, nil
 }
 

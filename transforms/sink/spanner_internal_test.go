@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,10 +29,13 @@ func fakeSink(cfg SpannerSinkConfig, fail func(id int64) error) (*spannerWriteFn
 		cfg.Guard.Retry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond}
 	}
 	cfg.Guard.AdaptiveOff = true
-	f := &spannerWriteFn{Cfg: cfg.WithDefaults(), table: t, source: "spanner:test/T"}
-	f.apply = func(_ context.Context, ms []*spanner.Mutation) error {
+	f := &spannerWriteFn{Cfg: cfg.WithDefaults(), table: t, source: "spanner:test/T", ahead: make(chan struct{}, spannerAhead)}
+	var mu sync.Mutex // commits run on goroutines
+	f.apply = func(_ context.Context, rows []pendingRow, ms []*spanner.Mutation) error {
+		mu.Lock()
+		defer mu.Unlock()
 		ids := map[*spanner.Mutation]int64{} // which row each mutation is
-		for _, row := range f.pending {
+		for _, row := range rows {
 			id, _ := row.rec.Get("Id")
 			ids[row.m] = id.Int
 		}
@@ -191,13 +195,24 @@ func TestNoAccessDeadLettersTheCommit(t *testing.T) {
 	}
 }
 
-// TestFlushErrorsMidBundleAreReturned: a flush forced by the batch bounds
-// in ProcessElement returns its error too.
+// TestFlushErrorsMidBundleAreReturned: the error of a commit started in
+// ProcessElement by the batch bounds is returned too (by a later
+// ProcessElement or by FinishBundle, since commits run ahead), and the
+// commits of the rows that follow do not hide it.
 func TestFlushErrorsMidBundleAreReturned(t *testing.T) {
-	f, _ := fakeSink(SpannerSinkConfig{Table: "T", MaxRows: 10}, func(int64) error { return status.Error(codes.Unavailable, "down") })
-	err := f.ProcessElement(context.Background(), batchOf(25), func(string) {})
+	f, _ := fakeSink(SpannerSinkConfig{Table: "T", MaxRows: 10}, func(id int64) error {
+		if id < 10 {
+			return status.Error(codes.Unavailable, "down")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	err := f.ProcessElement(ctx, batchOf(25), func(string) {})
+	if err == nil {
+		err = f.FinishBundle(ctx, func(string) {})
+	}
 	if err == nil || !strings.Contains(err.Error(), "down") {
-		t.Errorf("ProcessElement = %v, want the flush error", err)
+		t.Errorf("ProcessElement, FinishBundle = %v, want the first commit's error", err)
 	}
 }
 
