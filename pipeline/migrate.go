@@ -39,7 +39,8 @@ type Plan struct {
 	// re-submitted instead of reading the source (see Redrive).
 	RedriveFrom string
 
-	spanner *spannerPlan
+	spanner   *spannerPlan
+	rampStart int64 // see Ramp
 }
 
 // Resolve reads what the pipeline needs to know before it is built: the

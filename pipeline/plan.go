@@ -7,6 +7,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/rekeyer"
+	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/plan"
@@ -18,7 +19,20 @@ import (
 func (p *Plan) Guard() sink.Guard {
 	w := p.Config.Write
 	return sink.Guard{Retry: w.Retry.Policy(), AdaptiveOff: w.AdaptiveThrottle.Disabled,
-		AdaptiveK: w.AdaptiveThrottle.K, AdaptiveWindow: w.AdaptiveThrottle.Window}
+		AdaptiveK: w.AdaptiveThrottle.K, AdaptiveWindow: w.AdaptiveThrottle.Window, Ramp: p.Ramp()}
+}
+
+// Ramp is the ramp-up (zero when none), starting when it was first asked
+// for, as the pipeline is built: the planner and the sinks share it.
+func (p *Plan) Ramp() throttle.Ramp {
+	r := p.Config.Ramp
+	if r.Profile == "" || r.Profile == config.RampNone {
+		return throttle.Ramp{}
+	}
+	if p.rampStart == 0 {
+		p.rampStart = time.Now().UnixNano()
+	}
+	return throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds, StartUnixNano: p.rampStart}
 }
 
 // PlanOptions are the write-planning options for the plan's target, and
@@ -26,10 +40,7 @@ func (p *Plan) Guard() sink.Guard {
 // order records come).
 func (p *Plan) PlanOptions() (plan.Options, bool) {
 	w := p.Config.Write
-	o := plan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows}
-	if r := p.Config.Ramp; r.Profile != "" && r.Profile != config.RampNone {
-		o.Ramp = plan.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds, StartUnixNano: time.Now().UnixNano()}
-	}
+	o := plan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows, Ramp: p.Ramp()}
 	switch p.Config.Target.Type {
 	case config.TypeSpanner:
 		o.Store = plan.StoreSpanner
@@ -52,7 +63,7 @@ func (p *Plan) PlanOptions() (plan.Options, bool) {
 	case config.ShuffleNever:
 		o.Local = true
 	case config.ShuffleAuto:
-		o.Local = o.Ramp.Profile == "" && p.Scatters()
+		o.Local = o.Ramp.Off() && p.Scatters()
 	}
 	return o, true
 }

@@ -14,12 +14,33 @@ import (
 // one []byte element, so Beam's per-element cost is paid once per batch.
 // The format is private to rekey and versioned by its first byte.
 
-const batchVersion = 1
+// Version 2 is a paced batch: version 1's count and records preceded by
+// a pacing tag.
+const (
+	batchVersion = 1
+	pacedVersion = 2
+)
 
 // EncodeBatch encodes records into one byte slice.
 func EncodeBatch(recs []Record) []byte {
 	b := make([]byte, 0, 64*len(recs)+8)
 	b = append(b, batchVersion)
+	return appendRecords(b, recs)
+}
+
+// EncodePacedBatch is EncodeBatch with a pacing tag: the commit of the
+// batch spends the ramp-up budget of pacing key key of keys (see
+// transforms/plan and throttle.SharedPacer). DecodeBatch reads it as any
+// batch; BatchPacing reads the tag.
+func EncodePacedBatch(recs []Record, key, keys int) []byte {
+	b := make([]byte, 0, 64*len(recs)+16)
+	b = append(b, pacedVersion)
+	b = binary.AppendUvarint(b, uint64(key))
+	b = binary.AppendUvarint(b, uint64(keys))
+	return appendRecords(b, recs)
+}
+
+func appendRecords(b []byte, recs []Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for i := range recs {
 		b = AppendRecord(b, &recs[i])
@@ -27,12 +48,52 @@ func EncodeBatch(recs []Record) []byte {
 	return b
 }
 
-// DecodeBatch decodes a batch written by EncodeBatch.
-func DecodeBatch(b []byte) ([]Record, error) {
-	if len(b) == 0 || b[0] != batchVersion {
-		return nil, errors.New("record batch: unknown format")
+// BatchPacing returns the pacing tag of a batch from EncodePacedBatch;
+// ok is false for any other batch.
+func BatchPacing(b []byte) (key, keys int, ok bool) {
+	if len(b) == 0 || b[0] != pacedVersion {
+		return 0, 0, false
 	}
 	d := decoder{b: b, i: 1}
+	k, n := d.uvarint(), d.uvarint()
+	if d.err != nil || n == 0 || k >= n || n > math.MaxInt32 {
+		return 0, 0, false
+	}
+	return int(k), int(n), true
+}
+
+// BatchLen returns the number of records of a batch from its header, or
+// -1 if the header cannot be read.
+func BatchLen(b []byte) int {
+	d := decoder{b: b, i: 1}
+	switch {
+	case len(b) == 0:
+		return -1
+	case b[0] == pacedVersion:
+		d.uvarint()
+		d.uvarint()
+	case b[0] != batchVersion:
+		return -1
+	}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(b)) {
+		return -1
+	}
+	return int(n)
+}
+
+// DecodeBatch decodes a batch written by EncodeBatch or EncodePacedBatch.
+func DecodeBatch(b []byte) ([]Record, error) {
+	d := decoder{b: b, i: 1}
+	switch {
+	case len(b) == 0:
+		return nil, errors.New("record batch: unknown format")
+	case b[0] == pacedVersion:
+		d.uvarint()
+		d.uvarint()
+	case b[0] != batchVersion:
+		return nil, errors.New("record batch: unknown format")
+	}
 	n := d.uvarint()
 	if n > uint64(len(b)) {
 		return nil, errors.New("record batch: corrupt length")

@@ -75,3 +75,52 @@ func (p *Pacer) MaxBatch(t time.Time, limit int) int {
 	n := int(p.sched.Rate(t) / float64(p.keys) / 4)
 	return max(1, min(n, limit))
 }
+
+// Ramp is a ramp-up schedule in plain data (NewSchedule's arguments), for
+// pipeline steps to carry to the workers.
+type Ramp struct {
+	Profile         string  `json:"profile,omitempty"`
+	Base            float64 `json:"base,omitempty"`
+	Growth          float64 `json:"growth,omitempty"`
+	IntervalSeconds float64 `json:"interval_seconds,omitempty"`
+	// StartUnixNano is the schedule's start, shared by every worker (set
+	// when the pipeline is built).
+	StartUnixNano int64 `json:"start_unix_nano,omitempty"`
+}
+
+// Off reports whether r sets no ramp-up.
+func (r Ramp) Off() bool { return r.Profile == "" || r.Profile == ProfileNone }
+
+// Schedule builds the ramp's schedule.
+func (r Ramp) Schedule() (Schedule, error) {
+	return NewSchedule(r.Profile, r.Base, r.Growth, time.Duration(r.IntervalSeconds*float64(time.Second)), time.Unix(0, r.StartUnixNano))
+}
+
+var pacers = struct {
+	sync.Mutex
+	m map[pacerKey]*Pacer
+}{m: map[pacerKey]*Pacer{}}
+
+type pacerKey struct {
+	ramp      Ramp
+	key, keys int
+}
+
+// SharedPacer returns the process's pacer for throttle key key of keys
+// under r, creating it on first use: every commit the key paces spends
+// the same share of the budget, whichever step of the process commits it.
+func SharedPacer(r Ramp, key, keys int) (*Pacer, error) {
+	pacers.Lock()
+	defer pacers.Unlock()
+	k := pacerKey{r, key, keys}
+	if p, ok := pacers.m[k]; ok {
+		return p, nil
+	}
+	s, err := r.Schedule()
+	if err != nil {
+		return nil, err
+	}
+	p := NewPacer(s, keys)
+	pacers.m[k] = p
+	return p, nil
+}

@@ -166,3 +166,31 @@ func TestMaxBatch(t *testing.T) {
 		t.Errorf("unlimited MaxBatch = %d", got)
 	}
 }
+
+func TestSharedPacer(t *testing.T) {
+	r := Ramp{Profile: ProfileCustom, Base: 100, Growth: 2, IntervalSeconds: 60, StartUnixNano: 12345}
+	a, err := SharedPacer(r, 3, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := SharedPacer(r, 3, 8); b != a {
+		t.Error("a second SharedPacer of the same key is another pacer")
+	}
+	if c, _ := SharedPacer(r, 4, 8); c == a {
+		t.Error("two keys share a pacer")
+	}
+	r2 := r
+	r2.StartUnixNano++
+	if d, _ := SharedPacer(r2, 3, 8); d == a {
+		t.Error("two ramps share a pacer")
+	}
+	if got := a.MaxBatch(time.Unix(0, 12345), 500); got != 3 {
+		t.Errorf("MaxBatch = %d, want a quarter second of 100/8 ops/s, 3", got)
+	}
+	if _, err := SharedPacer(Ramp{Profile: "steep"}, 0, 1); err == nil {
+		t.Error("SharedPacer of an unknown profile: no error")
+	}
+	if !(Ramp{}).Off() || !(Ramp{Profile: ProfileNone}).Off() || r.Off() {
+		t.Error("Off is wrong")
+	}
+}

@@ -49,7 +49,6 @@ package plan
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -65,7 +64,6 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 // The stores Options.Store names.
@@ -123,6 +121,9 @@ type Options struct {
 	// Ramp paces the planned batches (see throttle): the schedule's
 	// budget is shared by the shard keys, each spending Rate(t)/keys, so
 	// the job's total stays within it whatever the number of workers.
+	// Each batch carries its shard key (record.EncodePacedBatch), and the
+	// sink waits for that key's budget (throttle.SharedPacer) just before
+	// committing it.
 	Ramp Ramp `json:"ramp,omitempty"`
 	// Local plans each worker's records where they are, without the
 	// global shuffle (see Writes): only for records whose new keys are
@@ -131,21 +132,8 @@ type Options struct {
 	Local bool `json:"local,omitempty"`
 }
 
-// Ramp is a ramp-up schedule in plain data (throttle.NewSchedule).
-type Ramp struct {
-	Profile         string  `json:"profile,omitempty"`
-	Base            float64 `json:"base,omitempty"`
-	Growth          float64 `json:"growth,omitempty"`
-	IntervalSeconds float64 `json:"interval_seconds,omitempty"`
-	// StartUnixNano is the schedule's start, shared by every worker (set
-	// when the pipeline is built).
-	StartUnixNano int64 `json:"start_unix_nano,omitempty"`
-}
-
-// Schedule builds the ramp's schedule.
-func (r Ramp) Schedule() (throttle.Schedule, error) {
-	return throttle.NewSchedule(r.Profile, r.Base, r.Growth, time.Duration(r.IntervalSeconds*float64(time.Second)), time.Unix(0, r.StartUnixNano))
-}
+// Ramp is a ramp-up schedule in plain data.
+type Ramp = throttle.Ramp
 
 // WithDefaults fills in zero knobs.
 func (o Options) WithDefaults() Options {
@@ -271,17 +259,10 @@ func (b *buffer) reset() {
 	b.items, b.arena = b.items[:0], b.arena[:0]
 }
 
-// batchLen is the number of records in a batch, read from its header (a
-// version byte, then the count as a uvarint; see record.EncodeBatch),
-// decoding the batch only if the header is not the one known here.
+// batchLen is the number of records in a batch, read from its header
+// (0 for a corrupt batch, which shardFn then reports).
 func batchLen(batch []byte) int64 {
-	if len(batch) > 1 && batch[0] == 1 {
-		if n, k := binary.Uvarint(batch[1:]); k > 0 {
-			return int64(n)
-		}
-	}
-	recs, _ := record.DecodeBatch(batch)
-	return int64(len(recs))
+	return int64(max(record.BatchLen(batch), 0))
 }
 
 // shardFn deals records to random shard keys. It gathers up to Buffer
@@ -346,27 +327,26 @@ type planFn struct {
 	buffer
 	phase  float64
 	phased bool
-	sched  throttle.Schedule
-	pacers map[int]*throttle.Pacer
 }
 
 func (f *planFn) Setup() error {
-	var err error
-	if f.sched, err = f.Opts.Ramp.Schedule(); err != nil {
+	if _, err := f.Opts.Ramp.Schedule(); err != nil {
 		return err
 	}
-	f.pacers = map[int]*throttle.Pacer{}
+	var err error
 	f.keyer, err = NewKeyer(f.Opts)
 	return err
 }
 
 func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, total int64, emit func([]byte)) error {
-	pacer := f.pacers[shard]
-	if pacer == nil {
-		pacer = throttle.NewPacer(f.sched, f.Opts.ShardKeys(total))
-		f.pacers[shard] = pacer
+	keys := f.Opts.ShardKeys(total)
+	var pacer *throttle.Pacer
+	if !f.Opts.Ramp.Off() {
+		var err error
+		if pacer, err = throttle.SharedPacer(f.Opts.Ramp, shard, keys); err != nil {
+			return err
+		}
 	}
-	var paceErr error
 	if !f.phased {
 		// One phase per worker, drawn from its first shard: its buffers'
 		// orders continue each other, and workers differ.
@@ -377,16 +357,21 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 		if len(f.items) == 0 {
 			return
 		}
-		// Under a ramp, a batch is at most a quarter second of this key's
-		// budget, so no commit lands as a burst over it.
-		rows := pacer.MaxBatch(time.Now(), f.Opts.BatchRows)
+		rows := f.Opts.BatchRows
+		if pacer != nil {
+			// Under a ramp, a batch is at most a quarter second of this
+			// key's budget, so no commit lands as a burst over it.
+			rows = pacer.MaxBatch(time.Now(), rows)
+		}
 		for _, b := range Plan(f.items, rows, f.phase) {
-			if paceErr == nil {
-				waited, err := pacer.Wait(ctx, len(b))
-				paceErr = err
-				transforms.CountThrottled(ctx, waited, false)
+			if pacer != nil {
+				// The sink waits for the key's budget right before the
+				// commit, so delays between here and there do not bunch
+				// commits up.
+				emit(record.EncodePacedBatch(b, shard, keys))
+			} else {
+				emit(record.EncodeBatch(b))
 			}
-			emit(record.EncodeBatch(b))
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
 		f.reset()
@@ -398,7 +383,7 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 		}
 	}
 	flush()
-	return paceErr
+	return nil
 }
 
 // localPlanFn plans the records of a bundle a buffer at a time, as planFn

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 )
@@ -136,6 +137,7 @@ type datastoreWriteFn struct {
 // writeOutcome is what a Writer did: dead letters, counts, the sizes of
 // its commits, its waits.
 type writeOutcome struct {
+	paced                       time.Duration // waited for the ramp-up's budget
 	dead                        []string
 	written, existing           int
 	commitEntities, commitBytes []int
@@ -177,6 +179,9 @@ func (o *writeOutcome) report(ctx context.Context, emit func(string)) error {
 	}
 	for _, d := range o.throttles {
 		transforms.CountThrottled(ctx, d, true)
+	}
+	if o.paced > 0 {
+		transforms.CountThrottled(ctx, o.paced, false)
 	}
 	err := o.err
 	*o = writeOutcome{dead: o.dead[:0], commitEntities: o.commitEntities[:0], commitBytes: o.commitBytes[:0],
@@ -246,6 +251,10 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	if err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
+	pacer, err := f.Cfg.Guard.pacer(batch)
+	if err != nil {
+		return fmt.Errorf("sink.Datastore: %w", err)
+	}
 	if f.parallel() {
 		w := <-f.idle // at most Parallelism batches in flight
 		if err := f.done.report(ctx, emit); err != nil {
@@ -253,8 +262,13 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 			return err
 		}
 		f.inflight.Add(1)
-		go f.commitBatch(ctx, w, recs)
+		go f.commitBatch(ctx, w, recs, pacer)
 		return nil
+	}
+	if f.Cfg.CommitPerElement {
+		if f.out.paced, f.out.err = pace(ctx, pacer, len(recs)); f.out.err != nil {
+			return f.out.report(ctx, emit)
+		}
 	}
 	f.out.err = f.write(ctx, f.w, recs, f.Cfg.CommitPerElement)
 	return f.out.report(ctx, emit)
@@ -275,14 +289,16 @@ func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, rec
 	return nil
 }
 
-// commitBatch commits recs with w (as one planned commit) and records the
-// outcome; it runs on its own goroutine and returns w to the idle pool.
-func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Writer, recs []record.Record) {
+// commitBatch commits recs with w (as one planned commit), after waiting
+// for pacer's budget (if not nil), and records the outcome; it runs on its own goroutine and returns w to the idle pool.
+func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Writer, recs []record.Record, pacer *throttle.Pacer) {
 	defer f.inflight.Done()
 	o := &writeOutcome{}
 	o.record(w)
-	if o.err = f.write(ctx, w, recs, true); o.err != nil {
-		w.Reset()
+	if o.paced, o.err = pace(ctx, pacer, len(recs)); o.err == nil {
+		if o.err = f.write(ctx, w, recs, true); o.err != nil {
+			w.Reset()
+		}
 	}
 	f.done.add(o)
 	f.idle <- w

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/throttle"
 )
@@ -23,6 +24,32 @@ type Guard struct {
 	AdaptiveOff    bool          `json:"adaptive_off,omitempty"`
 	AdaptiveK      float64       `json:"adaptive_k,omitempty"`
 	AdaptiveWindow time.Duration `json:"adaptive_window,omitempty"`
+	// Ramp is the ramp-up that paced batches (record.EncodePacedBatch,
+	// from transforms/plan) spend: each waits for its pacing key's share
+	// of the budget just before its commit, so no delay between planning
+	// and committing bunches commits up.
+	Ramp throttle.Ramp `json:"ramp,omitempty"`
+}
+
+// pacer returns the pacer batch's commit waits for, nil if none.
+func (g Guard) pacer(batch []byte) (*throttle.Pacer, error) {
+	if g.Ramp.Off() {
+		return nil, nil
+	}
+	key, keys, ok := record.BatchPacing(batch)
+	if !ok {
+		return nil, nil
+	}
+	return throttle.SharedPacer(g.Ramp, key, keys)
+}
+
+// pace waits for n operations of p's budget (p nil: none) and returns the
+// wait.
+func pace(ctx context.Context, p *throttle.Pacer, n int) (time.Duration, error) {
+	if p == nil {
+		return 0, nil
+	}
+	return p.Wait(ctx, n)
 }
 
 // do runs commit under the guard: throttled by th (g.throttle's, or nil),

@@ -16,6 +16,7 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -205,6 +206,7 @@ type spannerWriteFn struct {
 	table        *spannerdb.Table
 	source       string
 	pending      []pendingRow
+	pacer        *throttle.Pacer // the pending rows' pacer (Guard.Ramp), or nil
 	cells, bytes int
 	apply        func(ctx context.Context, rows []pendingRow, ms []*spanner.Mutation) error // tests replace it
 	slots        chan struct{}                                                              // the process's commits in flight, when capped
@@ -221,6 +223,7 @@ type spannerWriteFn struct {
 
 // spannerOutcome is what a commit (with its splits and retries) did.
 type spannerOutcome struct {
+	paced              time.Duration // waited for the ramp-up's budget
 	dead               []string
 	written, already   int
 	splits             int
@@ -264,6 +267,9 @@ func (o *spannerOutcome) report(ctx context.Context, dead func(string)) error {
 	}
 	for _, d := range o.throttles {
 		transforms.CountThrottled(ctx, d, true)
+	}
+	if o.paced > 0 {
+		transforms.CountThrottled(ctx, o.paced, false)
 	}
 	return o.err
 }
@@ -325,7 +331,7 @@ func (f *spannerWriteFn) Teardown() {
 // StartBundle drops rows and outcomes a failed earlier bundle left
 // behind: the runner retries that bundle as a whole.
 func (f *spannerWriteFn) StartBundle(_ context.Context, _ func(string)) {
-	f.pending, f.cells, f.bytes = f.pending[:0], 0, 0
+	f.pending, f.cells, f.bytes, f.pacer = f.pending[:0], 0, 0, nil
 	f.inflight.Wait()
 	f.done.drop()
 }
@@ -341,6 +347,17 @@ func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead 
 	recs, err := record.DecodeBatch(batch)
 	if err != nil {
 		return fmt.Errorf("spanner sink: %w", err)
+	}
+	pacer, err := f.Cfg.Guard.pacer(batch)
+	if err != nil {
+		return fmt.Errorf("spanner sink: %w", err)
+	}
+	if pacer != f.pacer {
+		// Rows are committed under the pacer of the batch they came in.
+		if err := f.flush(ctx, dead); err != nil {
+			return err
+		}
+		f.pacer = pacer
 	}
 	for i := range recs {
 		rec := &recs[i]
@@ -382,7 +399,7 @@ func (f *spannerWriteFn) flush(ctx context.Context, dead func(string)) error {
 	if len(f.pending) == 0 {
 		return nil
 	}
-	rows := f.pending
+	rows, pacer := f.pending, f.pacer
 	f.pending, f.cells, f.bytes = make([]pendingRow, 0, len(rows)), 0, 0
 	select {
 	case f.ahead <- struct{}{}:
@@ -397,7 +414,9 @@ func (f *spannerWriteFn) flush(ctx context.Context, dead func(string)) error {
 	go func() {
 		defer f.inflight.Done()
 		o := &spannerOutcome{}
-		o.err = f.commit(ctx, rows, o)
+		if o.paced, o.err = pace(ctx, pacer, len(rows)); o.err == nil {
+			o.err = f.commit(ctx, rows, o)
+		}
 		f.done.add(o)
 		<-f.ahead
 	}()

@@ -15,6 +15,7 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 )
@@ -227,5 +228,45 @@ func TestRowAtFault(t *testing.T) {
 	}
 	if rowAtFault(status.Error(codes.NotFound, "Table not found: T")) {
 		t.Error("a missing table is the row's fault")
+	}
+}
+
+// TestPacedBatchesWaitBeforeCommitting: a batch tagged with a pacing key
+// waits for that key's budget just before its commit: 4 batches of 50
+// rows under 200 rows/s for one key cannot all commit in less than a
+// second (the budget starts empty); untagged batches do not wait.
+func TestPacedBatchesWaitBeforeCommitting(t *testing.T) {
+	ramp := throttle.Ramp{Profile: throttle.ProfileCustom, Base: 200, Growth: 1, IntervalSeconds: 60, StartUnixNano: time.Now().UnixNano()}
+	recs, err := record.DecodeBatch(batchOf(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, paced := range []bool{true, false} {
+		f, commits := fakeSink(SpannerSinkConfig{Table: "T", CommitPerElement: true, Guard: Guard{Ramp: ramp}}, func(int64) error { return nil })
+		ctx := context.Background()
+		f.StartBundle(ctx, nil)
+		start := time.Now()
+		for range 4 {
+			b := record.EncodeBatch(recs)
+			if paced {
+				b = record.EncodePacedBatch(recs, 0, 1)
+			}
+			if err := f.ProcessElement(ctx, b, func(string) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.FinishBundle(ctx, func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if len(*commits) != 4 {
+			t.Fatalf("paced %v: %d commits, want 4", paced, len(*commits))
+		}
+		if paced && took < 950*time.Millisecond {
+			t.Errorf("200 paced rows at 200 rows/s committed in %s, want at least 1s", took)
+		}
+		if !paced && took > 500*time.Millisecond {
+			t.Errorf("200 unpaced rows took %s: they waited", took)
+		}
 	}
 }
