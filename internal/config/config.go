@@ -219,7 +219,7 @@ type WriteConfig struct {
 	// targets: the most commits a worker process has in flight, all
 	// bundles together; 0 (the default) means 1 against the emulator (it
 	// runs one read-write transaction at a time and aborts the others)
-	// and no cap otherwise (each bundle has up to 2 commits in flight).
+	// and no cap otherwise (each bundle has up to 4 commits in flight).
 	Parallelism int `mapstructure:"parallelism"`
 	// Retry is the backoff of commits that fail with a transient error.
 	Retry RetryConfig `mapstructure:"retry"`
