@@ -128,8 +128,12 @@ type datastoreWriteFn struct {
 	// goroutines, each with a Writer of its own from idle (which bounds
 	// the commits in flight) and an outcome of its own. Beam's emitters
 	// and metrics belong to the bundle's goroutine, so ProcessElement and
-	// FinishBundle report the outcomes of finished batches.
+	// FinishBundle report the outcomes of finished batches. As many
+	// batches again may wait for a Writer (queued), so the bundle's
+	// goroutine can read and plan the next records while a full set of
+	// commits is in flight, without leaving the store idle meanwhile.
 	idle     chan *datastoredb.Writer
+	queued   chan struct{}
 	inflight sync.WaitGroup
 	done     finished[*writeOutcome]
 }
@@ -201,6 +205,7 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	f.w = f.newWriter()
 	if f.parallel() {
 		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
+		f.queued = make(chan struct{}, 2*f.Cfg.Parallelism)
 		for range f.Cfg.Parallelism {
 			f.idle <- f.newWriter()
 		}
@@ -256,13 +261,13 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
 	if f.parallel() {
-		w := <-f.idle // at most Parallelism batches in flight
+		f.queued <- struct{}{} // at most Parallelism batches in flight, as many waiting
 		if err := f.done.report(ctx, emit); err != nil {
-			f.idle <- w
+			<-f.queued
 			return err
 		}
 		f.inflight.Add(1)
-		go f.commitBatch(ctx, w, recs, pacer)
+		go f.commitBatch(ctx, recs, pacer)
 		return nil
 	}
 	if f.Cfg.CommitPerElement {
@@ -289,10 +294,14 @@ func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, rec
 	return nil
 }
 
-// commitBatch commits recs with w (as one planned commit), after waiting
-// for pacer's budget (if not nil), and records the outcome; it runs on its own goroutine and returns w to the idle pool.
-func (f *datastoreWriteFn) commitBatch(ctx context.Context, w *datastoredb.Writer, recs []record.Record, pacer *throttle.Pacer) {
+// commitBatch takes a Writer from the idle pool and commits recs with it
+// (as one planned commit), after waiting for pacer's budget (if not nil),
+// and records the outcome; it runs on its own goroutine and returns the
+// Writer to the pool.
+func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record, pacer *throttle.Pacer) {
 	defer f.inflight.Done()
+	defer func() { <-f.queued }()
+	w := <-f.idle
 	o := &writeOutcome{}
 	o.record(w)
 	if o.paced, o.err = pace(ctx, pacer, len(recs)); o.err == nil {
