@@ -15,7 +15,7 @@
 // side reached (measured from the client libraries' commit spans).
 //
 // "Same parallelism" for the Datastore baseline: G is the number of
-// commits rekey's Datastore sink has in flight at once in a worker,
+// commits rekey's Datastore sink has in flight at once in a worker process,
 // write.parallelism (default 8); --goroutines overrides it.
 //
 //	go run ./bench/throughput [--rows 100000] [--runner prism] [--reps 3] [--only spanner|datastore]
@@ -419,10 +419,10 @@ ramp: {profile: none}
 }
 
 // writeParallelism is the number of commits rekey's Datastore sink has
-// in flight at once in a worker (write.parallelism, unless --write sets
+// in flight at once in a worker process (write.parallelism, unless --write sets
 // it).
 func writeParallelism(o options) (int, string) {
-	return config.DefaultDatastoreParallelism, fmt.Sprintf("rekey's write.parallelism, %d commits in flight per worker", config.DefaultDatastoreParallelism)
+	return config.DefaultDatastoreParallelism, fmt.Sprintf("rekey's write.parallelism, %d commits in flight per worker process", config.DefaultDatastoreParallelism)
 }
 
 // putMulti writes the rows as entities with g goroutines, each taking the

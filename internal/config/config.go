@@ -214,10 +214,8 @@ type WriteConfig struct {
 	// always otherwise. Skipping the shuffle lets writing start with the
 	// first records read instead of after the last.
 	Shuffle string `mapstructure:"shuffle"`
-	// Parallelism bounds commits in flight. Datastore targets: how many
-	// planned commits a worker has in flight at once (default 8). Spanner
-	// targets: the most commits a worker process has in flight, all
-	// bundles together; 0 (the default) means 1 against the emulator (it
+	// Parallelism bounds the commits a worker process has in flight, all
+	// bundles together. Datastore targets: default 8. Spanner targets: 0 (the default) means 1 against the emulator (it
 	// runs one read-write transaction at a time and aborts the others)
 	// and no cap otherwise (each bundle has up to 4 commits in flight).
 	Parallelism int `mapstructure:"parallelism"`

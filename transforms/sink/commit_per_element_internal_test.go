@@ -119,6 +119,7 @@ func TestDatastoreParallelCommits(t *testing.T) {
 	f := &datastoreWriteFn{Cfg: DatastoreSinkConfig{CommitPerElement: true, Parallelism: parallelism}, w: &datastoredb.Writer{}}
 	f.idle = make(chan *datastoredb.Writer, parallelism)
 	f.queued = make(chan struct{}, 2*parallelism)
+	f.slots = make(chan struct{}, parallelism)
 	for range parallelism {
 		f.idle <- &datastoredb.Writer{Commit: commit}
 	}

@@ -43,8 +43,9 @@ type DatastoreSinkConfig struct {
 	// together with the next one's entities (the bounds may still cut
 	// it): for batches planned as one commit each (transforms/plan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
-	// Parallelism is how many input batches a worker commits at once,
-	// with CommitPerElement (0 or 1: one after the other). The records of
+	// Parallelism is how many input batches a worker process commits at
+	// once, all its bundles together, with CommitPerElement (0 or 1: one
+	// after the other, in each bundle). The records of
 	// a batch are committed in their order; batches in flight together
 	// land in no particular order (as batches of different workers do).
 	Parallelism int `json:"parallelism,omitempty"`
@@ -125,8 +126,10 @@ type datastoreWriteFn struct {
 	out writeOutcome
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
-	// goroutines, each with a Writer of its own from idle (which bounds
-	// the commits in flight) and an outcome of its own. Beam's emitters
+	// goroutines, each with a Writer of its own from idle and an outcome
+	// of its own, at most Parallelism at once in the process (slots: on
+	// prism, two bundles with 8 commits each in flight made the Firestore
+	// emulator a third slower than one with 8). Beam's emitters
 	// and metrics belong to the bundle's goroutine, so ProcessElement and
 	// FinishBundle report the outcomes of finished batches. As many
 	// batches again may wait for a Writer (queued), so the bundle's
@@ -134,6 +137,7 @@ type datastoreWriteFn struct {
 	// commits is in flight, without leaving the store idle meanwhile.
 	idle     chan *datastoredb.Writer
 	queued   chan struct{}
+	slots    chan struct{} // the process's commits in flight to the database
 	inflight sync.WaitGroup
 	done     finished[*writeOutcome]
 }
@@ -206,6 +210,7 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if f.parallel() {
 		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
 		f.queued = make(chan struct{}, 2*f.Cfg.Parallelism)
+		f.slots = commitSlots("datastore:"+f.Cfg.Project+"/"+f.Cfg.Database, f.Cfg.Parallelism)
 		for range f.Cfg.Parallelism {
 			f.idle <- f.newWriter()
 		}
@@ -305,9 +310,11 @@ func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record
 	o := &writeOutcome{}
 	o.record(w)
 	if o.paced, o.err = pace(ctx, pacer, len(recs)); o.err == nil {
+		f.slots <- struct{}{}
 		if o.err = f.write(ctx, w, recs, true); o.err != nil {
 			w.Reset()
 		}
+		<-f.slots
 	}
 	f.done.add(o)
 	f.idle <- w
