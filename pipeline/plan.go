@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -66,6 +67,28 @@ func (p *Plan) PlanOptions() (plan.Options, bool) {
 		o.Local = o.Ramp.Off() && p.Scatters()
 	}
 	return o, true
+}
+
+// WritePlanning describes in one line how the writes are planned (for
+// `rekey run` to print), or "" for targets that are not databases.
+func (p *Plan) WritePlanning() string {
+	o, ok := p.PlanOptions()
+	if !ok {
+		return ""
+	}
+	o = o.WithDefaults()
+	how := fmt.Sprintf("global shuffle over %d shard keys (more for a large input, fewer for a small one)", o.Shards)
+	switch {
+	case o.Local && p.Config.Write.Shuffle == config.ShuffleNever:
+		how = "no global shuffle (write.shuffle: never)"
+	case o.Local:
+		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", p.Spec.Strategy.Strategy)
+	}
+	s := fmt.Sprintf("write planning: %s; commits of up to %d records sorted from buffers of %d", how, o.BatchRows, o.Buffer)
+	if !o.Ramp.Off() {
+		s += fmt.Sprintf("; ramp-up %s from %g ops/s", o.Ramp.Profile, o.Ramp.Base)
+	}
+	return s
 }
 
 // Scatters reports whether the plan's rewrite scatters the target keys

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rekeyio/rekey/internal/config"
@@ -97,6 +98,9 @@ func TestPlanShuffle(t *testing.T) {
 			}
 			if o.Local != tc.want {
 				t.Errorf("Local = %v, want %v", o.Local, tc.want)
+			}
+			if wp := tc.p.WritePlanning(); strings.Contains(wp, "no global shuffle") != tc.want {
+				t.Errorf("WritePlanning() = %q; want it to say whether there is a global shuffle", wp)
 			}
 			if err := o.WithDefaults().Validate(); err != nil {
 				t.Error(err)

@@ -149,6 +149,9 @@ func runPipeline(ctx context.Context, o runOptions, io stdio) error {
 	}
 	fmt.Fprintf(io.out, "rekey: %s %s -> %s %s with %s on %s\n", cfg.Source.Type, describeEndpoint(cfg.Source.Table, cfg.Source.Kind, cfg.Source.Path),
 		cfg.Target.Type, describeEndpoint(cfg.Target.Table, cfg.Target.Kind, cfg.Target.Path), plan.Spec.Strategy.Strategy, o.Runner)
+	if wp := plan.WritePlanning(); wp != "" {
+		fmt.Fprintf(io.out, "rekey: %s\n", wp)
+	}
 	res, err := pipeline.Run(ctx, plan, o.Runner, io.err)
 	if dryRun && err == nil {
 		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (logged above) and not submitted\n", o.Runner)
