@@ -55,6 +55,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -402,10 +403,14 @@ type localPlanFn struct {
 func (f *localPlanFn) Setup() error {
 	var err error
 	f.keyer, err = NewKeyer(f.Opts)
-	// Each worker's batches start at a different place.
-	f.phase = rand.Float64()
+	// Each DoFn instance's batches start at a different place, drawn
+	// from the seed and the instance's number in the process.
+	f.phase = rand.New(rand.NewPCG(uint64(f.Opts.Seed), localPlanners.Add(1))).Float64()
 	return err
 }
+
+// localPlanners numbers the process's localPlanFn instances.
+var localPlanners atomic.Uint64
 
 func (f *localPlanFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte)) error {
 	return f.add(batch, f.Opts.Buffer, func() { f.flush(ctx, emit) })
