@@ -65,38 +65,40 @@ func BatchPacing(b []byte) (key, keys int, ok bool) {
 // BatchLen returns the number of records of a batch from its header, or
 // -1 if the header cannot be read.
 func BatchLen(b []byte) int {
+	_, n, err := openBatch(b)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// openBatch reads the header of a batch from EncodeBatch or
+// EncodePacedBatch: it returns a decoder at the first record and the
+// number of records.
+func openBatch(b []byte) (decoder, int, error) {
 	d := decoder{b: b, i: 1}
 	switch {
-	case len(b) == 0:
-		return -1
+	case len(b) == 0 || b[0] != batchVersion && b[0] != pacedVersion:
+		return d, 0, errors.New("record batch: unknown format")
 	case b[0] == pacedVersion:
+		d.uvarint() // the pacing tag (BatchPacing)
 		d.uvarint()
-		d.uvarint()
-	case b[0] != batchVersion:
-		return -1
 	}
 	n := d.uvarint()
-	if d.err != nil || n > uint64(len(b)) {
-		return -1
+	if d.err != nil {
+		return d, 0, d.err
 	}
-	return int(n)
+	if n > uint64(len(b)) {
+		return d, 0, errors.New("record batch: corrupt length")
+	}
+	return d, int(n), nil
 }
 
 // DecodeBatch decodes a batch written by EncodeBatch or EncodePacedBatch.
 func DecodeBatch(b []byte) ([]Record, error) {
-	d := decoder{b: b, i: 1}
-	switch {
-	case len(b) == 0:
-		return nil, errors.New("record batch: unknown format")
-	case b[0] == pacedVersion:
-		d.uvarint()
-		d.uvarint()
-	case b[0] != batchVersion:
-		return nil, errors.New("record batch: unknown format")
-	}
-	n := d.uvarint()
-	if n > uint64(len(b)) {
-		return nil, errors.New("record batch: corrupt length")
+	d, n, err := openBatch(b)
+	if err != nil {
+		return nil, err
 	}
 	recs := make([]Record, n)
 	for i := range recs {

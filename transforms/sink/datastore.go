@@ -145,11 +145,9 @@ type datastoreWriteFn struct {
 // writeOutcome is what a Writer did: dead letters, counts, the sizes of
 // its commits, its waits.
 type writeOutcome struct {
-	paced                       time.Duration // waited for the ramp-up's budget
-	dead                        []string
+	commitLog
 	written, existing           int
 	commitEntities, commitBytes []int
-	retries, throttles          []time.Duration
 	err                         error
 }
 
@@ -169,10 +167,7 @@ func (o *writeOutcome) record(w *datastoredb.Writer) {
 // report emits o's dead letters and counts the rest, on the bundle's
 // goroutine, and returns o's error; o is emptied for reuse.
 func (o *writeOutcome) report(ctx context.Context, emit func(string)) error {
-	for _, line := range o.dead {
-		emit(line)
-	}
-	transforms.CountDeadLettered(ctx, int64(len(o.dead)))
+	o.commitLog.report(ctx, emit)
 	for i, n := range o.commitEntities {
 		datastoreCommits.Inc(ctx, 1)
 		datastoreCommitEntities.Update(ctx, int64(n))
@@ -182,18 +177,9 @@ func (o *writeOutcome) report(ctx context.Context, emit func(string)) error {
 	if o.existing > 0 {
 		datastoreExisting.Inc(ctx, int64(o.existing))
 	}
-	for _, d := range o.retries {
-		transforms.CountRetry(ctx, d)
-	}
-	for _, d := range o.throttles {
-		transforms.CountThrottled(ctx, d, true)
-	}
-	if o.paced > 0 {
-		transforms.CountThrottled(ctx, o.paced, false)
-	}
 	err := o.err
-	*o = writeOutcome{dead: o.dead[:0], commitEntities: o.commitEntities[:0], commitBytes: o.commitBytes[:0],
-		retries: o.retries[:0], throttles: o.throttles[:0]}
+	o.commitLog.reset()
+	*o = writeOutcome{commitLog: o.commitLog, commitEntities: o.commitEntities[:0], commitBytes: o.commitBytes[:0]}
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/transforms"
 )
 
 // Guard is how a sink treats a store that fails or is overloaded: the
@@ -73,6 +74,38 @@ func (g Guard) throttle(target string) retry.Throttle {
 	}
 	key := fmt.Sprintf("%s k=%g window=%s", target, g.AdaptiveK, g.AdaptiveWindow)
 	return throttle.Shared(key, g.AdaptiveK, g.AdaptiveWindow)
+}
+
+// commitLog is what every sink's commit records for the bundle's
+// goroutine to report: its dead letters and the waits the Guard made it
+// take (retry backoffs, adaptive-throttle rejections, the ramp-up's
+// budget). The store's own counts sit beside it.
+type commitLog struct {
+	dead               []string
+	retries, throttles []time.Duration
+	paced              time.Duration
+}
+
+// report emits the dead letters and counts the waits.
+func (l *commitLog) report(ctx context.Context, emit func(string)) {
+	for _, line := range l.dead {
+		emit(line)
+	}
+	transforms.CountDeadLettered(ctx, int64(len(l.dead)))
+	for _, d := range l.retries {
+		transforms.CountRetry(ctx, d)
+	}
+	for _, d := range l.throttles {
+		transforms.CountThrottled(ctx, d, true)
+	}
+	if l.paced > 0 {
+		transforms.CountThrottled(ctx, l.paced, false)
+	}
+}
+
+// reset empties the log, keeping its slices for reuse.
+func (l *commitLog) reset() {
+	*l = commitLog{dead: l.dead[:0], retries: l.retries[:0], throttles: l.throttles[:0]}
 }
 
 // finished holds the outcomes of commits that ran on goroutines of their

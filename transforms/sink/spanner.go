@@ -226,13 +226,11 @@ type spannerWriteFn struct {
 
 // spannerOutcome is what a commit (with its splits and retries) did.
 type spannerOutcome struct {
-	paced              time.Duration // waited for the ramp-up's budget
-	dead               []string
-	written, already   int
-	splits             int
-	commits            []spannerCommit
-	retries, throttles []time.Duration
-	err                error
+	commitLog
+	written, already int
+	splits           int
+	commits          []spannerCommit
+	err              error
 }
 
 // spannerCommit is one commit attempt's size and time.
@@ -245,10 +243,7 @@ type spannerCommit struct {
 // report emits o's dead letters and counts the rest, on the bundle's
 // goroutine, and returns o's error.
 func (o *spannerOutcome) report(ctx context.Context, dead func(string)) error {
-	for _, line := range o.dead {
-		dead(line)
-	}
-	transforms.CountDeadLettered(ctx, int64(len(o.dead)))
+	o.commitLog.report(ctx, dead)
 	for _, c := range o.commits {
 		SpannerCommitMillis.Update(ctx, c.millis)
 		if c.ok {
@@ -264,15 +259,6 @@ func (o *spannerOutcome) report(ctx context.Context, dead func(string)) error {
 	transforms.CountWritten(ctx, int64(o.written+o.already))
 	for range o.splits {
 		transforms.CountSplit(ctx)
-	}
-	for _, d := range o.retries {
-		transforms.CountRetry(ctx, d)
-	}
-	for _, d := range o.throttles {
-		transforms.CountThrottled(ctx, d, true)
-	}
-	if o.paced > 0 {
-		transforms.CountThrottled(ctx, o.paced, false)
 	}
 	return o.err
 }
