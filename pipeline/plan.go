@@ -27,13 +27,15 @@ func (p *Plan) Guard() sink.Guard {
 // for, as the pipeline is built: the planner and the sinks share it.
 func (p *Plan) Ramp() throttle.Ramp {
 	r := p.Config.Ramp
-	if r.Profile == "" || r.Profile == config.RampNone {
+	ramp := throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds}
+	if ramp.Off() {
 		return throttle.Ramp{}
 	}
 	if p.rampStart == 0 {
 		p.rampStart = time.Now().UnixNano()
 	}
-	return throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds, StartUnixNano: p.rampStart}
+	ramp.StartUnixNano = p.rampStart
+	return ramp
 }
 
 // PlanOptions are the write-planning options for the plan's target, and
