@@ -10,8 +10,8 @@ import (
 
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
 )
 
 // Fault tests: the pipeline writes through committap, which fails a share

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
 )
 
 // runners are the local Beam runners every migration test runs on.

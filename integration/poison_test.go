@@ -10,8 +10,8 @@ import (
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

@@ -12,7 +12,7 @@ import (
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 )
 
 // TestRedriveAfterFixingTheTarget migrates rows into a Spanner table whose

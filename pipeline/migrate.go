@@ -11,7 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/rekeyer"
+	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -26,7 +26,7 @@ const DefaultDeadLetterPath = "rekey-dead-letters.jsonl"
 // schemas, the rewrite, and the target DDL. It is printed before a run.
 type Plan struct {
 	Config *config.Config
-	Spec   transforms.RekeySpec
+	Spec   rekeyer.Spec
 	// SourceKey and TargetKey are the main table's key before and after
 	// (Spanner targets); Children the interleaved child tables' new keys.
 	SourceKey, TargetKey rewrite.KeySchema
@@ -52,7 +52,7 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Plan, error) {
 		p.DeadLetterPath = DefaultDeadLetterPath
 	}
 	src, tgt := cfg.Source, cfg.Target
-	p.Spec = transforms.RekeySpec{
+	p.Spec = rekeyer.Spec{
 		Strategy:        cfg.Rewrite.Step(),
 		SourceStore:     storeOf(src.Type, tgt.Type, src.Key),
 		TargetStore:     storeOf(tgt.Type, src.Type, src.Key),
@@ -79,7 +79,7 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Plan, error) {
 		p.SourceKey = ks
 	}
 	p.Spec.Table = firstNonEmpty(src.Table, p.SourceKey.Table, tgt.Table)
-	p.Spec.Key = transforms.SchemaText(p.SourceKey)
+	p.Spec.Key = p.SourceKey.Text()
 	if tgt.Type == config.TypeSpanner && tgt.Table != "" && !strings.EqualFold(tgt.Table, p.Spec.Table) {
 		p.Spec.TargetTable = tgt.Table
 	}
@@ -168,7 +168,7 @@ func firstNonEmpty(ss ...string) string {
 }
 
 // Migrate adds the migration to the pipeline rooted at s: source →
-// rewrite → write planning (database targets, transforms/plan) → sink,
+// rewrite → write planning (database targets, transforms/writeplan) → sink,
 // every dead letter to the plan's dead-letter file. With p.RedriveFrom
 // set, the source is that dead-letter file instead (see Redrive). It
 // returns the PCollection of dead-letter file line counts (one element,

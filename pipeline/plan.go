@@ -7,12 +7,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/rekeyer"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
-	"github.com/rekeyio/rekey/transforms/plan"
 	"github.com/rekeyio/rekey/transforms/sink"
+	"github.com/rekeyio/rekey/transforms/writeplan"
 )
 
 // Guard is the sinks' retry policy and adaptive throttle (write.retry,
@@ -41,26 +40,26 @@ func (p *Plan) Ramp() throttle.Ramp {
 // PlanOptions are the write-planning options for the plan's target, and
 // false for targets that are not databases (files are written in the
 // order records come).
-func (p *Plan) PlanOptions() (plan.Options, bool) {
+func (p *Plan) PlanOptions() (writeplan.Options, bool) {
 	w := p.Config.Write
-	o := plan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows, Ramp: p.Ramp()}
+	o := writeplan.Options{Shards: w.Shards, Buffer: w.Buffer, BatchRows: w.BatchRows, Ramp: p.Ramp()}
 	switch p.Config.Target.Type {
 	case config.TypeSpanner:
-		o.Store = plan.StoreSpanner
-		o.Key = transforms.SchemaText(p.TargetKey)
+		o.Store = writeplan.StoreSpanner
+		o.Key = p.TargetKey.Text()
 		if p.spanner != nil && len(p.spanner.targets) > 1 {
 			o.Children = map[string]string{}
 			for _, t := range p.spanner.targets[1:] {
-				o.Children[t.Name] = transforms.SchemaText(t.Key)
+				o.Children[t.Name] = t.Key.Text()
 			}
 		}
 	case config.TypeDatastore:
-		o.Store = plan.StoreDatastore
+		o.Store = writeplan.StoreDatastore
 		if w.BatchMutations > 0 && w.BatchMutations < o.BatchRows {
 			o.BatchRows = w.BatchMutations // the sink's entity bound
 		}
 	default:
-		return plan.Options{}, false
+		return writeplan.Options{}, false
 	}
 	switch w.Shuffle {
 	case config.ShuffleNever:
@@ -109,7 +108,7 @@ func (p *Plan) Scatters() bool {
 }
 
 // planWrites orders the records' writes for a database target (see
-// transforms/plan); the sinks then commit each planned batch on its own.
+// transforms/writeplan); the sinks then commit each planned batch on its own.
 // Interleaved child rows are planned with their parents: the per-level
 // split in writeSpanner comes after, so each level still waits for the
 // one above.
@@ -118,5 +117,5 @@ func planWrites(s beam.Scope, p *Plan, batches beam.PCollection) beam.PCollectio
 	if !ok {
 		return batches
 	}
-	return plan.Writes(s, o, batches)
+	return writeplan.Writes(s, o, batches)
 }

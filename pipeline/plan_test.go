@@ -5,11 +5,10 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/rekeyer"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
-	"github.com/rekeyio/rekey/transforms/plan"
+	"github.com/rekeyio/rekey/transforms/writeplan"
 )
 
 func TestPlanOptions(t *testing.T) {
@@ -30,7 +29,7 @@ func TestPlanOptions(t *testing.T) {
 		{Name: "Orders", Key: key("Orders", "CustomerId INT64, OrderId INT64 DESC")},
 	}}
 	o, ok := p.PlanOptions()
-	if !ok || o.Store != plan.StoreSpanner || o.Key != "CustomerId INT64" || o.Children["Orders"] != "CustomerId INT64, OrderId INT64 DESC" ||
+	if !ok || o.Store != writeplan.StoreSpanner || o.Key != "CustomerId INT64" || o.Children["Orders"] != "CustomerId INT64, OrderId INT64 DESC" ||
 		o.BatchRows != 200 || o.Shards != 8 || o.Buffer != 4000 || o.Seed != 0 {
 		t.Errorf("spanner: %+v, %v", o, ok)
 	}
@@ -41,7 +40,7 @@ func TestPlanOptions(t *testing.T) {
 	// Datastore: batches no larger than the sink's entity bound.
 	p = &Plan{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
-	if o, ok := p.PlanOptions(); !ok || o.Store != plan.StoreDatastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
+	if o, ok := p.PlanOptions(); !ok || o.Store != writeplan.StoreDatastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
 		t.Errorf("datastore: %+v, %v", o, ok)
 	}
 
@@ -61,7 +60,7 @@ func TestPlanShuffle(t *testing.T) {
 		return &Plan{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: shuffle}, Ramp: config.RampConfig{Profile: ramp}},
-			Spec:      transforms.RekeySpec{Strategy: strategy, SourceStore: rekeyer.Spanner, TargetStore: rekeyer.Spanner},
+			Spec:      rekeyer.Spec{Strategy: strategy, SourceStore: rekeyer.Spanner, TargetStore: rekeyer.Spanner},
 			SourceKey: key, TargetKey: key,
 		}
 	}
@@ -85,7 +84,7 @@ func TestPlanShuffle(t *testing.T) {
 		{"auto, hashprefix, Datastore", &Plan{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
-			Spec: transforms.RekeySpec{Strategy: hash, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore},
+			Spec: rekeyer.Spec{Strategy: hash, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore},
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

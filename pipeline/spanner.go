@@ -12,10 +12,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 )
@@ -69,7 +67,7 @@ func (p *Plan) resolveSpannerSource(ctx context.Context) error {
 			return fmt.Errorf("interleaved: table %s is not interleaved in %s", name, src.Table)
 		}
 		sp.children[ct.Name] = ct
-		p.Spec.Children[ct.Name] = transforms.SchemaText(ct.Key)
+		p.Spec.Children[ct.Name] = ct.Key.Text()
 	}
 	return nil
 }
@@ -121,7 +119,7 @@ func (p *Plan) resolveSpannerTarget(ctx context.Context) error {
 	case existing != nil:
 		sp.exists[strings.ToLower(name)] = true
 		if existing.Key.String() != p.TargetKey.String() || !sameKeyTypes(existing, p) {
-			return fmt.Errorf("target table %s exists with %s, but the rewrite gives %s", name, describeKey(existing.Key.Columns), describeKey(p.TargetKey.Columns))
+			return fmt.Errorf("target table %s exists with %s, but the rewrite gives %s", name, "("+existing.Key.Text()+")", "("+p.TargetKey.Text()+")")
 		}
 		main = existing
 	case sp.source != nil:
@@ -130,7 +128,7 @@ func (p *Plan) resolveSpannerTarget(ctx context.Context) error {
 		main.Key.Table = name
 		main.Parent = "" // the target is a new root table
 	default:
-		return fmt.Errorf("target table %s does not exist; create it first (rekey can derive it only from a Spanner source); its primary key must be %s", name, describeKey(p.TargetKey.Columns))
+		return fmt.Errorf("target table %s does not exist; create it first (rekey can derive it only from a Spanner source); its primary key must be %s", name, "("+p.TargetKey.Text()+")")
 	}
 	sp.targets = []*spannerdb.Table{main}
 	// Children, parents first, interleaved under their new parents.
@@ -176,17 +174,6 @@ func depth(children map[string]*spannerdb.Table, name string) int {
 		d++
 	}
 	return d
-}
-
-func describeKey(cols []rewrite.Column) string {
-	parts := make([]string, len(cols))
-	for i, c := range cols {
-		parts[i] = c.Name + " " + c.SQLType()
-		if c.Desc {
-			parts[i] += " DESC"
-		}
-	}
-	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 func (p *Plan) readSpanner(s beam.Scope) (beam.PCollection, []beam.PCollection, error) {

@@ -54,10 +54,10 @@ func (p *Plan) ManifestSpec() string {
 	}
 	out := "strategy " + spec
 	if len(p.SourceKey.Columns) > 0 {
-		out += "; key " + describeKey(p.SourceKey.Columns)
+		out += "; key " + "(" + p.SourceKey.Text() + ")"
 	}
 	if len(p.TargetKey.Columns) > 0 {
-		out += " -> " + describeKey(p.TargetKey.Columns)
+		out += " -> " + "(" + p.TargetKey.Text() + ")"
 	}
 	return out
 }

@@ -64,6 +64,24 @@ func (s KeySchema) String() string {
 	return b.String()
 }
 
+// Text renders the columns in the form ParseKeySchema reads:
+// "LastAccess TIMESTAMP, UserId STRING(36) DESC".
+func (s KeySchema) Text() string {
+	var b strings.Builder
+	for i, c := range s.Columns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Name)
+		b.WriteString(" ")
+		b.WriteString(c.SQLType())
+		if c.Desc {
+			b.WriteString(" DESC")
+		}
+	}
+	return b.String()
+}
+
 // Clone returns a deep copy of s.
 func (s KeySchema) Clone() KeySchema {
 	return KeySchema{Table: s.Table, Columns: append([]Column(nil), s.Columns...)}

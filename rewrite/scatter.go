@@ -7,7 +7,7 @@ package rewrite
 // in the old key order (the order exports usually come in) land all over
 // the new key space, and any run of them is already a sample of the whole
 // of it. A writer can then plan each run of records where it is, without a
-// global shuffle, and still spread its writes (transforms/plan's Local).
+// global shuffle, and still spread its writes (transforms/writeplan's Local).
 //
 // The answer is conservative: false for every strategy that keeps some of
 // the old order in front (none, swap, shard, bucket, generation, reverse),

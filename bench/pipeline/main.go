@@ -24,10 +24,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 const keySchema = "LastAccess TIMESTAMP, UserId STRING(36)"
@@ -139,7 +139,7 @@ func writeInput(path string, n int) error {
 // baseline does the same work as the pipeline in one goroutine: parse,
 // rewrite with the same rekeyer, encode, write.
 func baseline(in, out string) error {
-	spec := transforms.RekeySpec{Strategy: strategy, SourceStore: "spanner", TargetStore: "spanner", Table: "UserAccessLogs", Key: keySchema}
+	spec := rekeyer.Spec{Strategy: strategy, SourceStore: "spanner", TargetStore: "spanner", Table: "UserAccessLogs", Key: keySchema}
 	rk, err := spec.Build()
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func demoRewrites(_ context.Context, w io.Writer) error {
 		}
 		keys = append(keys, pk.Values)
 	}
-	fmt.Fprintf(w, "UserAccessLogs: %d rows keyed %s, written in time order.\n", len(keys), describeKey(schema))
+	fmt.Fprintf(w, "UserAccessLogs: %d rows keyed %s, written in time order.\n", len(keys), "("+schema.Text()+")")
 	fmt.Fprintln(w, "Busiest of 16 key ranges per 5% window of writes, as a multiple of its fair share")
 	fmt.Fprintln(w, "(1.0 = perfectly even; a random order scores about 1.7 on windows of 100 writes, a sorted one 12 to 16):")
 	fmt.Fprintln(w)

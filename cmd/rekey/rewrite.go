@@ -227,23 +227,12 @@ func explain(w io.Writer, s rewrite.Strategy, schema *rewrite.KeySchema) error {
 	if err != nil {
 		return usagef("explain: %v", err)
 	}
-	fmt.Fprintf(w, "old key:       %s\n", describeKey(r.In()))
-	fmt.Fprintf(w, "new key:       %s\n", describeKey(r.Out()))
+	fmt.Fprintf(w, "old key:       %s\n", "("+r.In().Text()+")")
+	fmt.Fprintf(w, "new key:       %s\n", "("+r.Out().Text()+")")
 	for _, e := range r.Explain() {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
 	return nil
-}
-
-func describeKey(s rewrite.KeySchema) string {
-	cols := make([]string, len(s.Columns))
-	for i, c := range s.Columns {
-		cols[i] = c.Name + " " + c.SQLType()
-		if c.Desc {
-			cols[i] += " DESC"
-		}
-	}
-	return "(" + strings.Join(cols, ", ") + ")"
 }
 
 // joinLines flattens an errors.Join tree into one error per line.

@@ -77,7 +77,7 @@ const (
 	DefaultDatastoreBatchEntities = 500
 	DefaultDatastoreBatchBytes    = 9_000_000
 
-	// Write planning (transforms/plan): the least number of random shard
+	// Write planning (transforms/writeplan): the least number of random shard
 	// keys, and how many records a shard sorts at once.
 	DefaultWriteShards = 16
 	DefaultWriteBuffer = 10_000

@@ -10,9 +10,9 @@ import (
 	"cloud.google.com/go/civil"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

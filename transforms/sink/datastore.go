@@ -12,8 +12,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 )
@@ -41,7 +41,7 @@ type DatastoreSinkConfig struct {
 	MaxBytes int `json:"max_bytes"`
 	// CommitPerElement commits each input batch on its own, never
 	// together with the next one's entities (the bounds may still cut
-	// it): for batches planned as one commit each (transforms/plan).
+	// it): for batches planned as one commit each (transforms/writeplan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
 	// Parallelism is how many input batches a worker process commits at
 	// once, all its bundles together, with CommitPerElement (0 or 1: one

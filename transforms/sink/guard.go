@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -26,7 +26,7 @@ type Guard struct {
 	AdaptiveK      float64       `json:"adaptive_k,omitempty"`
 	AdaptiveWindow time.Duration `json:"adaptive_window,omitempty"`
 	// Ramp is the ramp-up that paced batches (record.EncodePacedBatch,
-	// from transforms/plan) spend: each waits for its pacing key's share
+	// from transforms/writeplan) spend: each waits for its pacing key's share
 	// of the budget just before its commit, so no delay between planning
 	// and committing bunches commits up.
 	Ramp throttle.Ramp `json:"ramp,omitempty"`

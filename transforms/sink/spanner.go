@@ -13,10 +13,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -59,7 +59,7 @@ type SpannerSinkConfig struct {
 	MaxRows      int `json:"max_rows,omitempty"`
 	// CommitPerElement commits each input batch on its own, never
 	// together with the next one's rows (the bounds may still cut it):
-	// for batches planned as one commit each (transforms/plan).
+	// for batches planned as one commit each (transforms/writeplan).
 	CommitPerElement bool `json:"commit_per_element,omitempty"`
 	// MaxInFlight caps the commits this sink has in flight at once in a
 	// worker process, all bundles together: 0 means 1 against the Spanner

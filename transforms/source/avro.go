@@ -9,7 +9,7 @@ import (
 
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

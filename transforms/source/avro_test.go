@@ -7,7 +7,7 @@ import (
 
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 )
 
 // An Avro schema shaped like Spanner's export of

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 )
 
 // TestRangesReadEveryLineOnce cuts a JSON Lines file into byte ranges of

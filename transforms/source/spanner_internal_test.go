@@ -7,7 +7,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )
 

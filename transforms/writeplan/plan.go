@@ -1,4 +1,4 @@
-// Package plan orders a migration's writes so that they spread over the
+// Package writeplan orders a migration's writes so that they spread over the
 // whole new key space at every moment while each commit stays within a
 // narrow key range.
 //
@@ -45,7 +45,7 @@
 // to distinct shards, so every shard holds an even share of every part of
 // the key space (Deal). That also keeps Beam's per-element cost low: one
 // element per (gathered records, shard key) pair.
-package plan
+package writeplan
 
 import (
 	"context"
@@ -62,8 +62,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
-	"github.com/rekeyio/rekey/internal/record"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -100,7 +100,7 @@ type Options struct {
 	// Store is the target store: "spanner" or "datastore".
 	Store string `json:"store"`
 	// Key is the Spanner target table's key schema as text
-	// (transforms.SchemaText, rewrite.ParseKeySchema), used for every
+	// (rewrite.KeySchema.Text, rewrite.ParseKeySchema), used for every
 	// record whose table is not in Children. Spanner only.
 	Key string `json:"key,omitempty"`
 	// Children maps the interleaved child tables (by name, any case) to
@@ -213,7 +213,7 @@ func init() {
 // returns the planned batches, each of at most BatchRows records within a
 // narrow key range, in write order. It panics if opts are invalid.
 func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollection {
-	s = s.Scope("plan.Writes")
+	s = s.Scope("writeplan.Writes")
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		panic(err)

@@ -30,7 +30,7 @@ func EncodeBatch(recs []Record) []byte {
 
 // EncodePacedBatch is EncodeBatch with a pacing tag: the commit of the
 // batch spends the ramp-up budget of pacing key key of keys (see
-// transforms/plan and throttle.SharedPacer). DecodeBatch reads it as any
+// transforms/writeplan and throttle.SharedPacer). DecodeBatch reads it as any
 // batch; BatchPacing reads the tag.
 func EncodePacedBatch(recs []Record, key, keys int) []byte {
 	b := make([]byte, 0, 64*len(recs)+16)

@@ -1,4 +1,4 @@
-package plan
+package writeplan
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rekeyio/rekey/internal/record"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

@@ -1,0 +1,53 @@
+package rekeyer
+
+import (
+	"fmt"
+
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Spec is the serialisable form of Options: plain data (JSON) from which
+// any process rebuilds the same Rekeyer — a Beam worker, the verify job,
+// or an application's dual-write path through the cutover library.
+type Spec struct {
+	Strategy        rewrite.StepConfig `json:"strategy"`
+	SourceStore     string             `json:"source_store"`
+	TargetStore     string             `json:"target_store"`
+	Table           string             `json:"table"`
+	Key             string             `json:"key"`      // key schema text, rewrite.KeySchema.Text
+	Children        map[string]string  `json:"children"` // child table -> key schema text
+	TargetTable     string             `json:"target_table"`
+	Kind            string             `json:"kind"`
+	TargetKind      string             `json:"target_kind"`
+	TargetNamespace string             `json:"target_namespace"`
+	DescendantKinds []string           `json:"descendant_kinds"`
+	References      []string           `json:"references"`
+	KeepOriginalKey string             `json:"keep_original_key"`
+}
+
+// Build makes the Rekeyer the spec describes.
+func (sp Spec) Build() (*Rekeyer, error) {
+	st, err := rewrite.New(sp.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{
+		Strategy: st, SourceStore: sp.SourceStore, TargetStore: sp.TargetStore,
+		Table: sp.Table, TargetTable: sp.TargetTable, Kind: sp.Kind, TargetKind: sp.TargetKind,
+		TargetNamespace: sp.TargetNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
+	}
+	if sp.Key != "" {
+		if o.Key, err = rewrite.ParseKeySchema(sp.Table, sp.Key); err != nil {
+			return nil, err
+		}
+	}
+	if len(sp.Children) > 0 {
+		o.Children = map[string]rewrite.KeySchema{}
+		for name, text := range sp.Children {
+			if o.Children[name], err = rewrite.ParseKeySchema(name, text); err != nil {
+				return nil, fmt.Errorf("child table %s: %w", name, err)
+			}
+		}
+	}
+	return New(o)
+}
