@@ -10,7 +10,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -48,7 +48,7 @@ const faultRetry = `retry: {initial_backoff: 10ms, max_backoff: 200ms, commit_de
 
 // checkFaultRun checks that faults were injected and retried, and that the
 // run's counters show every record written once.
-func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadPath string, rows int64) {
+func checkFaultRun(t *testing.T, tap *committap.Tap, res *migration.Result, deadPath string, rows int64) {
 	t.Helper()
 	injected := 0
 	for _, c := range tap.Commits() {
@@ -56,7 +56,7 @@ func checkFaultRun(t *testing.T, tap *committap.Tap, res *pipeline.Result, deadP
 			injected++
 		}
 	}
-	t.Logf("%d commit calls, %d faults injected; %s", len(tap.Commits()), injected, pipeline.FormatCounters(res.Counters))
+	t.Logf("%d commit calls, %d faults injected; %s", len(tap.Commits()), injected, res.Counters.String())
 	if injected < 3 {
 		t.Fatalf("only %d faults injected: the test proves nothing", injected)
 	}
@@ -229,7 +229,7 @@ dead_letter: %q
 			calls := len(tap.Commits())
 			rejected := res.Counters["throttle_rejected"]
 			sent[off] = float64(calls) / el.Seconds()
-			t.Logf("%s: %d commits sent (%.0f/s), %d held back locally; %s", el.Round(time.Millisecond), calls, sent[off], rejected, pipeline.FormatCounters(res.Counters))
+			t.Logf("%s: %d commits sent (%.0f/s), %d held back locally; %s", el.Round(time.Millisecond), calls, sent[off], rejected, res.Counters.String())
 			checkFaultRun(t, tap, res, deadPath, rows)
 			if got := countEntities(t, c, ns, "Items"); got != rows {
 				t.Errorf("%d entities, want %d", got, rows)

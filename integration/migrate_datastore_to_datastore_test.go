@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -228,7 +227,7 @@ dead_letter: %q
 				cfg := loadYAML(t, yaml(filepath.Join(dir, fmt.Sprintf("dead%d.jsonl", run))))
 				start := time.Now()
 				res := migrate(t, cfg, runner)
-				t.Logf("run %d: %s in %s", run, pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+				t.Logf("run %d: %s in %s", run, res.Counters.String(), time.Since(start).Round(time.Millisecond))
 				wantCounters(t, res, total, total, total, 0)
 				if dead := readDeadLetters(t, cfg.DeadLetter); len(dead) != 0 {
 					t.Errorf("run %d: %d dead letters, the first: %+v", run, len(dead), dead[0])

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -171,7 +171,7 @@ dead_letter: %q
 			dir := t.TempDir()
 
 			// No table: refused, naming the key to create.
-			_, err := pipeline.Resolve(ctx, loadYAML(t, yaml("Account", "AccountName STRING(MAX)", "Missing", dstID, filepath.Join(dir, "dead0.jsonl"))))
+			_, err := migration.Resolve(ctx, loadYAML(t, yaml("Account", "AccountName STRING(MAX)", "Missing", dstID, filepath.Join(dir, "dead0.jsonl"))))
 			if err == nil || !strings.Contains(err.Error(), "target table Missing does not exist; create it first") ||
 				!strings.Contains(err.Error(), "(ShardId INT64, AccountName STRING(MAX))") {
 				t.Errorf("Resolve into a missing table: %v; want a refusal naming the key (ShardId INT64, AccountName STRING(MAX))", err)
@@ -207,7 +207,7 @@ dead_letter: %q
 					cfg := loadYAML(t, yaml(m.kind, m.key, m.table, dstID, filepath.Join(dir, fmt.Sprintf("dead-%s-%d.jsonl", m.kind, run))))
 					start := time.Now()
 					res := migrate(t, cfg, runner)
-					t.Logf("run %d, %s: %s in %s", run, m.kind, pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+					t.Logf("run %d, %s: %s in %s", run, m.kind, res.Counters.String(), time.Since(start).Round(time.Millisecond))
 					wantCounters(t, res, m.n, m.n, m.n, 0)
 					if dead := readDeadLetters(t, cfg.DeadLetter); len(dead) != 0 {
 						t.Errorf("run %d, %s: %d dead letters, the first: %+v", run, m.kind, len(dead), dead[0])
@@ -259,9 +259,9 @@ dead_letter: %q
 				owner, _ := r.Get("Owner")
 				owners = append(owners, fmt.Sprintf("%s=%s", name.Str, owner.Str))
 			}
-			t.Logf("%s; rows: %s", pipeline.FormatCounters(res.Counters), strings.Join(owners, ", "))
+			t.Logf("%s; rows: %s", res.Counters.String(), strings.Join(owners, ", "))
 			if res.Counters["read"] != 3 || res.Counters["written"]+res.Counters["dead_lettered"] != 3 {
-				t.Errorf("counters %s; want read=3 and written+dead_lettered=3", pipeline.FormatCounters(res.Counters))
+				t.Errorf("counters %s; want read=3 and written+dead_lettered=3", res.Counters.String())
 			}
 			if int64(len(rows)) != res.Counters["written"] {
 				t.Errorf("%d entities counted as written, but the table holds %d rows (%s): Datastore id 42 and name \"42\" were written to the same row",

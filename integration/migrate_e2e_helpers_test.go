@@ -17,7 +17,7 @@ import (
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -25,12 +25,12 @@ import (
 // Helpers shared by the end-to-end migration tests (migrate_*_test.go).
 
 // wantCounters checks the "rekey" counters of a run.
-func wantCounters(t *testing.T, res *pipeline.Result, read, rewritten, written, dead int64) {
+func wantCounters(t *testing.T, res *migration.Result, read, rewritten, written, dead int64) {
 	t.Helper()
 	c := res.Counters
 	if c["read"] != read || c["rewritten"] != rewritten || c["written"] != written || c["dead_lettered"] != dead {
 		t.Errorf("counters %s; want read=%d rewritten=%d written=%d dead_lettered=%d",
-			pipeline.FormatCounters(c), read, rewritten, written, dead)
+			c.String(), read, rewritten, written, dead)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
@@ -58,17 +59,10 @@ func writeConfig(t *testing.T, yaml string) string {
 }
 
 // migrate resolves and runs a migration on runner.
-func migrate(t *testing.T, cfg *config.Config, runner string) *pipeline.Result {
+func migrate(t *testing.T, cfg *config.Config, runner string) *migration.Result {
 	t.Helper()
 	ctx := context.Background()
-	plan, err := pipeline.Resolve(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true}); err != nil {
-		t.Fatalf("PrepareTarget: %v", err)
-	}
-	res, err := pipeline.Run(ctx, plan, runner, nil)
+	_, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: true}, pipeline.Runner{Runner: runner})
 	if err != nil {
 		t.Fatalf("run on %s: %v", runner, err)
 	}
@@ -129,18 +123,10 @@ func writeLines(t *testing.T, name string, lines []string) string {
 
 // redrive re-submits a dead-letter file with the config of the run that
 // wrote it.
-func redrive(t *testing.T, cfg *config.Config, runner, from string) *pipeline.Result {
+func redrive(t *testing.T, cfg *config.Config, runner, from string) *migration.Result {
 	t.Helper()
 	ctx := context.Background()
-	plan, err := pipeline.Resolve(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{}); err != nil {
-		t.Fatalf("PrepareTarget: %v", err)
-	}
-	plan.Redrive(from)
-	res, err := pipeline.Run(ctx, plan, runner, nil)
+	_, res, err := migration.Run(ctx, cfg, migration.Options{RedriveFrom: from}, pipeline.Runner{Runner: runner})
 	if err != nil {
 		t.Fatalf("redrive on %s: %v", runner, err)
 	}

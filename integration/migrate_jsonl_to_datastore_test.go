@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -175,7 +174,7 @@ dead_letter: %q
 `, in, emulator.DatastoreProject(), dstNS, filepath.Join(dir, fmt.Sprintf("dead%d.jsonl", run))))
 				start := time.Now()
 				res := migrate(t, cfg, runner)
-				t.Logf("run %d: %s in %s", run, pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+				t.Logf("run %d: %s in %s", run, res.Counters.String(), time.Since(start).Round(time.Millisecond))
 				wantCounters(t, res, n+2, n, n, 2)
 
 				dead := readDeadLetters(t, cfg.DeadLetter)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -210,7 +210,7 @@ dead_letter: %q
 
 				// The plan: target DDL with the new key, the child interleaved
 				// in the new parent.
-				plan, err := pipeline.Resolve(ctx, cfg)
+				plan, err := migration.Resolve(ctx, cfg)
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
 				}
@@ -220,7 +220,7 @@ dead_letter: %q
 
 				start := time.Now()
 				res := migrate(t, cfg, runner)
-				t.Logf("run 1: %s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+				t.Logf("run 1: %s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 				wantCounters(t, res, total, total, total, 0)
 				if dead := readDeadLetters(t, cfg.DeadLetter); len(dead) != 0 {
 					t.Errorf("%d dead letters, the first: %+v", len(dead), dead[0])
@@ -273,22 +273,22 @@ dead_letter: %q
 				cfg = loadYAML(t, yaml(v.rewrite, filepath.Join(dir, "dead2.jsonl")))
 				start = time.Now()
 				res = migrate(t, cfg, runner)
-				t.Logf("run 2: %s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+				t.Logf("run 2: %s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 				wantCounters(t, res, total, total, total, 0)
 				check("run 2")
 
 				// Another rewrite against the same target: refused by the
 				// manifest, unless forced.
 				other := loadYAML(t, yaml(v.other, filepath.Join(dir, "dead3.jsonl")))
-				plan, err = pipeline.Resolve(ctx, other)
+				plan, err = migration.Resolve(ctx, other)
 				if err != nil {
 					t.Fatalf("Resolve (other rewrite): %v", err)
 				}
-				err = pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true})
-				if !errors.Is(err, pipeline.ErrManifestMismatch) {
+				err = plan.Prepare(ctx, migration.Options{CreateTarget: true})
+				if !errors.Is(err, migration.ErrManifestMismatch) {
 					t.Errorf("PrepareTarget with %s after %s: %v, want ErrManifestMismatch", v.other, v.rewrite, err)
 				}
-				if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true, Force: true}); err != nil {
+				if err := plan.Prepare(ctx, migration.Options{CreateTarget: true, Force: true}); err != nil {
 					t.Errorf("PrepareTarget with Force: %v", err)
 				}
 			})

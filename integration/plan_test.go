@@ -10,7 +10,6 @@ import (
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -105,7 +104,7 @@ dead_letter: %q
 `, in, oldKey, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, planBatchRows, filepath.Join(t.TempDir(), "dead.jsonl")))
 	start := time.Now()
 	res := migrate(t, cfg, "prism")
-	t.Logf("%s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 	wantCounters(t, res, planRows, planRows, planRows, 0)
 	if got := len(readRows(t, dst, "Events")); got != planRows {
 		t.Errorf("%d rows in the target, want %d", got, planRows)
@@ -137,7 +136,7 @@ dead_letter: %q
 `, in, emulator.DatastoreProject(), ns, planBatchRows, filepath.Join(t.TempDir(), "dead.jsonl")))
 	start := time.Now()
 	res := migrate(t, cfg, "prism")
-	t.Logf("%s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 	wantCounters(t, res, planRows, planRows, planRows, 0)
 	if got := countEntities(t, c, ns, "Item"); got != planRows {
 		t.Errorf("%d entities in the target, want %d", got, planRows)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -91,7 +91,7 @@ func checkPoisonDeadLetters(t *testing.T, dead []record.DeadLetter, poisons []po
 // poisonCounters checks the counters of a run over good records and
 // poisons: what is refused while reading is not read, what is refused
 // while rewriting is not rewritten.
-func poisonCounters(t *testing.T, res *pipeline.Result, good int, poisons []poison) {
+func poisonCounters(t *testing.T, res *migration.Result, good int, poisons []poison) {
 	t.Helper()
 	by := map[string]int64{}
 	for _, p := range poisons {
@@ -272,7 +272,7 @@ dead_letter: %q
 `, tc.source, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, filepath.Join(t.TempDir(), "dead.jsonl")))
 				start := time.Now()
 				res := migrate(t, cfg, runner)
-				t.Logf("%s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+				t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 				poisonCounters(t, res, good, tc.poisons)
 				checkPoisonDeadLetters(t, readDeadLetters(t, cfg.DeadLetter), tc.poisons)
 				checkSpannerRows(t, tc.name, readRows(t, dst, "Events"), outKey, want)
@@ -359,7 +359,7 @@ dead_letter: %q
 `, in, emulator.DatastoreProject(), dstNS, filepath.Join(t.TempDir(), "dead.jsonl")))
 			start := time.Now()
 			res := migrate(t, cfg, runner)
-			t.Logf("%s in %s", pipeline.FormatCounters(res.Counters), time.Since(start).Round(time.Millisecond))
+			t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
 			poisonCounters(t, res, good, poisons)
 			checkPoisonDeadLetters(t, readDeadLetters(t, cfg.DeadLetter), poisons)
 			checkEntities(t, "datastore", readEntities(t, c, dstNS, "Customer"), want)

@@ -3,14 +3,15 @@ package pipeline
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 )
 
-func readDatastore(s beam.Scope, p *Plan) (beam.PCollection, []beam.PCollection, error) {
-	src := p.Config.Source
+func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCollection, error) {
+	src := j.Config.Source
 	var batches, deads []beam.PCollection
-	for _, kind := range append([]string{src.Kind}, p.Config.Interleaved...) {
+	for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
 		b, d := source.Datastore(s.Scope(kind), source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind})
 		batches = append(batches, b)
 		deads = append(deads, d)
@@ -21,10 +22,10 @@ func readDatastore(s beam.Scope, p *Plan) (beam.PCollection, []beam.PCollection,
 	return beam.Flatten(s, batches...), deads, nil
 }
 
-func writeDatastore(s beam.Scope, p *Plan, batches beam.PCollection) []beam.PCollection {
-	tgt := p.Config.Target
-	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: p.Config.Write.Mode,
-		MaxEntities: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes,
-		CommitPerElement: true, Parallelism: p.Config.Write.Parallelism, Guard: p.Guard()} // one planned batch, one commit
+func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollection {
+	tgt, wc := w.job.Config.Target, w.job.Config.Write
+	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: wc.Mode,
+		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
+		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
 	return []beam.PCollection{sink.Datastore(s, cfg, batches)}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -13,27 +12,41 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"     // --runner prism (default)
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal" // --runner universal
 
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 )
 
 // Runners rekey supports.
 var Runners = []string{"prism", "direct", "dataflow", "universal"}
 
-// Result is what a run did.
-type Result struct {
-	// Counters are the "rekey" namespace counters: read, rewritten,
-	// written, dead_lettered, retried (and any others stages add).
-	Counters map[string]int64
-	Elapsed  time.Duration
-	JobID    string
+// Graph adds a job's pipeline to the scope (Migrate; later Verify and
+// Backfill).
+type Graph func(s beam.Scope, j *migration.Job) error
+
+// Runner runs jobs on a Beam runner: Name is one of Runners; on local
+// runners (prism, direct) a progress line is written to Progress every
+// second while a job runs. It is the migration.Runner of Beam.
+type Runner struct {
+	Runner   string
+	Progress io.Writer
 }
 
-// Run builds the migration pipeline from plan and runs it on runner. On
-// local runners (prism, direct) a progress line is written to progress
-// every second while it runs.
-func Run(ctx context.Context, plan *Plan, runner string, progress io.Writer) (*Result, error) {
+// Name is the Beam runner's name.
+func (r Runner) Name() string { return r.Runner }
+
+// Describe says how the job's writes are planned (DescribeWrites).
+func (r Runner) Describe(j *migration.Job) string { return DescribeWrites(j) }
+
+// Migrate builds the job's migration (Migrate) and runs it.
+func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Result, error) {
+	return Run(ctx, j, r, Migrate)
+}
+
+// Run builds graph from the job and runs it on r.Runner.
+func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
+	runner, progress := r.Runner, r.Progress
 	p, s := beam.NewPipelineWithRoot()
-	if _, err := Migrate(s, plan); err != nil {
+	if err := graph(s, j); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -41,7 +54,7 @@ func Run(ctx context.Context, plan *Plan, runner string, progress io.Writer) (*R
 	stop := startProgress(runner, progress, start, before)
 	pr, err := beam.Run(ctx, runner, p)
 	stop()
-	res := &Result{Counters: map[string]int64{}, Elapsed: time.Since(start)}
+	res := &migration.Result{Counters: migration.Counters{}, Elapsed: time.Since(start)}
 	if pr != nil {
 		res.JobID = pr.JobID()
 		for _, c := range pr.Metrics().AllMetrics().Counters() {
@@ -94,26 +107,4 @@ func startProgress(runner string, w io.Writer, start time.Time, before map[strin
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// FormatCounters renders counters in a stable order.
-func FormatCounters(c map[string]int64) string {
-	order := []string{"read", "rewritten", "written", "dead_lettered", "retried"}
-	seen := map[string]bool{}
-	out := ""
-	for _, k := range order {
-		out += fmt.Sprintf("%s=%d ", k, c[k])
-		seen[k] = true
-	}
-	var rest []string
-	for k := range c {
-		if !seen[k] {
-			rest = append(rest, k)
-		}
-	}
-	sort.Strings(rest)
-	for _, k := range rest {
-		out += fmt.Sprintf("%s=%d ", k, c[k])
-	}
-	return out[:len(out)-1]
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
@@ -197,11 +198,7 @@ func runRekey(in, out, runner string) error {
 		return err
 	}
 	ctx := context.Background()
-	plan, err := pipeline.Resolve(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	res, err := pipeline.Run(ctx, plan, runner, nil)
+	_, res, err := migration.Run(ctx, cfg, migration.Options{}, pipeline.Runner{Runner: runner})
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,6 @@ import (
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -250,23 +249,22 @@ func writeJSONL(path string, rows []Account, kind string) error {
 
 // rekeyRun prepares the migration described by yaml, then runs its
 // pipeline while the commit spans named span are watched; the time is the
-// pipeline's run (pipeline.Result.Elapsed).
+// pipeline's run (migration.Result.Elapsed).
 func rekeyRun(ctx context.Context, o options, dir, yaml, span string) (sample, error) {
-	plan, err := migrate.Prepare(ctx, dir, yaml)
-	if err != nil {
-		return sample{}, err
-	}
-	var res *pipeline.Result
-	s, err := timed(span, func() (time.Duration, error) {
+	var s sample
+	res, err := migrate.Run(ctx, o.runner, dir, yaml, func(run func() error) error {
 		var err error
-		if res, err = migrate.Run(ctx, o.runner, plan); err != nil {
-			return 0, err
-		}
-		return res.Elapsed, nil
+		s, err = timed(span, func() (time.Duration, error) {
+			start := time.Now()
+			err := run()
+			return time.Since(start), err
+		})
+		return err
 	})
 	if err != nil {
 		return s, err
 	}
+	s.elapsed = res.Elapsed // the pipeline's run, as beam.Run timed it
 	if w := res.Counters["written"]; w != int64(o.rows) {
 		return s, fmt.Errorf("rekey wrote %d records, want %d (counters: %v)", w, o.rows, res.Counters)
 	}

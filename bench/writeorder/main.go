@@ -272,10 +272,7 @@ func measure(env, table string, keys []rewrite.KeySchema, write func() error) (r
 
 // rekey runs a migration as `rekey run --create-target` does.
 func rekey(ctx context.Context, runner, dir, yaml string) error {
-	plan, err := migrate.Prepare(ctx, dir, yaml)
-	if err == nil {
-		_, err = migrate.Run(ctx, runner, plan)
-	}
+	_, err := migrate.Run(ctx, runner, dir, yaml, nil)
 	return err
 }
 

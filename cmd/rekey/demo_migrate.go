@@ -23,6 +23,7 @@ import (
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -123,25 +124,18 @@ func (e *demoEnv) check(ok bool, format string, args ...any) {
 	fmt.Fprintf(e.w, "  [%s] %s\n", mark, fmt.Sprintf(format, args...))
 }
 
-func (e *demoEnv) run(ctx context.Context, cfg *config.Config) (*pipeline.Result, error) {
+func (e *demoEnv) run(ctx context.Context, cfg *config.Config) (*migration.Result, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	plan, err := pipeline.Resolve(ctx, cfg)
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: true}, pipeline.Runner{Runner: e.runner})
 	if err != nil {
 		return nil, err
 	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true, Out: io.Discard}); err != nil {
-		return nil, err
-	}
-	res, err := pipeline.Run(ctx, plan, e.runner, nil)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(e.w, "  %s in %s\n", pipeline.FormatCounters(res.Counters), res.Elapsed.Round(time.Millisecond))
-	if n := res.Counters["dead_lettered"]; n > 0 {
-		e.check(false, "%d records dead-lettered; the first: %s", n, firstLine(plan.DeadLetterPath))
+	fmt.Fprintf(e.w, "  %s in %s\n", res.Counters, res.Elapsed.Round(time.Millisecond))
+	if n := res.Counters[migration.DeadLettered]; n > 0 {
+		e.check(false, "%d records dead-lettered; the first: %s", n, firstLine(job.DeadLetterPath))
 	}
 	return res, nil
 }

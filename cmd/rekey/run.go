@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
 
@@ -136,47 +137,26 @@ func runPipeline(ctx context.Context, o runOptions, io stdio) error {
 	if err != nil {
 		return err
 	}
-	plan, err := pipeline.Resolve(ctx, cfg)
-	if err != nil {
-		return usagef("%s: %v", o.Config, err)
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out},
+		pipeline.Runner{Runner: o.Runner, Progress: io.err})
+	if migration.IsConfigError(err) {
+		return usagef("%s: %w", o.Config, err)
 	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: o.CreateTarget, Force: o.Force, Out: io.out}); err != nil {
-		return err
-	}
-	if o.From != "" {
-		plan.Redrive(o.From)
-		fmt.Fprintf(io.out, "rekey: redriving %s\n", o.From)
-	}
-	fmt.Fprintf(io.out, "rekey: %s %s -> %s %s with %s on %s\n", cfg.Source.Type, describeEndpoint(cfg.Source.Table, cfg.Source.Kind, cfg.Source.Path),
-		cfg.Target.Type, describeEndpoint(cfg.Target.Table, cfg.Target.Kind, cfg.Target.Path), plan.Spec.Strategy.Strategy, o.Runner)
-	if wp := plan.WritePlanning(); wp != "" {
-		fmt.Fprintf(io.out, "rekey: %s\n", wp)
-	}
-	res, err := pipeline.Run(ctx, plan, o.Runner, io.err)
 	if dryRun && err == nil {
 		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (logged above) and not submitted\n", o.Runner)
 		return nil
 	}
 	if res != nil {
-		fmt.Fprintf(io.out, "rekey: %s in %s\n", pipeline.FormatCounters(res.Counters), res.Elapsed.Round(1e6))
-		if res.Counters["dead_lettered"] > 0 {
-			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters["dead_lettered"], plan.DeadLetterPath)
+		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
+		if res.Counters[migration.DeadLettered] > 0 {
+			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if res.Counters["dead_lettered"] > 0 {
-		return fmt.Errorf("%d records were dead-lettered (see %s): %w", res.Counters["dead_lettered"], plan.DeadLetterPath, errPartial)
+	if n := res.Counters[migration.DeadLettered]; n > 0 {
+		return fmt.Errorf("%d records were dead-lettered (see %s): %w", n, job.DeadLetterPath, errPartial)
 	}
 	return nil
-}
-
-func describeEndpoint(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

@@ -108,10 +108,15 @@ type Config struct {
 	// old key on each written row or entity.
 	KeepOriginalKey string `mapstructure:"keep_original_key"`
 	// Interleaved are the child tables interleaved in Source.Table (Spanner
-	// to Spanner), or the kinds of descendant entities of Source.Kind (a
-	// Datastore source), migrated with it: their keys start with the
-	// parent's, and the parent's part is rewritten the same way.
+	// to Spanner), migrated with it: their keys start with the parent's,
+	// and the parent's part is rewritten the same way.
 	Interleaved []string `mapstructure:"interleaved"`
+	// Descendants are the kinds of descendant entities of Source.Kind (a
+	// Datastore source), migrated with it: their key paths start with
+	// their ancestors', rewritten the same way. (`interleaved` was the
+	// name of this setting for Datastore sources too, and is still read
+	// as it when descendants is not set.)
+	Descendants []string `mapstructure:"descendants"`
 	// DeadLetter is a path (local or gs://) where refused elements go.
 	DeadLetter string `mapstructure:"dead_letter"`
 	// Write shapes the writes to the target.
@@ -151,6 +156,30 @@ type Endpoint struct {
 	Path string `mapstructure:"path"`
 	// Delimiter is the csv field delimiter (default ",").
 	Delimiter string `mapstructure:"delimiter"`
+}
+
+// DescendantKinds are the descendant kinds migrated with a Datastore
+// source's kind: Descendants, or Interleaved where a config still uses
+// that name for them.
+func (c *Config) DescendantKinds() []string {
+	if c.Source.Type != TypeDatastore {
+		return nil
+	}
+	if len(c.Descendants) > 0 {
+		return c.Descendants
+	}
+	return c.Interleaved
+}
+
+// Name is what the endpoint names inside its store: the table, kind or
+// path.
+func (e Endpoint) Name() string {
+	for _, s := range []string{e.Table, e.Kind, e.Path} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // IsFile reports whether the endpoint is a file type (jsonl, csv, avro).

@@ -340,29 +340,44 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 		}
 	}
 
-	spannerChildren := c.Source.Type == TypeSpanner && c.Target.Type == TypeSpanner
-	datastoreChildren := c.Source.Type == TypeDatastore
-	if len(c.Interleaved) > 0 && !spannerChildren && !datastoreChildren {
-		p.add("interleaved", "only for a spanner source and target (child tables) or a datastore source (descendant kinds)")
+	kinds, kindsKey := c.Descendants, "descendants"
+	tables := c.Interleaved
+	if c.Source.Type == TypeDatastore && len(c.Descendants) == 0 {
+		kinds, kindsKey, tables = c.Interleaved, "interleaved", nil // the older name
 	}
-	for i, t := range c.Interleaved {
+	if len(c.Descendants) > 0 && c.Source.Type != TypeDatastore {
+		p.add("descendants", "only for a datastore source (descendant kinds)")
+	}
+	if len(tables) > 0 && (c.Source.Type != TypeSpanner || c.Target.Type != TypeSpanner) {
+		if c.Source.Type == TypeDatastore {
+			p.add("interleaved", "not with descendants: the descendant kinds of a datastore source go in descendants")
+		} else {
+			p.add("interleaved", "only for a spanner source and target (child tables) or a datastore source (descendant kinds)")
+		}
+	}
+	for i, t := range tables {
 		path := fmt.Sprintf("interleaved[%d]", i)
-		if datastoreChildren {
+		checkTableName(p, path, t)
+		if strings.EqualFold(t, c.Source.Table) {
+			p.add(path, "%q is the source table itself", t)
+		}
+	}
+	if i, j, ok := duplicate(tables, true); ok {
+		p.add(fmt.Sprintf("interleaved[%d]", j), "%q is listed twice (also interleaved[%d])", tables[j], i)
+	}
+	if c.Source.Type == TypeDatastore {
+		for i, t := range kinds {
+			path := fmt.Sprintf("%s[%d]", kindsKey, i)
 			if strings.Contains(t, "/") || t == "" {
 				p.add(path, "%q is not a kind name", t)
 			}
 			if t == c.Source.Kind {
 				p.add(path, "%q is the source kind itself", t)
 			}
-			continue
 		}
-		checkTableName(p, path, t)
-		if strings.EqualFold(t, c.Source.Table) {
-			p.add(path, "%q is the source table itself", t)
+		if i, j, ok := duplicate(kinds, true); ok {
+			p.add(fmt.Sprintf("%s[%d]", kindsKey, j), "%q is listed twice (also %s[%d])", kinds[j], kindsKey, i)
 		}
-	}
-	if i, j, ok := duplicate(c.Interleaved, true); ok {
-		p.add(fmt.Sprintf("interleaved[%d]", j), "%q is listed twice (also interleaved[%d])", c.Interleaved[j], i)
 	}
 
 	if c.DeadLetter != "" {

@@ -1,6 +1,6 @@
 // Package migrate holds what the benchmarks under bench/ share to drive
 // rekey: running a migration from a YAML config the way `rekey run
-// --create-target` does (Prepare, then Run), and creating Spanner
+// --create-target` does (migration.Run), and creating Spanner
 // emulator databases.
 package migrate
 
@@ -12,14 +12,16 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
 
-// Prepare writes yaml to dir/rekey.yaml and does what `rekey run
-// --create-target` does before its pipeline runs: load and validate the
-// config (dead letters go to dir/dead.jsonl), resolve the plan, prepare
-// the target.
-func Prepare(ctx context.Context, dir, yaml string) (*pipeline.Plan, error) {
+// Run writes yaml to dir/rekey.yaml and runs it as `rekey run
+// --create-target` does (migration.Run on runner; dead letters go to
+// dir/dead.jsonl). around, if not nil, is called with the pipeline's run
+// only, after the target is prepared, so a benchmark can watch just that.
+// A run that dead-letters any record is an error.
+func Run(ctx context.Context, runner, dir, yaml string, around func(run func() error) error) (*migration.Result, error) {
 	path := filepath.Join(dir, "rekey.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
@@ -36,27 +38,31 @@ func Prepare(ctx context.Context, dir, yaml string) (*pipeline.Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	plan, err := pipeline.Resolve(ctx, cfg)
+	if around == nil {
+		around = func(run func() error) error { return run() }
+	}
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: true}, watched{pipeline.Runner{Runner: runner}, around})
 	if err != nil {
 		return nil, err
 	}
-	if err := pipeline.PrepareTarget(ctx, plan, pipeline.TargetOptions{Create: true}); err != nil {
-		return nil, err
-	}
-	return plan, nil
-}
-
-// Run runs a prepared migration's pipeline on runner. A run that
-// dead-letters any record is an error.
-func Run(ctx context.Context, runner string, plan *pipeline.Plan) (*pipeline.Result, error) {
-	res, err := pipeline.Run(ctx, plan, runner, nil)
-	if err != nil {
-		return nil, err
-	}
-	if d := res.Counters["dead_lettered"]; d > 0 {
-		return nil, fmt.Errorf("%d records dead-lettered (see %s)", d, plan.DeadLetterPath)
+	if d := res.Counters[migration.DeadLettered]; d > 0 {
+		return nil, fmt.Errorf("%d records dead-lettered (see %s)", d, job.DeadLetterPath)
 	}
 	return res, nil
+}
+
+// watched runs the pipeline inside around.
+type watched struct {
+	pipeline.Runner
+	around func(run func() error) error
+}
+
+func (w watched) Migrate(ctx context.Context, j *migration.Job) (res *migration.Result, err error) {
+	err = w.around(func() error {
+		res, err = w.Runner.Migrate(ctx, j)
+		return err
+	})
+	return res, err
 }
 
 // NewDatabase creates a fresh database, named after hint, with ddl in the

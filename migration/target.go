@@ -1,4 +1,4 @@
-package pipeline
+package migration
 
 import (
 	"context"
@@ -35,58 +35,45 @@ const manifestDDL = `CREATE TABLE RekeyManifest (
   UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
 ) PRIMARY KEY (Target)`
 
-// TargetOptions control PrepareTarget.
-type TargetOptions struct {
-	// Create runs the target DDL; without it the DDL is only printed.
-	Create bool
-	// Force runs even if the target's manifest records a different spec.
-	Force bool
-	Out   io.Writer
-}
-
 // ManifestSpec is the text recorded in the target's manifest: the
 // canonical strategy spec and the keys before and after.
-func (p *Plan) ManifestSpec() string {
-	st, err := rewrite.New(p.Spec.Strategy)
-	spec := p.Spec.Strategy.Strategy
+func (j *Job) ManifestSpec() string {
+	st, err := rewrite.New(j.Spec.Strategy)
+	spec := j.Spec.Strategy.Strategy
 	if err == nil {
 		spec = st.Spec().String()
 	}
 	out := "strategy " + spec
-	if len(p.SourceKey.Columns) > 0 {
-		out += "; key " + "(" + p.SourceKey.Text() + ")"
+	if len(j.SourceKey.Columns) > 0 {
+		out += "; key " + "(" + j.SourceKey.Text() + ")"
 	}
-	if len(p.TargetKey.Columns) > 0 {
-		out += " -> " + "(" + p.TargetKey.Text() + ")"
+	if len(j.TargetKey.Columns) > 0 {
+		out += " -> " + "(" + j.TargetKey.Text() + ")"
 	}
 	return out
 }
 
-// ErrManifestMismatch is returned when the target was written with another
-// rewrite spec.
-var ErrManifestMismatch = errors.New("the target was migrated with a different rewrite")
-
-// PrepareTarget prints (and with Create runs) the target DDL, and checks
+// Prepare prints (and with o.CreateTarget runs) the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
-func PrepareTarget(ctx context.Context, p *Plan, o TargetOptions) error {
+func (j *Job) Prepare(ctx context.Context, o Options) error {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	switch p.Config.Target.Type {
+	switch j.Config.Target.Type {
 	case config.TypeSpanner:
-		return prepareSpanner(ctx, p, o)
+		return prepareSpanner(ctx, j, o)
 	case config.TypeDatastore:
-		return prepareDatastore(ctx, p, o)
+		return prepareDatastore(ctx, j, o)
 	}
 	return nil
 }
 
-func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
-	tgt := p.Config.Target
+func prepareSpanner(ctx context.Context, j *Job, o Options) error {
+	tgt := j.Config.Target
 	var missing []string
-	for i, t := range p.spanner.targets {
-		if !p.spanner.exists[strings.ToLower(t.Name)] {
-			missing = append(missing, p.TargetDDL[i])
+	for i, t := range j.Spanner.Targets {
+		if !j.Spanner.exists[strings.ToLower(t.Name)] {
+			missing = append(missing, j.TargetDDL[i])
 		}
 	}
 	admin, err := database.NewDatabaseAdminClient(ctx)
@@ -95,15 +82,15 @@ func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
 	}
 	defer admin.Close()
 	if len(missing) > 0 {
-		fmt.Fprintf(o.Out, "-- target DDL (%s)\n%s;\n", databasePath(tgt), strings.Join(missing, ";\n\n"))
-		if !o.Create {
-			return fmt.Errorf("target table %s does not exist: run with --create-target to create it with the DDL above", p.spanner.targets[0].Name)
+		fmt.Fprintf(o.Out, "-- target DDL (%s)\n%s;\n", endpointPath(tgt), strings.Join(missing, ";\n\n"))
+		if !o.CreateTarget {
+			return configErrorf("target table %s does not exist: run with --create-target to create it with the DDL above", j.Spanner.Targets[0].Name)
 		}
-		if err := updateDDL(ctx, admin, databasePath(tgt), missing); err != nil {
+		if err := updateDDL(ctx, admin, endpointPath(tgt), missing); err != nil {
 			return fmt.Errorf("creating the target tables: %w", err)
 		}
-		for _, t := range p.spanner.targets {
-			p.spanner.exists[strings.ToLower(t.Name)] = true
+		for _, t := range j.Spanner.Targets {
+			j.Spanner.exists[strings.ToLower(t.Name)] = true
 		}
 	}
 	c, err := spannerClient(ctx, tgt)
@@ -111,12 +98,12 @@ func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
 		return err
 	}
 	defer c.Close()
-	target := p.spanner.targets[0].Name
-	spec := p.ManifestSpec()
+	target := j.Spanner.Targets[0].Name
+	spec := j.ManifestSpec()
 	row, err := c.Single().ReadRow(ctx, ManifestTable, spanner.Key{target}, []string{"Spec"})
 	switch {
 	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
-		if err := updateDDL(ctx, admin, databasePath(tgt), []string{manifestDDL}); err != nil {
+		if err := updateDDL(ctx, admin, endpointPath(tgt), []string{manifestDDL}); err != nil {
 			return fmt.Errorf("creating %s: %w", ManifestTable, err)
 		}
 	case spanner.ErrCode(err) == codes.NotFound:
@@ -128,11 +115,11 @@ func prepareSpanner(ctx context.Context, p *Plan, o TargetOptions) error {
 			return err
 		}
 		if old != spec && !o.Force {
-			return fmt.Errorf("%w: %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, target, old, spec)
+			return configErrorf("%w: %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, target, old, spec)
 		}
 	}
 	m := []*spanner.Mutation{spanner.InsertOrUpdate(ManifestTable, []string{"Target", "Spec", "UpdatedAt"}, []any{target, spec, spanner.CommitTimestamp})}
-	_, err = p.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
+	_, err = j.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
 		_, err := c.Apply(ctx, m)
 		return err
 	}, retry.Hooks{})
@@ -155,17 +142,17 @@ type manifestEntity struct {
 	UpdatedAt time.Time `datastore:",noindex"`
 }
 
-func prepareDatastore(ctx context.Context, p *Plan, o TargetOptions) error {
-	tgt := p.Config.Target
+func prepareDatastore(ctx context.Context, j *Job, o Options) error {
+	tgt := j.Config.Target
 	c, err := datastoredb.Client(ctx, tgt.Project, tgt.Database)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	kind := firstNonEmpty(tgt.Kind, p.Spec.Kind)
+	kind := firstNonEmpty(tgt.Kind, j.Spec.Kind)
 	key := datastore.NameKey(ManifestKind, kind, nil)
 	key.Namespace = tgt.Namespace
-	spec := p.ManifestSpec()
+	spec := j.ManifestSpec()
 	var m manifestEntity
 	err = c.Get(ctx, key, &m)
 	switch {
@@ -173,9 +160,9 @@ func prepareDatastore(ctx context.Context, p *Plan, o TargetOptions) error {
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", ManifestKind, err)
 	case m.Spec != spec && !o.Force:
-		return fmt.Errorf("%w: kind %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, kind, m.Spec, spec)
+		return configErrorf("%w: kind %s was written with\n  %s\nthis config gives\n  %s\n(use --force to write anyway)", ErrManifestMismatch, kind, m.Spec, spec)
 	}
-	_, err = p.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
+	_, err = j.Config.Write.Retry.Policy().Do(ctx, func(ctx context.Context) error {
 		_, err := c.Put(ctx, key, &manifestEntity{Spec: spec, UpdatedAt: time.Now().UTC()})
 		return err
 	}, retry.Hooks{})

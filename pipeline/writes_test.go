@@ -3,9 +3,11 @@ package pipeline
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms/writeplan"
@@ -22,13 +24,13 @@ func TestPlanOptions(t *testing.T) {
 	write := config.WriteConfig{BatchMutations: 5000, BatchRows: 200, Shards: 8, Buffer: 4000}
 
 	// Spanner, with an interleaved child: every table's key.
-	p := &Plan{Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner}, Write: write},
+	p := &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner}, Write: write},
 		TargetKey: key("Customers", "CustomerId INT64")}
-	p.spanner = &spannerPlan{targets: []*spannerdb.Table{
+	p.Spanner = &migration.SpannerSchemas{Targets: []*spannerdb.Table{
 		{Name: "Customers", Key: p.TargetKey},
 		{Name: "Orders", Key: key("Orders", "CustomerId INT64, OrderId INT64 DESC")},
 	}}
-	o, ok := p.PlanOptions()
+	o, ok := writes{job: p}.planOptions()
 	if !ok || o.Store != writeplan.StoreSpanner || o.Key != "CustomerId INT64" || o.Children["Orders"] != "CustomerId INT64, OrderId INT64 DESC" ||
 		o.BatchRows != 200 || o.Shards != 8 || o.Buffer != 4000 || o.Seed != 0 {
 		t.Errorf("spanner: %+v, %v", o, ok)
@@ -38,15 +40,15 @@ func TestPlanOptions(t *testing.T) {
 	}
 
 	// Datastore: batches no larger than the sink's entity bound.
-	p = &Plan{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
+	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
-	if o, ok := p.PlanOptions(); !ok || o.Store != writeplan.StoreDatastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
+	if o, ok := newWrites(p, time.Now()).planOptions(); !ok || o.Store != writeplan.StoreDatastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
 		t.Errorf("datastore: %+v, %v", o, ok)
 	}
 
 	// Files are written as they come.
-	p = &Plan{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}}
-	if _, ok := p.PlanOptions(); ok {
+	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}}
+	if _, ok := newWrites(p, time.Now()).planOptions(); ok {
 		t.Error("a JSON Lines target is planned")
 	}
 }
@@ -56,8 +58,8 @@ func TestPlanShuffle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spanner := func(strategy rewrite.StepConfig, shuffle, ramp string) *Plan {
-		return &Plan{
+	spanner := func(strategy rewrite.StepConfig, shuffle, ramp string) *migration.Job {
+		return &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: shuffle}, Ramp: config.RampConfig{Profile: ramp}},
 			Spec:      rekeyer.Spec{Strategy: strategy, SourceStore: rekeyer.Spanner, TargetStore: rekeyer.Spanner},
@@ -68,7 +70,7 @@ func TestPlanShuffle(t *testing.T) {
 	swap := rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": []any{"Seq"}}}
 	for _, tc := range []struct {
 		name string
-		p    *Plan
+		p    *migration.Job
 		want bool // local planning
 	}{
 		{"auto, hashprefix", spanner(hash, config.ShuffleAuto, config.RampNone), true},
@@ -76,12 +78,12 @@ func TestPlanShuffle(t *testing.T) {
 		{"auto, swap", spanner(swap, config.ShuffleAuto, config.RampNone), false},
 		{"always, hashprefix", spanner(hash, config.ShuffleAlways, config.RampNone), false},
 		{"never, swap", spanner(swap, config.ShuffleNever, config.RampNone), true},
-		{"auto, hashprefix, Datastore source to Spanner", func() *Plan {
+		{"auto, hashprefix, Datastore source to Spanner", func() *migration.Job {
 			p := spanner(hash, config.ShuffleAuto, config.RampNone)
 			p.Spec.SourceStore = rekeyer.Datastore
 			return p
 		}(), false},
-		{"auto, hashprefix, Datastore", &Plan{
+		{"auto, hashprefix, Datastore", &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
 			Spec: rekeyer.Spec{Strategy: hash, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore},
@@ -91,14 +93,14 @@ func TestPlanShuffle(t *testing.T) {
 			if tc.p.TargetKey.Columns == nil {
 				tc.p.TargetKey = key
 			}
-			o, ok := tc.p.PlanOptions()
+			o, ok := newWrites(tc.p, time.Now()).planOptions()
 			if !ok {
 				t.Fatal("not planned")
 			}
 			if o.Local != tc.want {
 				t.Errorf("Local = %v, want %v", o.Local, tc.want)
 			}
-			if wp := tc.p.WritePlanning(); strings.Contains(wp, "no global shuffle") != tc.want {
+			if wp := DescribeWrites(tc.p); strings.Contains(wp, "no global shuffle") != tc.want {
 				t.Errorf("WritePlanning() = %q; want it to say whether there is a global shuffle", wp)
 			}
 			if err := o.WithDefaults().Validate(); err != nil {

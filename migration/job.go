@@ -1,0 +1,240 @@
+// Package migration is rekey's migration core, free of Beam: it resolves a
+// config against the live databases into one Job — the source and target
+// schemas and key schemas, the serialisable rewrite (rekeyer.Spec), the
+// target DDL and the manifest text — prepares the target (DDL, manifest),
+// and runs the one sequence every caller uses:
+//
+//	job, res, err := migration.Run(ctx, cfg, migration.Options{...}, runner)
+//
+// Resolve → Prepare → (Redrive) → runner. `rekey run`, `rekey redrive`,
+// the demo, the benchmarks and the integration tests all go through Run.
+// A Runner builds and runs the job's pipeline (pipeline.Runner does, on
+// Beam); this package neither imports Beam nor knows how records move.
+//
+// A Job is resolved once and then only read: the pipeline builds its graph
+// from it, and the same values are printed before a run. Nothing in it
+// depends on when it is used (the ramp-up's start is given by whoever
+// starts the writes, see Job.Ramp).
+package migration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// DefaultDeadLetterPath is where dead letters go when the config names no
+// path: nothing is ever dropped silently.
+const DefaultDeadLetterPath = "rekey-dead-letters.jsonl"
+
+// Job is a resolved migration: what the pipeline is built from.
+type Job struct {
+	Config *config.Config
+	Spec   rekeyer.Spec
+	// SourceKey and TargetKey are the main table's key before and after
+	// (Spanner targets); Children the interleaved child tables' new keys.
+	SourceKey, TargetKey rewrite.KeySchema
+	Children             map[string]rewrite.KeySchema
+	// TargetDDL creates the target tables (Spanner targets), parents first.
+	TargetDDL []string
+	// DeadLetterPath is where refused records are written.
+	DeadLetterPath string
+	// RedriveFrom, if set, is a dead-letter file whose records are
+	// re-submitted instead of reading the source (see Redrive).
+	RedriveFrom string
+	// Spanner holds the Spanner schemas read (nil when neither end is a
+	// Spanner database).
+	Spanner *SpannerSchemas
+}
+
+// SpannerSchemas are the Spanner tables a job involves.
+type SpannerSchemas struct {
+	// Source is the main source table (Spanner sources), Children its
+	// interleaved child tables migrated with it, by name.
+	Source   *spannerdb.Table
+	Children map[string]*spannerdb.Table
+	// Targets are the target tables, parents before children.
+	Targets []*spannerdb.Table
+	// exists says which target tables already exist (lower-case names).
+	exists map[string]bool
+}
+
+// Resolve reads what the pipeline needs to know before it is built: the
+// source schema (Spanner sources), the target tables (Spanner targets),
+// and binds the strategy to the key, so a bad rewrite is refused before
+// any data moves. Errors in what the config asks for are *config.Error
+// (see IsConfigError); a database that cannot be reached is not.
+func Resolve(ctx context.Context, cfg *config.Config) (*Job, error) {
+	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter}
+	if j.DeadLetterPath == "" {
+		j.DeadLetterPath = DefaultDeadLetterPath
+	}
+	src, tgt := cfg.Source, cfg.Target
+	j.Spec = rekeyer.Spec{
+		Strategy:        cfg.Rewrite.Step(),
+		SourceStore:     storeOf(src.Type, tgt.Type, src.Key),
+		TargetStore:     storeOf(tgt.Type, src.Type, src.Key),
+		References:      cfg.References,
+		KeepOriginalKey: cfg.KeepOriginalKey,
+	}
+	injectAncestors(&j.Spec.Strategy, cfg.Ancestors, j.Spec.TargetStore)
+
+	// The key schema of the main table.
+	switch {
+	case src.Type == config.TypeSpanner:
+		if err := j.resolveSpannerSource(ctx); err != nil {
+			return nil, err
+		}
+	case src.Key != "":
+		table := src.Table
+		if tgt.Type == config.TypeSpanner || table == "" {
+			table = firstNonEmpty(tgt.Table, src.Table)
+		}
+		ks, err := rewrite.ParseKeySchema(table, src.Key)
+		if err != nil {
+			return nil, configErrorf("source.key: %w", err)
+		}
+		j.SourceKey = ks
+	}
+	j.Spec.Table = firstNonEmpty(src.Table, j.SourceKey.Table, tgt.Table)
+	j.Spec.Key = j.SourceKey.Text()
+	if tgt.Type == config.TypeSpanner && tgt.Table != "" && !strings.EqualFold(tgt.Table, j.Spec.Table) {
+		j.Spec.TargetTable = tgt.Table
+	}
+	if src.Type == config.TypeDatastore {
+		j.Spec.DescendantKinds = cfg.DescendantKinds()
+	}
+	if tgt.Type == config.TypeDatastore {
+		j.Spec.Kind = firstNonEmpty(src.Kind, tgt.Kind)
+		if src.Kind != "" && tgt.Kind != "" && src.Kind != tgt.Kind {
+			j.Spec.TargetKind = tgt.Kind
+		}
+		if tgt.Namespace != src.Namespace {
+			j.Spec.TargetNamespace = tgt.Namespace
+		}
+	}
+	rk, err := j.Spec.Build()
+	if err != nil {
+		return nil, configErrorf("rewrite: %w", err)
+	}
+	if j.Spec.TargetStore == rekeyer.Spanner {
+		j.TargetKey = rk.SpannerOut()
+		j.Children = map[string]rewrite.KeySchema{}
+		for name := range j.Spec.Children {
+			j.Children[name], _ = rk.ChildOut(name)
+		}
+		if tgt.Type == config.TypeSpanner {
+			if err := j.resolveSpannerTarget(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return j, nil
+}
+
+// Redrive sets the job up to re-submit the records of a dead-letter file
+// written by an earlier run of the same config (after the cause was
+// fixed): records refused at the read or rewrite stage are rewritten and
+// written, records refused at the write stage (already rewritten) are
+// written again. What still fails is dead-lettered again, to the job's
+// dead-letter path, or next to from if that is the same file.
+func (j *Job) Redrive(from string) {
+	j.RedriveFrom = from
+	if j.DeadLetterPath == from {
+		j.DeadLetterPath = strings.TrimSuffix(from, ".jsonl") + ".redrive.jsonl"
+	}
+}
+
+// Ramp is the job's ramp-up starting at start (zero when there is none).
+// Whoever starts the writes picks start once and gives the same ramp to
+// every stage that paces writes.
+func (j *Job) Ramp(start time.Time) throttle.Ramp {
+	r := j.Config.Ramp
+	ramp := throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds}
+	if ramp.Off() {
+		return throttle.Ramp{}
+	}
+	ramp.StartUnixNano = start.UnixNano()
+	return ramp
+}
+
+// Scatters reports whether the job's rewrite scatters the target keys
+// (rewrite.Scatters), so write planning can skip the global shuffle: the
+// source and target hold the same kind of key, and the strategy hashes
+// or bit-reverses its leading part.
+func (j *Job) Scatters() bool {
+	if j.Spec.SourceStore != j.Spec.TargetStore {
+		return false
+	}
+	st, err := rewrite.New(j.Spec.Strategy)
+	if err != nil {
+		return false
+	}
+	return rewrite.Scatters(st, j.SourceKey, j.Spec.TargetStore == rekeyer.Datastore)
+}
+
+// Describe is the one-line summary `rekey run` prints before a run.
+func (j *Job) Describe() string {
+	src, tgt := j.Config.Source, j.Config.Target
+	return fmt.Sprintf("%s %s -> %s %s with %s", src.Type, src.Name(), tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
+}
+
+// storeOf is the store whose record shape an endpoint of type t carries: a
+// file holds records shaped for the store at the other end; between files,
+// rows (Spanner) when a key schema is given, else entities (Datastore).
+func storeOf(t, other, key string) string {
+	switch t {
+	case config.TypeSpanner:
+		return rekeyer.Spanner
+	case config.TypeDatastore:
+		return rekeyer.Datastore
+	}
+	switch other {
+	case config.TypeSpanner:
+		return rekeyer.Spanner
+	case config.TypeDatastore:
+		return rekeyer.Datastore
+	}
+	if key != "" {
+		return rekeyer.Spanner
+	}
+	return rekeyer.Datastore
+}
+
+// injectAncestors applies the config's ancestors setting to strategies
+// that rewrite Datastore path elements, unless a step sets elements itself.
+func injectAncestors(step *rewrite.StepConfig, ancestors, store string) {
+	if store != rekeyer.Datastore || ancestors == "" {
+		return
+	}
+	for i := range step.Steps {
+		injectAncestors(&step.Steps[i], ancestors, store)
+	}
+	switch step.Strategy {
+	case "hashprefix", "reverse", "bitreverse", "uuid":
+		if _, ok := step.Params["elements"]; !ok {
+			p := rewrite.Params{}
+			for k, v := range step.Params {
+				p[k] = v
+			}
+			p["elements"] = ancestors
+			step.Params = p
+		}
+	}
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

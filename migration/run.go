@@ -1,0 +1,111 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/config"
+)
+
+// Options control Run (and Job.Prepare).
+type Options struct {
+	// CreateTarget runs the target DDL; without it the DDL is only
+	// printed and a missing target table is refused.
+	CreateTarget bool
+	// Force runs even if the target's manifest records a different spec.
+	Force bool
+	// RedriveFrom re-submits this dead-letter file instead of reading the
+	// source (see Job.Redrive).
+	RedriveFrom string
+	// Out receives what a run says before it starts: the target DDL, the
+	// job's summary, how writes are planned (nil: discarded).
+	Out io.Writer
+}
+
+// Runner builds and runs a job's migration pipeline to completion
+// (pipeline.Runner on Beam's runners).
+type Runner interface {
+	// Name is the runner's name, for messages.
+	Name() string
+	// Describe says in one line how the job's writes are planned ("" if
+	// there is nothing to say).
+	Describe(j *Job) string
+	// Migrate runs the job.
+	Migrate(ctx context.Context, j *Job) (*Result, error)
+}
+
+// Result is what a run did.
+type Result struct {
+	// Counters are the run's counters: read, rewritten, written,
+	// dead_lettered, retried (and any others stages add).
+	Counters Counters
+	Elapsed  time.Duration
+	JobID    string
+}
+
+// Counters are a run's counts by name.
+type Counters map[string]int64
+
+// Counter names every run reports.
+const (
+	Read         = "read"
+	Rewritten    = "rewritten"
+	Written      = "written"
+	DeadLettered = "dead_lettered"
+	Retried      = "retried"
+)
+
+// String renders the counters in a stable order: the main five first,
+// then the others by name.
+func (c Counters) String() string {
+	order := []string{Read, Rewritten, Written, DeadLettered, Retried}
+	seen := map[string]bool{}
+	var parts []string
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
+		seen[k] = true
+	}
+	var rest []string
+	for k := range c {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Run is the one migration sequence: it resolves cfg (Resolve), prepares
+// the target (Job.Prepare: DDL, manifest), sets up a redrive if asked,
+// says what it will do on o.Out, and runs the job on r. The job is
+// returned as soon as it is resolved, so a caller can report where dead
+// letters went even when the run fails. cfg must be validated.
+func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *Result, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	j, err := Resolve(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := j.Prepare(ctx, o); err != nil {
+		return j, nil, err
+	}
+	if o.RedriveFrom != "" {
+		j.Redrive(o.RedriveFrom)
+		fmt.Fprintf(o.Out, "rekey: redriving %s\n", o.RedriveFrom)
+	}
+	fmt.Fprintf(o.Out, "rekey: %s on %s\n", j.Describe(), r.Name())
+	if d := r.Describe(j); d != "" {
+		fmt.Fprintf(o.Out, "rekey: %s\n", d)
+	}
+	res, err := r.Migrate(ctx, j)
+	return j, res, err
+}

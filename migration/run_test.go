@@ -1,0 +1,96 @@
+package migration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/rekeyer"
+)
+
+// fakeRunner records the job it was given.
+type fakeRunner struct {
+	got *Job
+	err error
+}
+
+func (f *fakeRunner) Name() string         { return "fake" }
+func (f *fakeRunner) Describe(*Job) string { return "writes as they come" }
+func (f *fakeRunner) Migrate(_ context.Context, j *Job) (*Result, error) {
+	f.got = j
+	return &Result{Counters: Counters{Read: 3, Written: 3}}, f.err
+}
+
+func filesConfig(t *testing.T, key string) *config.Config {
+	t.Helper()
+	cfg := &config.Config{
+		Source:     config.Endpoint{Type: config.TypeJSONL, Path: "in.jsonl", Key: key, Table: "Logs"},
+		Target:     config.Endpoint{Type: config.TypeJSONL, Path: "out.jsonl"},
+		Rewrite:    config.RewriteConfig{Strategy: "hashprefix"},
+		DeadLetter: "dead.jsonl",
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestRunIsResolvePrepareRedriveRun(t *testing.T) {
+	var out bytes.Buffer
+	r := &fakeRunner{}
+	j, res, err := Run(context.Background(), filesConfig(t, "Id STRING(MAX)"), Options{RedriveFrom: "dead.jsonl", Out: &out}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.got != j || res.Counters[Written] != 3 {
+		t.Fatalf("runner got %p, Run returned %p; result %v", r.got, j, res)
+	}
+	// A redrive of the dead-letter file itself writes its dead letters
+	// next to it, never over the file it reads.
+	if j.RedriveFrom != "dead.jsonl" || j.DeadLetterPath != "dead.redrive.jsonl" {
+		t.Errorf("redrive from %q, dead letters to %q", j.RedriveFrom, j.DeadLetterPath)
+	}
+	if j.Spec.SourceStore != rekeyer.Spanner || j.Spec.Key != "Id STRING(MAX)" || j.Spec.Table != "Logs" {
+		t.Errorf("spec %+v", j.Spec)
+	}
+	for _, want := range []string{"rekey: redriving dead.jsonl", "rekey: jsonl Logs -> jsonl out.jsonl with hashprefix on fake", "rekey: writes as they come"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRunReturnsTheJobWhenTheRunFails(t *testing.T) {
+	boom := errors.New("boom")
+	j, _, err := Run(context.Background(), filesConfig(t, ""), Options{}, &fakeRunner{err: boom})
+	if !errors.Is(err, boom) || j == nil || j.DeadLetterPath != "dead.jsonl" {
+		t.Errorf("got job %v, err %v", j, err)
+	}
+	if IsConfigError(err) {
+		t.Error("a failed run is reported as a config error")
+	}
+}
+
+func TestResolveRefusesABadRewriteAsAConfigError(t *testing.T) {
+	cfg := filesConfig(t, "Id FLOAT64")
+	cfg.Rewrite = config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 4}}
+	r := &fakeRunner{}
+	_, _, err := Run(context.Background(), cfg, Options{}, r)
+	if !IsConfigError(err) || r.got != nil {
+		t.Fatalf("err %v (config error: %v); runner called: %v", err, IsConfigError(err), r.got != nil)
+	}
+	if !strings.Contains(err.Error(), "rewrite:") {
+		t.Errorf("error %q does not say which part of the config", err)
+	}
+}
+
+func TestCountersString(t *testing.T) {
+	c := Counters{Written: 2, Read: 3, "split": 1, "backoff_ms": 40}
+	if got, want := c.String(), "read=3 rewritten=0 written=2 dead_lettered=0 retried=0 backoff_ms=40 split=1"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

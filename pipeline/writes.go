@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/transforms/sink"
+	"github.com/rekeyio/rekey/transforms/writeplan"
+)
+
+// writes is how one graph writes a job's target: the job and the ramp-up
+// its planner and sinks share.
+type writes struct {
+	job  *migration.Job
+	ramp throttle.Ramp
+}
+
+// newWrites starts the job's ramp-up at start.
+func newWrites(j *migration.Job, start time.Time) writes {
+	return writes{job: j, ramp: j.Ramp(start)}
+}
+
+// guard is the sinks' retry policy and adaptive throttle (write.retry,
+// write.adaptive_throttle) and the ramp-up.
+func (w writes) guard() sink.Guard {
+	wc := w.job.Config.Write
+	return sink.Guard{Retry: wc.Retry.Policy(), AdaptiveOff: wc.AdaptiveThrottle.Disabled,
+		AdaptiveK: wc.AdaptiveThrottle.K, AdaptiveWindow: wc.AdaptiveThrottle.Window, Ramp: w.ramp}
+}
+
+// planOptions are the write-planning options for the job's target, and
+// false for targets that are not databases (files are written in the
+// order records come).
+func (w writes) planOptions() (writeplan.Options, bool) {
+	j := w.job
+	wc := j.Config.Write
+	o := writeplan.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows, Ramp: w.ramp}
+	switch j.Config.Target.Type {
+	case config.TypeSpanner:
+		o.Store = writeplan.StoreSpanner
+		o.Key = j.TargetKey.Text()
+		if j.Spanner != nil && len(j.Spanner.Targets) > 1 {
+			o.Children = map[string]string{}
+			for _, t := range j.Spanner.Targets[1:] {
+				o.Children[t.Name] = t.Key.Text()
+			}
+		}
+	case config.TypeDatastore:
+		o.Store = writeplan.StoreDatastore
+		if wc.BatchMutations > 0 && wc.BatchMutations < o.BatchRows {
+			o.BatchRows = wc.BatchMutations // the sink's entity bound
+		}
+	default:
+		return writeplan.Options{}, false
+	}
+	switch wc.Shuffle {
+	case config.ShuffleNever:
+		o.Local = true
+	case config.ShuffleAuto:
+		o.Local = o.Ramp.Off() && j.Scatters()
+	}
+	return o, true
+}
+
+// DescribeWrites says in one line how the job's writes are planned (for
+// `rekey run` to print), or "" for targets that are not databases.
+func DescribeWrites(j *migration.Job) string {
+	w := newWrites(j, time.Now())
+	o, ok := w.planOptions()
+	if !ok {
+		return ""
+	}
+	o = o.WithDefaults()
+	how := fmt.Sprintf("global shuffle over %d shard keys (more for a large input, fewer for a small one)", o.Shards)
+	switch {
+	case o.Local && j.Config.Write.Shuffle == config.ShuffleNever:
+		how = "no global shuffle (write.shuffle: never)"
+	case o.Local:
+		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", j.Spec.Strategy.Strategy)
+	}
+	s := fmt.Sprintf("write planning: %s; commits of up to %d records sorted from buffers of %d", how, o.BatchRows, o.Buffer)
+	if !o.Ramp.Off() {
+		s += fmt.Sprintf("; ramp-up %s from %g ops/s", o.Ramp.Profile, o.Ramp.Base)
+	}
+	return s
+}
+
+// plan orders the records' writes for a database target (see
+// transforms/writeplan); the sinks then commit each planned batch on its
+// own. Interleaved child rows are planned with their parents: the
+// per-level split in writes.spanner comes after, so each level still
+// waits for the one above.
+func (w writes) plan(s beam.Scope, batches beam.PCollection) beam.PCollection {
+	o, ok := w.planOptions()
+	if !ok {
+		return batches
+	}
+	return writeplan.Writes(s, o, batches)
+}
