@@ -129,7 +129,7 @@ func TestMigrateDatastoreToDatastore(t *testing.T) {
 				want[i].Value = record.Float(canonNaN)
 			}
 		}
-		if d := fieldsDiff(g.Fields, want, nil); d != "" {
+		if d := record.FieldsDiff(g.Fields, want); d != "" {
 			t.Fatalf("source entity %s reads back different: %s", w.Key, d)
 		}
 	}

@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -114,66 +112,6 @@ func rowKey(t *testing.T, r *record.Record, schema rewrite.KeySchema) []rewrite.
 	return out
 }
 
-// valuesEqual compares values bit for bit (record.Value.Equal), except
-// JSON, compared as JSON values (Spanner normalizes JSON text).
-func valuesEqual(a, b record.Value) bool {
-	if a.Kind == record.KindJSON && b.Kind == record.KindJSON {
-		return spannerdb.JSONEqual(a.Str, b.Str)
-	}
-	if a.Kind == record.KindArray && b.Kind == record.KindArray {
-		if len(a.Array) != len(b.Array) {
-			return false
-		}
-		for i := range a.Array {
-			if !valuesEqual(a.Array[i], b.Array[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	if a.Kind == record.KindEntity && b.Kind == record.KindEntity {
-		return fieldsDiff(a.Entity, b.Entity, nil) == ""
-	}
-	return a.Equal(b)
-}
-
-// fieldsDiff compares fields by name, regardless of order (Datastore
-// returns properties sorted by name), NoIndex included; names in skip are
-// left out on both sides. It returns "" when equal, else the first
-// differences.
-func fieldsDiff(got, want []record.Field, skip []string) string {
-	skipped := func(name string) bool {
-		return slices.ContainsFunc(skip, func(s string) bool { return strings.EqualFold(s, name) })
-	}
-	var diffs []string
-	for _, w := range want {
-		if skipped(w.Name) {
-			continue
-		}
-		i := slices.IndexFunc(got, func(g record.Field) bool { return g.Name == w.Name })
-		switch {
-		case i < 0:
-			diffs = append(diffs, fmt.Sprintf("%s missing (want %v)", w.Name, w.Value))
-		case got[i].NoIndex != w.NoIndex:
-			diffs = append(diffs, fmt.Sprintf("%s: NoIndex %t, want %t", w.Name, got[i].NoIndex, w.NoIndex))
-		case !valuesEqual(got[i].Value, w.Value):
-			diffs = append(diffs, fmt.Sprintf("%s = %v (%s), want %v (%s)", w.Name, got[i].Value, got[i].Value.Kind, w.Value, w.Value.Kind))
-		}
-	}
-	for _, g := range got {
-		if skipped(g.Name) {
-			continue
-		}
-		if !slices.ContainsFunc(want, func(w record.Field) bool { return w.Name == g.Name }) {
-			diffs = append(diffs, fmt.Sprintf("unexpected field %s = %v", g.Name, g.Value))
-		}
-	}
-	if len(diffs) > 4 {
-		diffs = append(diffs[:4], fmt.Sprintf("... (%d differences)", len(diffs)))
-	}
-	return strings.Join(diffs, "; ")
-}
-
 // putEntities writes records as entities, 500 a commit.
 func putEntities(t *testing.T, c *datastore.Client, recs []record.Record) {
 	t.Helper()
@@ -277,7 +215,7 @@ func checkEntities(t *testing.T, run string, got, want map[string]record.Record)
 			}
 			continue
 		}
-		if d := fieldsDiff(g.Fields, want[k].Fields, nil); d != "" {
+		if d := record.FieldsDiff(g.Fields, want[k].Fields); d != "" {
 			if bad++; bad <= 5 {
 				t.Errorf("%s: entity %s: %s", run, k, d)
 			}

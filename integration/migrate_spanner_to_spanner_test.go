@@ -311,7 +311,7 @@ func checkSpannerRows(t *testing.T, run string, got []record.Record, key rewrite
 			t.Errorf("%s: unexpected %s row with key %s", run, key.Table, k)
 			continue
 		}
-		if d := fieldsDiff(r.Fields, w.Fields, skip); d != "" {
+		if d := record.FieldsDiff(r.Fields, w.Fields, skip...); d != "" {
 			if bad++; bad <= 5 {
 				t.Errorf("%s: %s row %s: %s", run, key.Table, k, d)
 			}

@@ -262,7 +262,7 @@ dead_letter: %q
 		if !ok {
 			t.Fatalf("after the kill: unexpected row %s", k)
 		}
-		if d := fieldsDiff(r.Fields, w.Fields, nil); d != "" {
+		if d := record.FieldsDiff(r.Fields, w.Fields); d != "" {
 			t.Fatalf("after the kill: row %s: %s", k, d)
 		}
 	}
@@ -329,7 +329,7 @@ dead_letter: %q
 		if !ok {
 			t.Fatalf("after the kill: unexpected entity %s", k)
 		}
-		if d := fieldsDiff(r.Fields, w.Fields, nil); d != "" {
+		if d := record.FieldsDiff(r.Fields, w.Fields); d != "" {
 			t.Fatalf("after the kill: entity %s: %s", k, d)
 		}
 	}

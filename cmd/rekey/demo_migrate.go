@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -393,7 +392,7 @@ func (e *demoEnv) datastore(ctx context.Context) error {
 		}
 		nk.Namespace = e.dstNS
 		g, ok := got[nk.String()]
-		if ok && sameFields(g.Fields, r.Fields) {
+		if ok && record.FieldsDiff(g.Fields, r.Fields) == "" {
 			matched++
 		} else if firstMiss == "" {
 			firstMiss = fmt.Sprintf("%s: want %s, got %v", nk, record.AppendJSON(nil, &r, false), g)
@@ -469,21 +468,6 @@ func firstLine(path string) string {
 		line = line[:400] + "..."
 	}
 	return line
-}
-
-// sameFields compares properties regardless of order (Datastore returns
-// them sorted by name).
-func sameFields(a, b []record.Field) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, f := range a {
-		i := slices.IndexFunc(b, func(g record.Field) bool { return g.Name == f.Name })
-		if i < 0 || b[i].NoIndex != f.NoIndex || !b[i].Value.Equal(f.Value) {
-			return false
-		}
-	}
-	return true
 }
 
 // protoText renders a column value as Spanner sends it: strings (also

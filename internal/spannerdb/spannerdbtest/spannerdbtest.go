@@ -163,9 +163,9 @@ func ReadAll(ctx context.Context, c *spanner.Client, t *spannerdb.Table, columns
 	return out, err
 }
 
-// Diff describes how got differs from want ("" if equal): same table,
-// same fields in the same order, values equal bit for bit, JSON compared
-// as values (Spanner normalizes JSON text).
+// Diff describes how got differs from want ("" if equal): the same
+// fields in the same order (the order RowToRecord keeps), and the same
+// content (record.Diff).
 func Diff(got, want *record.Record) string {
 	if got.Table != want.Table {
 		return fmt.Sprintf("table %q, want %q", got.Table, want.Table)
@@ -178,11 +178,8 @@ func Diff(got, want *record.Record) string {
 		if g.Name != w.Name {
 			return fmt.Sprintf("field %d is %s, want %s", i, g.Name, w.Name)
 		}
-		if !spannerdb.SameValue(g.Value, w.Value) {
-			return fmt.Sprintf("%s = %v, want %v", g.Name, g.Value, w.Value)
-		}
 	}
-	return ""
+	return record.Diff(got, want)
 }
 
 func names(r *record.Record) []string {
