@@ -184,7 +184,7 @@ func suggestFlag(cmd *cobra.Command, typed string) string {
 	sort.Strings(names)
 	best, bestDist := "", maxDist+1
 	for _, n := range names {
-		d := levenshtein(typed, strings.ToLower(n))
+		d := editDistance(typed, strings.ToLower(n))
 		if d < bestDist || (best == "" && len(typed) > 2 && strings.HasPrefix(n, typed)) {
 			best, bestDist = n, d
 		}
@@ -192,23 +192,29 @@ func suggestFlag(cmd *cobra.Command, typed string) string {
 	return best
 }
 
-// levenshtein is the edit distance between a and b.
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+// editDistance is the number of single-character insertions, deletions,
+// substitutions and transpositions of neighbours that turn a into b (the
+// optimal string alignment distance).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev = cur
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }

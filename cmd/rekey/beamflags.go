@@ -64,3 +64,11 @@ func printBeamFlags(w io.Writer, cmd string, beamFlags *pflag.FlagSet) error {
 	_, err := fmt.Fprintf(w, "Beam's flags, passed by rekey %s to Beam and its runners:\n\n%s", cmd, beamFlags.FlagUsages())
 	return err
 }
+
+// beamFlagErrorsReturn makes flag.CommandLine return its errors (a bad
+// value for a Beam flag) instead of printing every flag and exiting: they
+// are reported once, as usage errors.
+func beamFlagErrorsReturn() {
+	flag.CommandLine.Init(flag.CommandLine.Name(), flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+}

@@ -92,6 +92,7 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		if runF != nil {
 			return runF(opts)
 		}
+		beamFlagErrorsReturn()
 		return runMigration(cmd.Context(), opts, opts.IO)
 	}
 	return cmd
