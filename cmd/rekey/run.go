@@ -39,21 +39,13 @@ dead_letter path, or FROM.redrive.jsonl if that is FROM itself).
 Beam's own flags are accepted as by run; 'rekey redrive --help-beam' lists them.`
 
 func newCmdRun(f *factory, runF func(*RunOptions) error) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "run -c FILE [--runner prism|direct|dataflow|universal] [flags] [Beam flags]",
-		Short: "migrate: read the source, rewrite every key, write the target (a Beam pipeline)",
-		Long:  runLong,
-	}
-	return runLikeCommand(f, cmd, runF)
+	return runLikeCommand(f, &cobra.Command{Use: "run -c FILE [--runner prism|direct|dataflow|universal] [flags] [Beam flags]",
+		Short: "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", Long: runLong}, runF)
 }
 
 func newCmdRedrive(f *factory, runF func(*RunOptions) error) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "redrive -c FILE --from DEAD_LETTERS [--runner ...] [flags] [Beam flags]",
-		Short: "re-submit the records of a dead-letter file after fixing the cause",
-		Long:  redriveLong,
-	}
-	return runLikeCommand(f, cmd, runF)
+	return runLikeCommand(f, &cobra.Command{Use: "redrive -c FILE --from DEAD_LETTERS [--runner ...] [flags] [Beam flags]",
+		Short: "re-submit the records of a dead-letter file after fixing the cause", Long: redriveLong}, runF)
 }
 
 // runLikeCommand adds the flags and the action shared by run and redrive.
