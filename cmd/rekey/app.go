@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes.
@@ -33,9 +35,6 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
 	fmt.Fprintln(stderr, "rekey:", err)
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -44,91 +43,178 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, io stdio) error
-}
-
 type stdio struct {
 	in       io.Reader
 	out, err io.Writer
 }
 
-func commands() map[string]command {
-	cs := []command{
-		{"demo", "migrate the bundled sample data with rewritten keys on the local emulators (or files) and check it", runDemo},
-		{"strategies", "list the key-rewrite strategies", runStrategies},
-		{"rewrite", "rewrite keys read from stdin (one per line) and print the new keys", runRewrite},
-		{"run", "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", runRun},
-		{"redrive", "re-submit the records of a dead-letter file after fixing the cause", runRedrive},
-		{"validate", "validate a config file", runValidate},
-		{"version", "print rekey's version", runVersion},
-	}
-	m := map[string]command{}
-	for _, c := range cs {
-		m[c.name] = c
-	}
-	return m
+// factory holds what every command is built with.
+type factory struct {
+	IO stdio
 }
 
+// run executes the command line args (without the program name).
 func run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) error {
-	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		printUsage(out, cmds)
-		if len(args) == 0 {
-			return usagef("no command given")
+	f := &factory{IO: stdio{in: in, out: out, err: errw}}
+	root := newCmdRoot(f)
+	if len(args) == 0 {
+		root.SetArgs([]string{"help"})
+		_ = root.Execute()
+		return usagef("no command given")
+	}
+	root.SetArgs(args)
+	return execute(ctx, root)
+}
+
+// execute runs a command tree. What fails before a command's own code runs
+// (an unknown command or flag, a stray argument) is a usage error.
+func execute(ctx context.Context, root *cobra.Command) error {
+	started := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	err := root.ExecuteContext(ctx)
+	var ue usageError
+	if err != nil && !started && !errors.As(err, &ue) {
+		return usageError{errors.New(strings.TrimSpace(err.Error()))}
+	}
+	return err
+}
+
+func newCmdRoot(f *factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "rekey",
+		Short:         "rewrite keys while migrating data into Cloud Spanner and Cloud Datastore",
+		Long:          "rekey rewrites keys while migrating data into Cloud Spanner and Cloud Datastore.",
+		Version:       versionString(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(f.IO.in)
+	root.SetOut(f.IO.out)
+	root.SetErr(f.IO.err)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	root.SuggestionsMinimumDistance = 2
+	root.AddCommand(
+		newCmdDemo(f, nil),
+		newCmdRun(f, nil),
+		newCmdRedrive(f, nil),
+		newCmdStrategies(f, nil),
+		newCmdRewrite(f, nil),
+		newCmdValidate(f, nil),
+		newCmdVersion(f, nil),
+	)
+	// cobra's help and completion commands; an unknown topic or shell is a
+	// usage error.
+	root.InitDefaultHelpCmd()
+	if c, _, err := root.Find([]string{"help"}); err == nil && c != root {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if _, _, err := cmd.Root().Find(args); err != nil {
+				return usageError{errors.New(strings.TrimSpace(err.Error()))}
+			}
+			return nil
 		}
+	}
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.SuggestionsMinimumDistance = root.SuggestionsMinimumDistance
+		c.Args = unknownSubcommand
+		c.RunE = func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return usagef("completion: no shell given")
+		}
+	}
+	return root
+}
+
+// unknownSubcommand refuses an argument that names none of cmd's
+// subcommands, suggesting the nearest.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
 		return nil
 	}
-	c, ok := cmds[args[0]]
-	if !ok {
-		printUsage(errw, cmds)
-		return usagef("unknown command %q", args[0])
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 	}
-	return c.run(ctx, args[1:], stdio{in: in, out: out, err: errw})
+	return usageError{errors.New(msg)}
 }
 
-func printUsage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "rekey rewrites keys while migrating data into Cloud Spanner and Cloud Datastore.")
-	fmt.Fprintln(w, "\nUsage: rekey COMMAND [flags]\n\nCommands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'rekey COMMAND -h' for a command's flags.")
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name, usage string, w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(w)
-	fs.Usage = func() {
-		fmt.Fprintf(w, "Usage: rekey %s %s\n\nFlags:\n", name, usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args, turning flag errors into usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected arguments: %s", fs.Name(), strings.Join(fs.Args(), " "))
+// noArgs refuses positional arguments.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s: unexpected arguments: %s", cmd.Name(), strings.Join(args, " "))
 	}
 	return nil
 }
 
-// multiFlag collects a repeatable flag.
-type multiFlag []string
+// flagError turns a flag parsing error into a short usage error, with the
+// nearest known flag for one that does not exist.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		typed := "--" + ne.GetSpecifiedName()
+		if s := ne.GetSpecifiedShortnames(); s != "" {
+			typed = "-" + s
+		}
+		msg = "flag provided but not defined: " + typed
+		if s := suggestFlag(cmd, strings.TrimLeft(typed, "-")); s != "" {
+			msg += " (did you mean --" + s + "?)"
+		}
+	}
+	prefix := ""
+	if cmd.HasParent() {
+		prefix = cmd.Name() + ": "
+	}
+	return usagef("%s%s\nRun '%s --help' for usage.", prefix, msg, cmd.CommandPath())
+}
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+// suggestFlag returns the name of cmd's flag (hidden ones included) nearest
+// to typed, or "" if none is near.
+func suggestFlag(cmd *cobra.Command, typed string) string {
+	maxDist := cmd.Root().SuggestionsMinimumDistance
+	if maxDist <= 0 {
+		maxDist = 2
+	}
+	typed = strings.ToLower(typed)
+	var names []string
+	visit := func(fl *pflag.Flag) { names = append(names, fl.Name) }
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	sort.Strings(names)
+	best, bestDist := "", maxDist+1
+	for _, n := range names {
+		d := editDistance(typed, strings.ToLower(n))
+		if d < bestDist || (best == "" && len(typed) > 2 && strings.HasPrefix(n, typed)) {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the number of single-character insertions, deletions,
+// substitutions and transpositions of neighbours that turn a into b (the
+// optimal string alignment distance).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}

@@ -8,11 +8,14 @@ import (
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// rewriteOptions are the parsed flags of `rekey rewrite`.
-type rewriteOptions struct {
+// RewriteOptions are the parsed flags of `rekey rewrite`.
+type RewriteOptions struct {
+	IO       stdio
 	Strategy string
 	Params   rewrite.Params
 	Key      string // key schema, e.g. "LastAccess TIMESTAMP, UserId STRING(36)"
@@ -21,9 +24,7 @@ type rewriteOptions struct {
 	Invert   bool
 }
 
-const rewriteUsage = `--strategy NAME [--param key=value ...] [--key "Col TYPE, ..."] [--explain] [--invert] < keys
-
-Reads keys from stdin, one per line, and prints each rewritten key on one
+const rewriteLong = `Reads keys from stdin, one per line, and prints each rewritten key on one
 line in the same notation:
   42  or  "Customer1"                       a one-column key
   [1700000000, "u1"]                        a composite Spanner key
@@ -32,39 +33,47 @@ line in the same notation:
 A line that cannot be read or rewritten is reported on stderr as
 "line N: reason"; the others are still processed, and the exit status is 1.`
 
-func parseRewriteFlags(args []string, w io.Writer) (rewriteOptions, error) {
-	var o rewriteOptions
-	var params multiFlag
-	fs := newFlagSet("rewrite", rewriteUsage, w)
-	fs.StringVar(&o.Strategy, "strategy", "", "strategy name (see 'rekey strategies')")
-	fs.Var(&params, "param", "strategy parameter key=value (repeatable)")
-	fs.StringVar(&o.Key, "key", "", `Spanner key schema, e.g. "LastAccess TIMESTAMP, UserId STRING(36) DESC" (default: inferred from each line)`)
-	fs.StringVar(&o.Table, "table", "T", "table name used in messages and DDL")
-	fs.BoolVar(&o.Explain, "explain", false, "print how the new key is computed (GoogleSQL for computed columns) and exit")
-	fs.BoolVar(&o.Invert, "invert", false, "map new keys back to old ones (invertible strategies only)")
-	if err := parseFlags(fs, args); err != nil {
-		return o, err
+func newCmdRewrite(f *factory, runF func(*RewriteOptions) error) *cobra.Command {
+	opts := &RewriteOptions{IO: f.IO}
+	var params []string
+	cmd := &cobra.Command{
+		Use:   `rewrite --strategy NAME [--param key=value ...] [--key "Col TYPE, ..."] [--explain] [--invert] < keys`,
+		Short: "rewrite keys read from stdin (one per line) and print the new keys",
+		Long:  rewriteLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Strategy == "" {
+				return usagef("rewrite: --strategy is required (see 'rekey strategies')")
+			}
+			opts.Params = rewrite.Params{}
+			for _, p := range params {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok || k == "" {
+					return usagef("rewrite: --param %q: want key=value", p)
+				}
+				opts.Params[k] = v
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return rewriteKeys(cmd.Context(), opts, opts.IO)
+		},
 	}
-	if o.Strategy == "" {
-		return o, usagef("rewrite: --strategy is required (see 'rekey strategies')")
-	}
-	o.Params = rewrite.Params{}
-	for _, p := range params {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return o, usagef("rewrite: --param %q: want key=value", p)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Strategy, "strategy", "", "strategy name (see 'rekey strategies')")
+	fl.StringArrayVar(&params, "param", nil, "strategy parameter key=value (repeatable)")
+	fl.StringVar(&opts.Key, "key", "", `Spanner key schema, e.g. "LastAccess TIMESTAMP, UserId STRING(36) DESC" (default: inferred from each line)`)
+	fl.StringVar(&opts.Table, "table", "T", "table name used in messages and DDL")
+	fl.BoolVar(&opts.Explain, "explain", false, "print how the new key is computed (GoogleSQL for computed columns) and exit")
+	fl.BoolVar(&opts.Invert, "invert", false, "map new keys back to old ones (invertible strategies only)")
+	_ = cmd.RegisterFlagCompletionFunc("strategy", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var names []cobra.Completion
+		for _, s := range rewrite.Strategies() {
+			names = append(names, cobra.CompletionWithDesc(s.Name, s.Summary))
 		}
-		o.Params[k] = v
-	}
-	return o, nil
-}
-
-func runRewrite(ctx context.Context, args []string, io stdio) error {
-	o, err := parseRewriteFlags(args, io.err)
-	if err != nil {
-		return err
-	}
-	return rewriteKeys(ctx, o, io)
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
 }
 
 // keyRewriter rewrites keys of any shape, binding the strategy once per key
@@ -158,7 +167,7 @@ func (kr *keyRewriter) line(text string) (out string, err error) {
 	return rewrite.FormatKey(vals, pk.Bare), nil
 }
 
-func rewriteKeys(_ context.Context, o rewriteOptions, io stdio) error {
+func rewriteKeys(_ context.Context, o *RewriteOptions, io stdio) error {
 	s, err := rewrite.New(rewrite.StepConfig{Strategy: o.Strategy, Params: o.Params})
 	if err != nil {
 		return usageError{fmt.Errorf("rewrite: %w", joinLines(err))}

@@ -9,112 +9,91 @@ import (
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
 
-// runOptions are the parsed flags of `rekey run` (and `rekey redrive`).
-type runOptions struct {
+// RunOptions are the parsed flags of `rekey run` (and `rekey redrive`).
+type RunOptions struct {
+	IO           stdio
 	Config       string
 	From         string // redrive: the dead-letter file
 	Runner       string
 	CreateTarget bool
 	Force        bool
 	Verbose      bool
-	BeamArgs     []string // everything else: Beam's own flags (--project, --region, ...)
+	BeamArgs     []string // Beam's own flags (--project=p, --region=r, ...), as given
 }
 
-const runUsage = `-c FILE [--runner prism|direct|dataflow|universal] [--create-target] [--force] [Beam flags]
+const runLong = `Reads the source, rewrites every record's key and writes the target, as one
+Beam pipeline. Beam's own flags are accepted too (for Dataflow: --project,
+--region, --staging_location, --temp_location, --service_account_email,
+--dry_run, ...); 'rekey run --help-beam' lists them.`
 
-Reads the source, rewrites every record's key and writes the target, as one
-Beam pipeline. Flags rekey does not know are Beam's (for Dataflow:
---project, --region, --staging_location, --temp_location,
---service_account_email, --dry_run, ...).`
-
-// rekeyRunFlags are run's own flags; the value says whether it is boolean.
-var rekeyRunFlags = map[string]bool{"c": false, "config": false, "from": false, "runner": false, "create-target": true, "force": true, "v": true, "h": true, "help": true}
-
-// splitRunArgs separates rekey's flags from Beam's.
-func splitRunArgs(args []string) (ours, beamArgs []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name := strings.TrimLeft(a, "-")
-		name, _, hasValue := strings.Cut(name, "=")
-		isBool, known := rekeyRunFlags[name]
-		if !strings.HasPrefix(a, "-") || !known {
-			beamArgs = append(beamArgs, a)
-			continue
-		}
-		ours = append(ours, a)
-		if !isBool && !hasValue && i+1 < len(args) {
-			i++
-			ours = append(ours, args[i])
-		}
-	}
-	return ours, beamArgs
-}
-
-const redriveUsage = `-c FILE --from DEAD_LETTERS [--runner ...] [Beam flags]
-
-Re-submits the records of a dead-letter file written by an earlier run of
+const redriveLong = `Re-submits the records of a dead-letter file written by an earlier run of
 the same config, after the cause was fixed: records refused while reading or
 rewriting are rewritten and written, records refused while writing are
 written again. What still fails is dead-lettered again (to the config's
-dead_letter path, or FROM.redrive.jsonl if that is FROM itself).`
+dead_letter path, or FROM.redrive.jsonl if that is FROM itself).
+Beam's own flags are accepted as by run; 'rekey redrive --help-beam' lists them.`
 
-func parseRunFlags(args []string, io stdio) (runOptions, error) {
-	return parseRunLikeFlags("run", runUsage, args, io)
+func newCmdRun(f *factory, runF func(*RunOptions) error) *cobra.Command {
+	return runLikeCommand(f, &cobra.Command{Use: "run -c FILE [--runner prism|direct|dataflow|universal] [flags] [Beam flags]",
+		Short: "migrate: read the source, rewrite every key, write the target (a Beam pipeline)", Long: runLong}, runF)
 }
 
-func parseRunLikeFlags(cmd, usage string, args []string, io stdio) (runOptions, error) {
-	var o runOptions
-	ours, beamArgs := splitRunArgs(args)
-	fs := newFlagSet(cmd, usage, io.err)
-	if cmd == "redrive" {
-		fs.StringVar(&o.From, "from", "", "dead-letter file to re-submit (local or gs://)")
-	}
-	fs.StringVar(&o.Config, "c", "", "config file (YAML)")
-	fs.StringVar(&o.Config, "config", "", "config file (YAML)")
-	fs.StringVar(&o.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
-	fs.BoolVar(&o.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
-	fs.BoolVar(&o.Force, "force", false, "run even if the target's manifest records a different rewrite")
-	fs.BoolVar(&o.Verbose, "v", false, "show the runner's own log")
-	if err := parseFlags(fs, ours); err != nil {
-		return o, err
-	}
-	if o.Config == "" {
-		return o, usagef("%s: -c FILE is required", cmd)
-	}
-	if cmd == "redrive" && o.From == "" {
-		return o, usagef("redrive: --from DEAD_LETTERS is required")
-	}
-	if !slices.Contains(pipeline.Runners, o.Runner) {
-		return o, usagef("%s: --runner must be one of %s, got %q", cmd, strings.Join(pipeline.Runners, ", "), o.Runner)
-	}
-	o.BeamArgs = beamArgs
-	return o, nil
+func newCmdRedrive(f *factory, runF func(*RunOptions) error) *cobra.Command {
+	return runLikeCommand(f, &cobra.Command{Use: "redrive -c FILE --from DEAD_LETTERS [--runner ...] [flags] [Beam flags]",
+		Short: "re-submit the records of a dead-letter file after fixing the cause", Long: redriveLong}, runF)
 }
 
-func runRun(ctx context.Context, args []string, io stdio) error {
-	o, err := parseRunFlags(args, io)
-	if err != nil {
-		return err
+// runLikeCommand adds the flags and the action shared by run and redrive.
+func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IO}
+	name := cmd.Name()
+	var helpBeam bool
+	fl := cmd.Flags()
+	if name == "redrive" {
+		fl.StringVar(&opts.From, "from", "", "dead-letter file to re-submit (local or gs://)")
 	}
-	return runPipeline(ctx, o, io)
+	fl.StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
+	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
+	fl.BoolVar(&opts.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
+	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite")
+	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show the runner's own log")
+	fl.BoolVar(&helpBeam, "help-beam", false, "list Beam's flags (--project, --region, ...) and exit")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	_ = cmd.RegisterFlagCompletionFunc("runner", cobra.FixedCompletions(pipeline.Runners, cobra.ShellCompDirectiveNoFileComp))
+	beamFlags := beamFlagSet(&opts.BeamArgs, fl)
+	addHidden(fl, beamFlags)
+	cmd.Args = noArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if helpBeam {
+			return printBeamFlags(opts.IO.out, name, beamFlags)
+		}
+		if opts.Config == "" {
+			return usagef("%s: -c FILE is required", name)
+		}
+		if name == "redrive" && opts.From == "" {
+			return usagef("redrive: --from DEAD_LETTERS is required")
+		}
+		if !slices.Contains(pipeline.Runners, opts.Runner) {
+			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), opts.Runner)
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		beamFlagErrorsReturn()
+		return runMigration(cmd.Context(), opts, opts.IO)
+	}
+	return cmd
 }
 
-func runRedrive(ctx context.Context, args []string, io stdio) error {
-	o, err := parseRunLikeFlags("redrive", redriveUsage, args, io)
-	if err != nil {
-		return err
-	}
-	return runPipeline(ctx, o, io)
-}
-
-// runPipeline resolves the config, prepares the target and runs the
+// runMigration resolves the config, prepares the target and runs the
 // migration (or the redrive of o.From).
-func runPipeline(ctx context.Context, o runOptions, io stdio) error {
+func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	// Beam's flags live on the global flag set: Beam and its runners read
 	// them from there, and workers are started with them.
 	if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {

@@ -1,20 +1,37 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-func runStrategies(_ context.Context, args []string, io stdio) error {
-	fs := newFlagSet("strategies", "", io.err)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// StrategiesOptions are the parsed flags of `rekey strategies` (none).
+type StrategiesOptions struct {
+	IO stdio
+}
+
+func newCmdStrategies(f *factory, runF func(*StrategiesOptions) error) *cobra.Command {
+	opts := &StrategiesOptions{IO: f.IO}
+	return &cobra.Command{
+		Use:   "strategies",
+		Short: "list the key-rewrite strategies",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runStrategies(opts)
+		},
 	}
-	tw := tabwriter.NewWriter(io.out, 0, 4, 2, ' ', 0)
+}
+
+func runStrategies(o *StrategiesOptions) error {
+	tw := tabwriter.NewWriter(o.IO.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STRATEGY\tSTORES\tINVERTIBLE\tDESCRIPTION")
 	for _, s := range rewrite.Strategies() {
 		var stores []string

@@ -1,26 +1,47 @@
 package main
 
 import (
-	"context"
 	"fmt"
+
+	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/internal/config"
 )
 
-func runValidate(_ context.Context, args []string, io stdio) error {
-	fs := newFlagSet("validate", "-c FILE", io.err)
-	file := fs.String("c", "", "config file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// ValidateOptions are the parsed flags of `rekey validate`.
+type ValidateOptions struct {
+	IO     stdio
+	Config string
+}
+
+func newCmdValidate(f *factory, runF func(*ValidateOptions) error) *cobra.Command {
+	opts := &ValidateOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "validate -c FILE",
+		Short: "validate a config file",
+		Long:  "Validates a config file, reporting every problem at once, each with its path.",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if opts.Config == "" {
+				return usagef("validate: -c FILE is required")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runValidate(opts)
+		},
 	}
-	if *file == "" {
-		return usagef("validate: -c FILE is required")
-	}
-	cfg, err := loadConfig(*file)
+	cmd.Flags().StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	return cmd
+}
+
+func runValidate(o *ValidateOptions) error {
+	cfg, err := loadConfig(o.Config)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.out, "%s: ok (%s -> %s, rewrite %s)\n", *file, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
+	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
 	return nil
 }
 
