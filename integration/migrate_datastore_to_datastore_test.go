@@ -103,7 +103,7 @@ func d2dEntities(ns string) (customers, orders []record.Record) {
 
 // TestMigrateDatastoreToDatastore migrates Customer entities (named
 // Customer1.. and with integer ids) with their Order children
-// (interleaved: [Order]) into another namespace with hashprefix on the
+// (descendants: [Order]) into another namespace with hashprefix on the
 // root element (ancestors: root), rewriting the Referrer property
 // (references: [Referrer]), on every local runner. Every entity arrives
 // exactly once under its independently computed key, children under their
@@ -184,7 +184,7 @@ source: {type: datastore, project: %s, namespace: %s, kind: Customer}
 target: {type: datastore, project: %s, namespace: %s, kind: Customer}
 rewrite: {strategy: hashprefix}
 ancestors: root
-interleaved: [Order]
+descendants: [Order]
 references: [Referrer]
 dead_letter: %q
 `, emulator.DatastoreProject(), srcNS, emulator.DatastoreProject(), dstNS, dead)
@@ -240,7 +240,7 @@ dead_letter: %q
 
 // TestMigrateDatastoreReferencesToDescendants checks that a property
 // listed in references that holds keys of a migrated descendant kind
-// (interleaved: [Order]) is rewritten like the entities it points at: the
+// (interleaved: [Order], the older name of descendants) is rewritten like the entities it points at: the
 // config documents references as "properties holding keys of migrated
 // kinds", and Order is migrated under new keys, so a LastOrder key left
 // as it was points at nothing in the target.

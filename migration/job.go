@@ -26,6 +26,7 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -124,7 +125,7 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Job, error) {
 	if err != nil {
 		return nil, configErrorf("rewrite: %w", err)
 	}
-	if j.Spec.TargetStore == rekeyer.Spanner {
+	if j.Spec.TargetStore == record.Spanner {
 		j.TargetKey = rk.SpannerOut()
 		j.Children = map[string]rewrite.KeySchema{}
 		for name := range j.Spec.Children {
@@ -177,7 +178,7 @@ func (j *Job) Scatters() bool {
 	if err != nil {
 		return false
 	}
-	return rewrite.Scatters(st, j.SourceKey, j.Spec.TargetStore == rekeyer.Datastore)
+	return rewrite.Scatters(st, j.SourceKey, j.Spec.TargetStore == record.Datastore)
 }
 
 // Describe is the one-line summary `rekey run` prints before a run.
@@ -192,26 +193,26 @@ func (j *Job) Describe() string {
 func storeOf(t, other, key string) string {
 	switch t {
 	case config.TypeSpanner:
-		return rekeyer.Spanner
+		return record.Spanner
 	case config.TypeDatastore:
-		return rekeyer.Datastore
+		return record.Datastore
 	}
 	switch other {
 	case config.TypeSpanner:
-		return rekeyer.Spanner
+		return record.Spanner
 	case config.TypeDatastore:
-		return rekeyer.Datastore
+		return record.Datastore
 	}
 	if key != "" {
-		return rekeyer.Spanner
+		return record.Spanner
 	}
-	return rekeyer.Datastore
+	return record.Datastore
 }
 
 // injectAncestors applies the config's ancestors setting to strategies
 // that rewrite Datastore path elements, unless a step sets elements itself.
 func injectAncestors(step *rewrite.StepConfig, ancestors, store string) {
-	if store != rekeyer.Datastore || ancestors == "" {
+	if store != record.Datastore || ancestors == "" {
 		return
 	}
 	for i := range step.Steps {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/record"
 )
 
 // fakeRunner records the job it was given.
@@ -54,7 +54,7 @@ func TestRunIsResolvePrepareRedriveRun(t *testing.T) {
 	if j.RedriveFrom != "dead.jsonl" || j.DeadLetterPath != "dead.redrive.jsonl" {
 		t.Errorf("redrive from %q, dead letters to %q", j.RedriveFrom, j.DeadLetterPath)
 	}
-	if j.Spec.SourceStore != rekeyer.Spanner || j.Spec.Key != "Id STRING(MAX)" || j.Spec.Table != "Logs" {
+	if j.Spec.SourceStore != record.Spanner || j.Spec.Key != "Id STRING(MAX)" || j.Spec.Table != "Logs" {
 		t.Errorf("spec %+v", j.Spec)
 	}
 	for _, want := range []string{"rekey: redriving dead.jsonl", "rekey: jsonl Logs -> jsonl out.jsonl with hashprefix on fake", "rekey: writes as they come"} {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/writeplan"
 )
@@ -36,13 +38,13 @@ func (w writes) guard() sink.Guard {
 // planOptions are the write-planning options for the job's target, and
 // false for targets that are not databases (files are written in the
 // order records come).
-func (w writes) planOptions() (writeplan.Options, bool) {
+func (w writes) planOptions() (writeorder.Options, bool) {
 	j := w.job
 	wc := j.Config.Write
-	o := writeplan.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows, Ramp: w.ramp}
+	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows, Ramp: w.ramp}
 	switch j.Config.Target.Type {
 	case config.TypeSpanner:
-		o.Store = writeplan.StoreSpanner
+		o.Store = record.Spanner
 		o.Key = j.TargetKey.Text()
 		if j.Spanner != nil && len(j.Spanner.Targets) > 1 {
 			o.Children = map[string]string{}
@@ -51,12 +53,12 @@ func (w writes) planOptions() (writeplan.Options, bool) {
 			}
 		}
 	case config.TypeDatastore:
-		o.Store = writeplan.StoreDatastore
+		o.Store = record.Datastore
 		if wc.BatchMutations > 0 && wc.BatchMutations < o.BatchRows {
 			o.BatchRows = wc.BatchMutations // the sink's entity bound
 		}
 	default:
-		return writeplan.Options{}, false
+		return writeorder.Options{}, false
 	}
 	switch wc.Shuffle {
 	case config.ShuffleNever:

@@ -8,9 +8,9 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms/writeplan"
 )
 
 func TestPlanOptions(t *testing.T) {
@@ -31,7 +31,7 @@ func TestPlanOptions(t *testing.T) {
 		{Name: "Orders", Key: key("Orders", "CustomerId INT64, OrderId INT64 DESC")},
 	}}
 	o, ok := writes{job: p}.planOptions()
-	if !ok || o.Store != writeplan.StoreSpanner || o.Key != "CustomerId INT64" || o.Children["Orders"] != "CustomerId INT64, OrderId INT64 DESC" ||
+	if !ok || o.Store != record.Spanner || o.Key != "CustomerId INT64" || o.Children["Orders"] != "CustomerId INT64, OrderId INT64 DESC" ||
 		o.BatchRows != 200 || o.Shards != 8 || o.Buffer != 4000 || o.Seed != 0 {
 		t.Errorf("spanner: %+v, %v", o, ok)
 	}
@@ -42,7 +42,7 @@ func TestPlanOptions(t *testing.T) {
 	// Datastore: batches no larger than the sink's entity bound.
 	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
-	if o, ok := newWrites(p, time.Now()).planOptions(); !ok || o.Store != writeplan.StoreDatastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
+	if o, ok := newWrites(p, time.Now()).planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
 		t.Errorf("datastore: %+v, %v", o, ok)
 	}
 
@@ -62,7 +62,7 @@ func TestPlanShuffle(t *testing.T) {
 		return &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: shuffle}, Ramp: config.RampConfig{Profile: ramp}},
-			Spec:      rekeyer.Spec{Strategy: strategy, SourceStore: rekeyer.Spanner, TargetStore: rekeyer.Spanner},
+			Spec:      rekeyer.Spec{Strategy: strategy, SourceStore: record.Spanner, TargetStore: record.Spanner},
 			SourceKey: key, TargetKey: key,
 		}
 	}
@@ -80,13 +80,13 @@ func TestPlanShuffle(t *testing.T) {
 		{"never, swap", spanner(swap, config.ShuffleNever, config.RampNone), true},
 		{"auto, hashprefix, Datastore source to Spanner", func() *migration.Job {
 			p := spanner(hash, config.ShuffleAuto, config.RampNone)
-			p.Spec.SourceStore = rekeyer.Datastore
+			p.Spec.SourceStore = record.Datastore
 			return p
 		}(), false},
 		{"auto, hashprefix, Datastore", &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
-			Spec: rekeyer.Spec{Strategy: hash, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore},
+			Spec: rekeyer.Spec{Strategy: hash, SourceStore: record.Datastore, TargetStore: record.Datastore},
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,6 +69,14 @@ type Field struct {
 	NoIndex bool
 }
 
+// The stores a record is shaped for: a Spanner row (Table, Fields) or a
+// Datastore entity (Key, Fields). Every package that names a store uses
+// these.
+const (
+	Spanner   = "spanner"
+	Datastore = "datastore"
+)
+
 // Record is one row or entity.
 type Record struct {
 	// Table is the Spanner table, or the Datastore kind of the entity.

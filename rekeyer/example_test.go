@@ -46,7 +46,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	rk, err := rekeyer.New(rekeyer.Options{Strategy: st, SourceStore: rekeyer.Datastore, TargetStore: rekeyer.Datastore, Kind: "Customer"})
+	rk, err := rekeyer.New(rekeyer.Options{Strategy: st, SourceStore: record.Datastore, TargetStore: record.Datastore, Kind: "Customer"})
 	if err != nil {
 		panic(err)
 	}

@@ -16,12 +16,6 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// Store names.
-const (
-	Spanner   = "spanner"
-	Datastore = "datastore"
-)
-
 // Options configure a Rekeyer.
 type Options struct {
 	Strategy rewrite.Strategy
@@ -79,7 +73,7 @@ func New(o Options) (*Rekeyer, error) {
 	}
 	var err error
 	switch o.TargetStore {
-	case Spanner:
+	case record.Spanner:
 		if len(o.Key.Columns) == 0 {
 			return nil, fmt.Errorf("the Spanner key of %s is unknown (set source.key)", o.Table)
 		}
@@ -99,7 +93,7 @@ func New(o Options) (*Rekeyer, error) {
 			out := rewrite.KeySchema{Table: name, Columns: append(append([]rewrite.Column(nil), rk.sp.Out().Columns...), ck.Columns[len(o.Key.Columns):]...)}
 			rk.children[strings.ToLower(name)] = childRewriter{in: ck, out: out, parent: len(o.Key.Columns)}
 		}
-	case Datastore:
+	case record.Datastore:
 		if rk.ds, err = o.Strategy.Datastore(); err != nil {
 			return nil, err
 		}
@@ -126,17 +120,17 @@ func (rk *Rekeyer) ChildOut(table string) (rewrite.KeySchema, bool) {
 // Rewrite rewrites rec in place. On error rec is unchanged where it
 // matters: the caller dead-letters the original.
 func (rk *Rekeyer) Rewrite(rec *record.Record) error {
-	if rk.o.SourceStore == Datastore && rk.o.TargetStore == Spanner {
+	if rk.o.SourceStore == record.Datastore && rk.o.TargetStore == record.Spanner {
 		if err := rk.entityToRow(rec); err != nil {
 			return err
 		}
 	}
-	if rk.o.SourceStore == Spanner && rk.o.TargetStore == Datastore {
+	if rk.o.SourceStore == record.Spanner && rk.o.TargetStore == record.Datastore {
 		if err := rk.rowToEntity(rec); err != nil {
 			return err
 		}
 	}
-	if rk.o.TargetStore == Spanner {
+	if rk.o.TargetStore == record.Spanner {
 		return rk.rewriteRow(rec)
 	}
 	return rk.rewriteEntity(rec)

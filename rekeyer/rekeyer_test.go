@@ -43,7 +43,7 @@ func dsKey(elems ...any) rewrite.DatastoreKey {
 
 func TestSpannerRowsAndInterleavedChildren(t *testing.T) {
 	rk, err := New(Options{
-		Strategy: strategy(t, "shard", rewrite.Params{"n": 8, "mode": "abs"}), SourceStore: Spanner, TargetStore: Spanner,
+		Strategy: strategy(t, "shard", rewrite.Params{"n": 8, "mode": "abs"}), SourceStore: record.Spanner, TargetStore: record.Spanner,
 		Table: "Singers", Key: schema(t, "Singers", "SingerId INT64"),
 		Children:    map[string]rewrite.KeySchema{"Albums": schema(t, "Albums", "SingerId INT64, AlbumId INT64")},
 		TargetTable: "SingersV2", KeepOriginalKey: "OldKey",
@@ -80,7 +80,7 @@ func TestSpannerRowsAndInterleavedChildren(t *testing.T) {
 }
 
 func TestSpannerTypelessKeysAreCoerced(t *testing.T) {
-	rk, err := New(Options{Strategy: strategy(t, "swap", rewrite.Params{"order": "UserId"}), SourceStore: Spanner, TargetStore: Spanner,
+	rk, err := New(Options{Strategy: strategy(t, "swap", rewrite.Params{"order": "UserId"}), SourceStore: record.Spanner, TargetStore: record.Spanner,
 		Table: "Logs", Key: schema(t, "Logs", "LastAccess TIMESTAMP, UserId STRING(36)")})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSpannerTypelessKeysAreCoerced(t *testing.T) {
 }
 
 func TestDatastoreReferencesAndRenames(t *testing.T) {
-	rk, err := New(Options{Strategy: strategy(t, "hashprefix", rewrite.Params{"elements": "root"}), SourceStore: Datastore, TargetStore: Datastore,
+	rk, err := New(Options{Strategy: strategy(t, "hashprefix", rewrite.Params{"elements": "root"}), SourceStore: record.Datastore, TargetStore: record.Datastore,
 		Kind: "Customer", TargetKind: "CustomerV2", TargetNamespace: "v2", References: []string{"Referrer", "Friends"}, KeepOriginalKey: "OldKey"})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestDatastoreReferencesAndRenames(t *testing.T) {
 }
 
 func TestDatastoreToSpannerAndBack(t *testing.T) {
-	rk, err := New(Options{Strategy: strategy(t, "shard", rewrite.Params{"n": 4}), SourceStore: Datastore, TargetStore: Spanner,
+	rk, err := New(Options{Strategy: strategy(t, "shard", rewrite.Params{"n": 4}), SourceStore: record.Datastore, TargetStore: record.Spanner,
 		Table: "Orders", Key: schema(t, "Orders", "CustomerId STRING(MAX), OrderId INT64")})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestDatastoreToSpannerAndBack(t *testing.T) {
 		t.Errorf("path length mismatch: %v", err)
 	}
 
-	back, err := New(Options{Strategy: strategy(t, "hashprefix", nil), SourceStore: Spanner, TargetStore: Datastore,
+	back, err := New(Options{Strategy: strategy(t, "hashprefix", nil), SourceStore: record.Spanner, TargetStore: record.Datastore,
 		Key: schema(t, "Users", "UserId STRING(MAX)"), Kind: "User"})
 	if err != nil {
 		t.Fatal(err)

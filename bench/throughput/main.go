@@ -56,6 +56,7 @@ import (
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -346,7 +347,7 @@ func spannerioWrite(ctx context.Context, o options, db string, rows []Account) (
 	if o.spannerioBatch > 0 {
 		opts = append(opts, spannerio.UseBatchSize(o.spannerioBatch))
 	}
-	spannerio.Write(s, emulator.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db), table, beam.CreateList(s, rows), opts...)
+	spannerio.Write(s, spannerdb.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db), table, beam.CreateList(s, rows), opts...)
 	start := time.Now()
 	if _, err := beam.Run(ctx, o.runner, p); err != nil {
 		return 0, err
@@ -355,7 +356,7 @@ func spannerioWrite(ctx context.Context, o options, db string, rows []Account) (
 }
 
 func checkSpanner(ctx context.Context, db string, want int) error {
-	c, err := spanner.NewClient(ctx, emulator.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db))
+	c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db))
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -288,7 +289,7 @@ func spannerioWrite(ctx context.Context, runner, db string, n, batch int) error 
 	if batch > 0 {
 		opts = append(opts, spannerio.UseBatchSize(batch))
 	}
-	spannerio.Write(s, emulator.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db), "Events", beam.CreateList(s, rows), opts...)
+	spannerio.Write(s, spannerdb.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db), "Events", beam.CreateList(s, rows), opts...)
 	_, err := beam.Run(ctx, runner, p)
 	return err
 }

@@ -1,28 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"log/slog"
-	"text/tabwriter"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/spf13/cobra"
 
-	"github.com/rekeyio/rekey/configs"
-	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/internal/demo"
 )
-
-// demoCase is one rewrite the demo shows.
-type demoCase struct {
-	label  string
-	config rewrite.StepConfig
-}
 
 // DemoOptions are the parsed flags of `rekey demo`.
 type DemoOptions struct {
@@ -58,170 +45,11 @@ func newCmdDemo(f *factory, runF func(*DemoOptions) error) *cobra.Command {
 
 func runDemo(ctx context.Context, o *DemoOptions) error {
 	io := o.IO
-	if err := demoRewrites(ctx, io.out); err != nil || o.KeysOnly {
+	if err := demo.Keys(io.out); err != nil || o.KeysOnly {
 		return err
 	}
 	flag.CommandLine.Parse(nil)
 	beam.Init()
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	return demoMigrate(ctx, io.out, o.Runner, o.Files)
-}
-
-// demoRewrites rewrites the keys of the bundled sample data with several
-// strategies, checks that each invertible rewrite maps back, and shows how
-// evenly the rows would land over 16 key ranges when written in their
-// original (time) order.
-func demoRewrites(_ context.Context, w io.Writer) error {
-	logs, err := readSample("samples/user_access_logs.jsonl")
-	if err != nil {
-		return err
-	}
-	schema, _ := rewrite.ParseKeySchema("UserAccessLogs", "LastAccess TIMESTAMP, UserId STRING(36)")
-	var keys [][]rewrite.Value
-	for i, rec := range logs {
-		pk, err := rewrite.ParseKey(fmt.Sprintf("[%s,%s]", rec["LastAccess"], rec["UserId"]), &schema)
-		if err != nil {
-			return fmt.Errorf("user_access_logs.jsonl line %d: %w", i+1, err)
-		}
-		keys = append(keys, pk.Values)
-	}
-	fmt.Fprintf(w, "UserAccessLogs: %d rows keyed %s, written in time order.\n", len(keys), "("+schema.Text()+")")
-	fmt.Fprintln(w, "Busiest of 16 key ranges per 5% window of writes, as a multiple of its fair share")
-	fmt.Fprintln(w, "(1.0 = perfectly even; a random order scores about 1.7 on windows of 100 writes, a sorted one 12 to 16):")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STRATEGY\tNEW KEY\tBUSIEST\tRANGES/WINDOW\tROUND TRIP\tFIRST KEY")
-	for _, dc := range []demoCase{
-		{"none (copy)", rewrite.StepConfig{Strategy: "none"}},
-		{"swap order=UserId", rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": "UserId"}}},
-		{"shard n=16 mode=abs", rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"n": 16, "mode": "abs"}}},
-		{"bucket n=16 (ms)", rewrite.StepConfig{Strategy: "bucket", Params: rewrite.Params{"n": 16}}},
-		{"hashprefix on UserId", rewrite.StepConfig{Strategy: "chain", Steps: []rewrite.StepConfig{{Strategy: "swap", Params: rewrite.Params{"order": "UserId"}}, {Strategy: "hashprefix", Params: rewrite.Params{"column": "UserId"}}}}},
-		{"uuid v5", rewrite.StepConfig{Strategy: "uuid"}},
-	} {
-		r, err := spannerRewriter(dc.config, schema)
-		if err != nil {
-			return err
-		}
-		enc := make([][]byte, len(keys))
-		roundTrip := "n/a"
-		if r.Invertible() {
-			roundTrip = "ok"
-		}
-		var first []rewrite.Value
-		for i, k := range keys {
-			out, err := r.Rewrite(nil, k)
-			if err != nil {
-				return fmt.Errorf("%s: row %d: %w", dc.label, i+1, err)
-			}
-			if i == 0 {
-				first = out
-			}
-			enc[i] = rewrite.AppendSpannerKey(nil, r.Out(), out)
-			if r.Invertible() {
-				back, err := r.Invert(nil, out)
-				if err != nil || rewrite.CompareSpanner(schema, back, k) != 0 {
-					roundTrip = "FAILED"
-				}
-			}
-		}
-		rep := hotspot.Measure(enc, hotspot.Options{})
-		fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%s\t%s\n", dc.label, describeKeyNames(r.Out()), rep.Busiest, rep.Touched, roundTrip, rewrite.FormatKey(first, false))
-	}
-	tw.Flush()
-
-	cust, err := readSample("samples/customers.jsonl")
-	if err != nil {
-		return err
-	}
-	var dkeys []rewrite.DatastoreKey
-	for i, rec := range cust {
-		pk, err := rewrite.ParseKey(string(rec["__key__"]), nil)
-		if err != nil || !pk.IsDatastore {
-			return fmt.Errorf("customers.jsonl line %d: bad __key__: %v", i+1, err)
-		}
-		dkeys = append(dkeys, pk.Datastore)
-	}
-	fmt.Fprintf(w, "\nDatastore: %d Customer entities named Customer1, Customer2, ... with Order children.\n\n", len(dkeys))
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STRATEGY\tBUSIEST\tRANGES/WINDOW\tROUND TRIP\tEXAMPLE")
-	for _, dc := range []demoCase{
-		{"none (copy)", rewrite.StepConfig{Strategy: "none"}},
-		{"hashprefix n=4 elements=root", rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"elements": "root"}}},
-		{"reverse elements=root", rewrite.StepConfig{Strategy: "reverse", Params: rewrite.Params{"elements": "root"}}},
-		{"generation g=2 + hashprefix", rewrite.StepConfig{Strategy: "chain", Steps: []rewrite.StepConfig{{Strategy: "hashprefix", Params: rewrite.Params{"elements": "root"}}, {Strategy: "generation", Params: rewrite.Params{"g": 2, "as": "prefix"}}}}},
-	} {
-		r, err := datastoreRewriter(dc.config)
-		if err != nil {
-			return err
-		}
-		enc := make([][]byte, len(dkeys))
-		roundTrip := "ok"
-		var example rewrite.DatastoreKey
-		for i, k := range dkeys {
-			out, err := r.Rewrite(k)
-			if err != nil {
-				return fmt.Errorf("%s: %s: %w", dc.label, k, err)
-			}
-			if i == 1 {
-				example = out
-			}
-			enc[i] = rewrite.AppendDatastoreKey(nil, out)
-			if back, err := r.Invert(out); err != nil || !back.Equal(k) {
-				roundTrip = "FAILED"
-			}
-		}
-		rep := hotspot.Measure(enc, hotspot.Options{})
-		fmt.Fprintf(tw, "%s\t%.2fx\t%.1f\t%s\t%s\n", dc.label, rep.Busiest, rep.Touched, roundTrip, rewrite.FormatDatastoreKey(example))
-	}
-	tw.Flush()
-	return nil
-}
-
-// spannerRewriter builds one of the demo's rewriters.
-func spannerRewriter(c rewrite.StepConfig, schema rewrite.KeySchema) (*rewrite.SpannerRewriter, error) {
-	s, err := rewrite.New(c)
-	if err != nil {
-		return nil, err
-	}
-	return s.Spanner(schema)
-}
-
-// datastoreRewriter builds one of the demo's rewriters.
-func datastoreRewriter(c rewrite.StepConfig) (*rewrite.DatastoreRewriter, error) {
-	s, err := rewrite.New(c)
-	if err != nil {
-		return nil, err
-	}
-	return s.Datastore()
-}
-
-func describeKeyNames(s rewrite.KeySchema) string {
-	out := "("
-	for i, c := range s.Columns {
-		if i > 0 {
-			out += ", "
-		}
-		out += c.Name
-	}
-	return out + ")"
-}
-
-// readSample reads a bundled JSON Lines sample into raw records.
-func readSample(name string) ([]map[string]json.RawMessage, error) {
-	f, err := configs.Samples.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var recs []map[string]json.RawMessage
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		var rec map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", name, n, err)
-		}
-		recs = append(recs, rec)
-	}
-	return recs, sc.Err()
+	return demo.Migrate(ctx, io.out, o.Runner, o.Files)
 }

@@ -15,13 +15,16 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
 // Endpoint types.
 const (
-	TypeSpanner   = "spanner"
-	TypeDatastore = "datastore"
+	TypeSpanner   = record.Spanner // the stores' own names
+	TypeDatastore = record.Datastore
 	TypeJSONL     = "jsonl"
 	TypeCSV       = "csv"
 	TypeAvro      = "avro"
@@ -51,10 +54,10 @@ const (
 
 // Values of RampConfig.Profile.
 const (
-	RampNone      = "none"
-	RampDatastore = "datastore"
-	RampGCS       = "gcs"
-	RampCustom    = "custom"
+	RampNone      = throttle.ProfileNone
+	RampDatastore = throttle.ProfileDatastore
+	RampGCS       = throttle.ProfileGCS
+	RampCustom    = throttle.ProfileCustom
 )
 
 // Service limits and defaults for write batches.
@@ -77,12 +80,12 @@ const (
 	DefaultDatastoreBatchEntities = 500
 	DefaultDatastoreBatchBytes    = 9_000_000
 
-	// Write planning (transforms/writeplan): the least number of random shard
-	// keys, and how many records a shard sorts at once.
-	DefaultWriteShards = 16
-	DefaultWriteBuffer = 10_000
-	MaxWriteShards     = 1 << 16
-	MaxWriteBuffer     = 1_000_000
+	// Write planning (internal/writeorder): the least number of random
+	// shard keys, and how many records a shard sorts at once.
+	DefaultWriteShards = writeorder.DefaultShards
+	DefaultWriteBuffer = writeorder.DefaultBuffer
+	MaxWriteShards     = writeorder.MaxShards
+	MaxWriteBuffer     = writeorder.MaxBuffer
 
 	// Commits a worker has in flight at once (Datastore targets).
 	DefaultDatastoreParallelism = 8
@@ -300,12 +303,6 @@ type RampConfig struct {
 	IntervalSeconds float64 `mapstructure:"interval_seconds"`
 }
 
-// rampProfiles are the named profiles' Base, Growth and IntervalSeconds.
-var rampProfiles = map[string]RampConfig{
-	RampDatastore: {Base: 500, Growth: 1.5, IntervalSeconds: 300},
-	RampGCS:       {Base: 1000, Growth: 2, IntervalSeconds: 1200},
-}
-
 // SetDefaults normalizes enumerated values to lower case and fills in
 // defaults: ancestors "all", write mode "upsert", the target's batch sizes,
 // write planning's shards and buffer,
@@ -353,15 +350,15 @@ func (c *Config) SetDefaults() {
 	}
 	c.Write.AdaptiveThrottle.Window = orDefaultDuration(c.Write.AdaptiveThrottle.Window, DefaultAdaptiveWindow)
 	c.Ramp.Profile = orDefault(lowerTrim(c.Ramp.Profile), RampNone)
-	if p, ok := rampProfiles[c.Ramp.Profile]; ok {
+	if base, growth, interval, ok := throttle.ProfileDefaults(c.Ramp.Profile); ok {
 		if c.Ramp.Base == 0 {
-			c.Ramp.Base = p.Base
+			c.Ramp.Base = base
 		}
 		if c.Ramp.Growth == 0 {
-			c.Ramp.Growth = p.Growth
+			c.Ramp.Growth = growth
 		}
 		if c.Ramp.IntervalSeconds == 0 {
-			c.Ramp.IntervalSeconds = p.IntervalSeconds
+			c.Ramp.IntervalSeconds = interval.Seconds()
 		}
 	}
 }

@@ -30,6 +30,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/internal/spannerdb"
 )
 
 // Environment variables read by the client libraries and by this package.
@@ -100,11 +102,6 @@ func envOr(env, def string) string {
 	return def
 }
 
-// DatabasePath returns projects/P/instances/I/databases/D.
-func DatabasePath(project, instance, db string) string {
-	return fmt.Sprintf("projects/%s/instances/%s/databases/%s", project, instance, db)
-}
-
 // EnsureInstance creates the Spanner instance on the emulator unless it
 // exists. Instance ids have at least 2 characters.
 func EnsureInstance(ctx context.Context, project, instanceID string) error {
@@ -172,7 +169,7 @@ func NewSpannerDatabase(ctx context.Context, project, instanceID, dbName string,
 	if err != nil {
 		return "", fmt.Errorf("create spanner database %s: %w", dbName, err)
 	}
-	return DatabasePath(project, instanceID, dbName), nil
+	return spannerdb.DatabasePath(project, instanceID, dbName), nil
 }
 
 // DropSpannerDatabase drops a database created by NewSpannerDatabase.

@@ -10,6 +10,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/internal/spannerdb"
 )
 
 func TestUniqueDatabaseID(t *testing.T) {
@@ -105,7 +107,7 @@ func TestRequireFailsOrSkips(t *testing.T) {
 
 func TestEmulatorSpanner(t *testing.T) {
 	c, path := TestDBPath(t, `CREATE TABLE T (K INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (K)`)
-	if !strings.HasPrefix(path, DatabasePath(SpannerProject(), SpannerInstance(), "t")) {
+	if !strings.HasPrefix(path, spannerdb.DatabasePath(SpannerProject(), SpannerInstance(), "t")) {
 		t.Errorf("database path %q", path)
 	}
 	ctx := t.Context()

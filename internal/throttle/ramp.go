@@ -26,6 +26,19 @@ const (
 	ProfileCustom    = "custom"
 )
 
+// ProfileDefaults are a named profile's parameters (ok false for none,
+// custom and unknown names, which have none): the one place they are
+// written down; config fills a ramp's unset parameters from here.
+func ProfileDefaults(profile string) (base, growth float64, interval time.Duration, ok bool) {
+	switch profile {
+	case ProfileDatastore:
+		return 500, 1.5, 5 * time.Minute, true
+	case ProfileGCS:
+		return 1000, 2, 20 * time.Minute, true
+	}
+	return 0, 0, 0, false
+}
+
 // Schedule is a ramp: Base ops/s at Start, multiplied by Growth every
 // Interval. A zero Schedule (Base 0) means no limit.
 type Schedule struct {
@@ -45,10 +58,8 @@ func NewSchedule(profile string, base, growth float64, interval time.Duration, s
 	switch profile {
 	case "", ProfileNone:
 		return Schedule{}, nil
-	case ProfileDatastore:
-		s.Base, s.Growth, s.Interval = 500, 1.5, 5*time.Minute
-	case ProfileGCS:
-		s.Base, s.Growth, s.Interval = 1000, 2, 20*time.Minute
+	case ProfileDatastore, ProfileGCS:
+		s.Base, s.Growth, s.Interval, _ = ProfileDefaults(profile)
 	case ProfileCustom:
 	default:
 		return s, fmt.Errorf("unknown ramp profile %q (want none, datastore, gcs or custom)", profile)

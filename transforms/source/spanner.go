@@ -34,7 +34,7 @@ type SpannerConfig struct {
 
 // DatabasePath returns projects/P/instances/I/databases/D.
 func (c SpannerConfig) DatabasePath() string {
-	return fmt.Sprintf("projects/%s/instances/%s/databases/%s", c.Project, c.Instance, c.Database)
+	return spannerdb.DatabasePath(c.Project, c.Instance, c.Database)
 }
 
 // Metrics of the Spanner source besides transforms.Read (namespace rekey).

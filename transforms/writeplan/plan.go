@@ -17,7 +17,7 @@
 //     and cut into batches of at most BatchRows records, each a narrow key
 //     range (one commit), and the batches are emitted in a random order in
 //     which every run of consecutive batches is spread evenly over the key
-//     space (Order), continued from one buffer to the next.
+//     space (writeorder.Order), continued from one buffer to the next.
 //
 // The sinks commit each planned batch on its own (their CommitPerElement
 // option), so commits stay key-local.
@@ -43,18 +43,16 @@
 // span them all), and the draws are stratified: a worker gathers up to
 // Buffer records, sorts them, and deals each run of neighbouring records
 // to distinct shards, so every shard holds an even share of every part of
-// the key space (Deal). That also keeps Beam's per-element cost low: one
+// the key space (writeorder.Deal). That also keeps Beam's per-element cost low: one
 // element per (gathered records, shard key) pair.
 package writeplan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
 	"math/rand/v2"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -63,141 +61,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
 	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rewrite"
 )
-
-// The stores Options.Store names.
-const (
-	StoreSpanner   = "spanner"
-	StoreDatastore = "datastore"
-)
-
-// Defaults and limits of Options.
-const (
-	// DefaultShards is the number of shard keys for mid-sized inputs
-	// (see ShardKeys): how many workers can plan and write at once.
-	DefaultShards = 16
-	// DefaultBuffer is how many records a shard sorts at once: 10,000
-	// records cut into batches of 500 make batches that each cover 1/20
-	// of the key space.
-	DefaultBuffer = 10_000
-	// DefaultBatchRows matches the sinks' row bound (Spanner's 500 rows,
-	// Datastore's 500 entities per commit).
-	DefaultBatchRows = 500
-	// MaxShards and MaxBuffer bound the knobs: more shard keys than this
-	// only add per-element cost; a larger buffer holds too much memory.
-	MaxShards = 1 << 16
-	MaxBuffer = 1_000_000
-	// fill is the share of Buffer a shard is sized to, so that random
-	// variation in shard sizes stays within the buffer.
-	fill = 0.8
-)
-
-// Options configure Writes. They are plain data (JSON) so a DoFn carries
-// them to the workers.
-type Options struct {
-	// Store is the target store: "spanner" or "datastore".
-	Store string `json:"store"`
-	// Key is the Spanner target table's key schema as text
-	// (rewrite.KeySchema.Text, rewrite.ParseKeySchema), used for every
-	// record whose table is not in Children. Spanner only.
-	Key string `json:"key,omitempty"`
-	// Children maps the interleaved child tables (by name, any case) to
-	// their key schema text. Spanner only.
-	Children map[string]string `json:"children,omitempty"`
-	// Shards is the number of random shard keys for mid-sized inputs, more
-	// for large ones, fewer for small ones (see ShardKeys; 0:
-	// DefaultShards).
-	Shards int `json:"shards,omitempty"`
-	// Buffer is how many records a shard sorts at once (0: DefaultBuffer).
-	// It bounds the memory of a worker: Buffer records and their keys.
-	Buffer int `json:"buffer,omitempty"`
-	// BatchRows caps the records of a planned batch, one commit (0:
-	// DefaultBatchRows). Set it to the sink's row bound.
-	BatchRows int `json:"batch_rows,omitempty"`
-	// Seed makes the plan reproducible; 0 picks a random seed when the
-	// pipeline is built.
-	Seed int64 `json:"seed,omitempty"`
-	// Ramp paces the planned batches (see throttle): the schedule's
-	// budget is shared by the shard keys, each spending Rate(t)/keys, so
-	// the job's total stays within it whatever the number of workers.
-	// Each batch carries its shard key (record.EncodePacedBatch), and the
-	// sink waits for that key's budget (throttle.SharedPacer) just before
-	// committing it.
-	Ramp Ramp `json:"ramp,omitempty"`
-	// Local plans each worker's records where they are, without the
-	// global shuffle (see Writes): only for records whose new keys are
-	// scattered already (rewrite.Info.Scatters), and without a ramp-up,
-	// whose budget is shared through the shard keys.
-	Local bool `json:"local,omitempty"`
-}
-
-// Ramp is a ramp-up schedule in plain data.
-type Ramp = throttle.Ramp
-
-// WithDefaults fills in zero knobs.
-func (o Options) WithDefaults() Options {
-	if o.Shards == 0 {
-		o.Shards = DefaultShards
-	}
-	if o.Buffer == 0 {
-		o.Buffer = DefaultBuffer
-	}
-	if o.BatchRows == 0 {
-		o.BatchRows = DefaultBatchRows
-	}
-	return o
-}
-
-// Validate reports every problem of o (after WithDefaults) at once.
-func (o Options) Validate() error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("plan: "+format, args...)) }
-	switch o.Store {
-	case StoreSpanner:
-		if strings.TrimSpace(o.Key) == "" {
-			add("key: required for a spanner target (the target table's key schema)")
-		} else if _, err := rewrite.ParseKeySchema("", o.Key); err != nil {
-			add("key: %v", err)
-		}
-		for name, text := range o.Children {
-			if _, err := rewrite.ParseKeySchema(name, text); err != nil {
-				add("children[%s]: %v", name, err)
-			}
-		}
-	case StoreDatastore:
-		if o.Key != "" || len(o.Children) > 0 {
-			add("key, children: only for a spanner target")
-		}
-	default:
-		add("store %q: want %s or %s", o.Store, StoreSpanner, StoreDatastore)
-	}
-	if o.Shards < 1 || o.Shards > MaxShards {
-		add("shards %d: want 1..%d", o.Shards, MaxShards)
-	}
-	if o.Buffer < 1 || o.Buffer > MaxBuffer {
-		add("buffer %d: want 1..%d", o.Buffer, MaxBuffer)
-	}
-	if o.Local && o.Ramp.Profile != "" && o.Ramp.Profile != "none" {
-		add("local: a ramp-up (%s) needs the global shuffle, which shares its budget among the shard keys", o.Ramp.Profile)
-	}
-	if o.BatchRows < 1 {
-		add("batch_rows %d: want at least 1", o.BatchRows)
-	} else if o.Buffer >= 1 && o.BatchRows > o.Buffer {
-		add("batch_rows %d: more than the buffer (%d) can sort", o.BatchRows, o.Buffer)
-	}
-	return errors.Join(errs...)
-}
-
-// ShardKeys is the number of shard keys for total records: Shards, but
-// no fewer than it takes for every shard to fit its buffer, and, within
-// that, no more than lets every shard make 16 batches.
-func (o Options) ShardKeys(total int64) int {
-	fits := int64(float64(total)/(fill*float64(o.Buffer))) + 1
-	narrow := max(total/(16*int64(max(o.BatchRows, 1))), 1)
-	return int(min(max(fits, min(int64(o.Shards), narrow)), 1<<31-1))
-}
 
 func init() {
 	register.Function1x1(batchLen)
@@ -212,7 +78,7 @@ func init() {
 // Writes plans the writes of record batches (record.EncodeBatch) and
 // returns the planned batches, each of at most BatchRows records within a
 // narrow key range, in write order. It panics if opts are invalid.
-func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollection {
+func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("writeplan.Writes")
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
@@ -231,8 +97,8 @@ func Writes(s beam.Scope, opts Options, batches beam.PCollection) beam.PCollecti
 
 // buffer gathers records with their keys, for sorting.
 type buffer struct {
-	keyer *Keyer
-	items []Item
+	keyer *writeorder.Keyer
+	items []writeorder.Item
 	arena []byte
 }
 
@@ -246,7 +112,7 @@ func (b *buffer) add(batch []byte, limit int, full func()) error {
 	for i := range recs {
 		start := len(b.arena)
 		b.arena = b.keyer.Append(b.arena, &recs[i])
-		b.items = append(b.items, Item{Key: b.arena[start:len(b.arena):len(b.arena)], Rec: recs[i]})
+		b.items = append(b.items, writeorder.Item{Key: b.arena[start:len(b.arena):len(b.arena)], Rec: recs[i]})
 		if len(b.items) >= limit {
 			full()
 		}
@@ -267,12 +133,12 @@ func batchLen(batch []byte) int64 {
 }
 
 // shardFn deals records to random shard keys. It gathers up to Buffer
-// records of a bundle, sorts them by key and deals them evenly (Deal), one
+// records of a bundle, sorts them by key and deals them evenly (writeorder.Deal), one
 // element per (gathered records, shard key) pair, so that an element
 // carries many records even when there are more shard keys than records
 // in an input batch.
 type shardFn struct {
-	Opts Options `json:"opts"`
+	Opts writeorder.Options `json:"opts"`
 
 	buffer
 	keys int
@@ -281,7 +147,7 @@ type shardFn struct {
 
 func (f *shardFn) Setup() error {
 	var err error
-	f.keyer, err = NewKeyer(f.Opts)
+	f.keyer, err = writeorder.NewKeyer(f.Opts)
 	return err
 }
 
@@ -311,8 +177,8 @@ func (f *shardFn) flush(emit func(int, []byte)) {
 	// Seeded by the records' content, so a retried bundle deals them the
 	// same way.
 	rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), f.hash.Sum64()^uint64(len(f.items))))
-	Sort(f.items)
-	for shard, recs := range Deal(f.items, f.keys, rng) {
+	writeorder.Sort(f.items)
+	for shard, recs := range writeorder.Deal(f.items, f.keys, rng) {
 		if len(recs) > 0 {
 			emit(shard, record.EncodeBatch(recs))
 		}
@@ -323,7 +189,7 @@ func (f *shardFn) flush(emit func(int, []byte)) {
 // planFn sorts each shard's records a buffer at a time and emits them in
 // planned batches.
 type planFn struct {
-	Opts Options `json:"opts"`
+	Opts writeorder.Options `json:"opts"`
 
 	buffer
 	phase  float64
@@ -335,7 +201,7 @@ func (f *planFn) Setup() error {
 		return err
 	}
 	var err error
-	f.keyer, err = NewKeyer(f.Opts)
+	f.keyer, err = writeorder.NewKeyer(f.Opts)
 	return err
 }
 
@@ -364,7 +230,7 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 			// key's budget, so no commit lands as a burst over it.
 			rows = pacer.MaxBatch(time.Now(), rows)
 		}
-		for _, b := range Plan(f.items, rows, f.phase) {
+		for _, b := range writeorder.Plan(f.items, rows, f.phase) {
 			if pacer != nil {
 				// The sink waits for the key's budget right before the
 				// commit, so delays between here and there do not bunch
@@ -394,7 +260,7 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 // input) and is skipped. Like Java SpannerIO's sort-and-batch, with the
 // batches' order randomised.
 type localPlanFn struct {
-	Opts Options `json:"opts"`
+	Opts writeorder.Options `json:"opts"`
 
 	buffer
 	phase float64
@@ -402,7 +268,7 @@ type localPlanFn struct {
 
 func (f *localPlanFn) Setup() error {
 	var err error
-	f.keyer, err = NewKeyer(f.Opts)
+	f.keyer, err = writeorder.NewKeyer(f.Opts)
 	// Each DoFn instance's batches start at a different place, drawn
 	// from the seed and the instance's number in the process.
 	f.phase = rand.New(rand.NewPCG(uint64(f.Opts.Seed), localPlanners.Add(1))).Float64()
@@ -424,7 +290,7 @@ func (f *localPlanFn) flush(ctx context.Context, emit func([]byte)) {
 	if len(f.items) == 0 {
 		return
 	}
-	for _, b := range Plan(f.items, f.Opts.BatchRows, f.phase) {
+	for _, b := range writeorder.Plan(f.items, f.Opts.BatchRows, f.phase) {
 		emit(record.EncodeBatch(b))
 	}
 	PlannedBuffer.Update(ctx, int64(len(f.items)))

@@ -11,6 +11,7 @@ import (
 	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/hotspot"
+	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms/writeplan"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) { beamtest.Main(m) }
 // batches of at most BatchRows sorted by key, each within one or two of
 // 16 key ranges, spread over the key space.
 func TestWrites(t *testing.T) {
-	opts := writeplan.Options{Store: writeplan.StoreDatastore, Shards: 2, Buffer: 5000, BatchRows: 5}
+	opts := writeorder.Options{Store: record.Datastore, Shards: 2, Buffer: 5000, BatchRows: 5}
 	in := entities(12_000, func(i int) rewrite.PathElement { return rewrite.PathElement{Kind: "K", ID: int64(i)} })
 	for _, runner := range beamtest.Runners {
 		t.Run(runner, func(t *testing.T) {
@@ -41,7 +42,7 @@ func TestWrites(t *testing.T) {
 // of the key space takes all the first writes, which is why Local is
 // only for rewrites that scatter.
 func TestWritesLocal(t *testing.T) {
-	opts := writeplan.Options{Store: writeplan.StoreDatastore, Buffer: 5000, BatchRows: 5, Local: true}
+	opts := writeorder.Options{Store: record.Datastore, Buffer: 5000, BatchRows: 5, Local: true}
 	scattered := entities(12_000, func(i int) rewrite.PathElement {
 		return rewrite.PathElement{Kind: "K", Name: fmt.Sprintf("%x-%d", md5.Sum([]byte(fmt.Sprint(i))), i)}
 	})
@@ -77,7 +78,7 @@ func entities(n int, key func(i int) rewrite.PathElement) []any {
 // planned runs Writes on in and checks that every record comes out once,
 // with its key, in batches of at most BatchRows records sorted by key; it
 // returns the figures of the batches in the order collected.
-func planned(t *testing.T, runner string, opts writeplan.Options, in []any) committap.Figures {
+func planned(t *testing.T, runner string, opts writeorder.Options, in []any) committap.Figures {
 	t.Helper()
 	out := beamtest.NewCollector(t)
 	beamtest.Run(t, runner, func(s beam.Scope) {

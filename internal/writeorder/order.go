@@ -1,4 +1,11 @@
-package writeplan
+// Package writeorder is the pure core of write planning (see
+// transforms/writeplan, which wraps it in Beam DoFns): the options with
+// their defaults and limits, the store key order (Keyer), the stratified
+// deal of records to shard keys (Deal), and the cut of a sorted buffer
+// into key-local batches emitted in an even random order (Cut, Order,
+// Plan). It imports no Beam, so config can refer to its limits and the
+// Beam-free migration core can describe a run's write plan.
+package writeorder
 
 import (
 	"bytes"
@@ -11,8 +18,6 @@ import (
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
-
-// The pure steps of write planning. Writes wraps them in two thin DoFns.
 
 // Item is a record with its key in the store's order (a Keyer's
 // encoding): items sort by Key with bytes.Compare.
@@ -35,7 +40,7 @@ type Keyer struct {
 // NewKeyer returns the Keyer for o (which must be valid).
 func NewKeyer(o Options) (*Keyer, error) {
 	k := &Keyer{store: o.Store}
-	if o.Store != StoreSpanner {
+	if o.Store != record.Spanner {
 		return k, nil
 	}
 	var err error
@@ -58,7 +63,7 @@ func NewKeyer(o Options) (*Keyer, error) {
 // without a key) gets an empty key, which sorts first: planning moves
 // records, it does not judge them; the sink dead-letters such a record.
 func (k *Keyer) Append(dst []byte, rec *record.Record) []byte {
-	if k.store == StoreDatastore {
+	if k.store == record.Datastore {
 		if rec.Key == nil {
 			return dst
 		}

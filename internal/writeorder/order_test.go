@@ -1,7 +1,6 @@
-package writeplan
+package writeorder
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/committap"
-	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/hotspot"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -141,7 +137,7 @@ func intRecord(table string, cols ...any) record.Record {
 }
 
 func TestKeyerSpanner(t *testing.T) {
-	k, err := NewKeyer(Options{Store: StoreSpanner, Key: "CustomerId INT64, Day STRING(10) DESC",
+	k, err := NewKeyer(Options{Store: record.Spanner, Key: "CustomerId INT64, Day STRING(10) DESC",
 		Children: map[string]string{"Orders": "CustomerId INT64, Day STRING(10) DESC, OrderId INT64"}})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +177,7 @@ func TestKeyerSpanner(t *testing.T) {
 }
 
 func TestKeyerDatastore(t *testing.T) {
-	k, err := NewKeyer(Options{Store: StoreDatastore})
+	k, err := NewKeyer(Options{Store: record.Datastore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +205,7 @@ func TestKeyerDatastore(t *testing.T) {
 }
 
 func idItems(ids []int) []Item {
-	k, _ := NewKeyer(Options{Store: StoreSpanner, Key: "Id INT64"})
+	k, _ := NewKeyer(Options{Store: record.Spanner, Key: "Id INT64"})
 	items := make([]Item, len(ids))
 	for i, id := range ids {
 		r := intRecord("T", "Id", id, "V", i)
@@ -341,17 +337,17 @@ func TestOptionsValidate(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Store: StoreSpanner, Key: "Id INT64"}, ""},
-		{Options{Store: StoreDatastore}, ""},
+		{Options{Store: record.Spanner, Key: "Id INT64"}, ""},
+		{Options{Store: record.Datastore}, ""},
 		{Options{Store: "bigtable"}, `store "bigtable": want spanner or datastore`},
-		{Options{Store: StoreSpanner}, "key: required"},
-		{Options{Store: StoreSpanner, Key: "Id"}, `key: key column 1 "Id"`},
-		{Options{Store: StoreSpanner, Key: "Id INT64", Children: map[string]string{"C": "X"}}, "children[C]"},
-		{Options{Store: StoreDatastore, Key: "Id INT64"}, "only for a spanner target"},
-		{Options{Store: StoreDatastore, Shards: -1}, "shards -1: want 1..65536"},
-		{Options{Store: StoreDatastore, Buffer: 2_000_000}, "buffer 2000000: want 1..1000000"},
-		{Options{Store: StoreDatastore, Buffer: 100}, "batch_rows 500: more than the buffer (100) can sort"},
-		{Options{Store: StoreDatastore, BatchRows: -5}, "batch_rows -5: want at least 1"},
+		{Options{Store: record.Spanner}, "key: required"},
+		{Options{Store: record.Spanner, Key: "Id"}, `key: key column 1 "Id"`},
+		{Options{Store: record.Spanner, Key: "Id INT64", Children: map[string]string{"C": "X"}}, "children[C]"},
+		{Options{Store: record.Datastore, Key: "Id INT64"}, "only for a spanner target"},
+		{Options{Store: record.Datastore, Shards: -1}, "shards -1: want 1..65536"},
+		{Options{Store: record.Datastore, Buffer: 2_000_000}, "buffer 2000000: want 1..1000000"},
+		{Options{Store: record.Datastore, Buffer: 100}, "batch_rows 500: more than the buffer (100) can sort"},
+		{Options{Store: record.Datastore, BatchRows: -5}, "batch_rows -5: want at least 1"},
 	} {
 		err := tc.o.WithDefaults().Validate()
 		switch {
@@ -372,136 +368,5 @@ func TestOptionsValidate(t *testing.T) {
 		if got := o.ShardKeys(tc.total); got != tc.want {
 			t.Errorf("ShardKeys(%d) = %d, want %d", tc.total, got, tc.want)
 		}
-	}
-}
-
-// simulate runs the two DoFns of Writes without a runner: n records with
-// keys 0..n-1 arrive sorted in batches of 500; shards are processed one
-// after the other. It returns the planned batches' keys in write order.
-func simulate(t *testing.T, o Options, n int) [][][]byte {
-	t.Helper()
-	o = o.WithDefaults()
-	o.Store, o.Key = StoreSpanner, "Id INT64"
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	sf := &shardFn{Opts: o}
-	if err := sf.Setup(); err != nil {
-		t.Fatal(err)
-	}
-	groups := map[int][][]byte{}
-	collect := func(k int, b []byte) { groups[k] = append(groups[k], b) }
-	sf.StartBundle(int64(n), collect)
-	for start := 0; start < n; start += 500 {
-		var recs []record.Record
-		for id := start; id < min(start+500, n); id++ {
-			recs = append(recs, intRecord("T", "Id", id))
-		}
-		if err := sf.ProcessElement(record.EncodeBatch(recs), int64(n), collect); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sf.FinishBundle(int64(n), collect)
-	if got, want := len(groups), o.ShardKeys(int64(n)); got > want || got < want*9/10 {
-		t.Errorf("%d shard keys used, want %d", got, want)
-	}
-	pf := &planFn{Opts: o}
-	if err := pf.Setup(); err != nil {
-		t.Fatal(err)
-	}
-	keyer, _ := NewKeyer(o)
-	var out [][][]byte
-	for _, k := range slices.Sorted(func(yield func(int) bool) {
-		for k := range groups {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		vals := groups[k]
-		next := func(b *[]byte) bool {
-			if len(vals) == 0 {
-				return false
-			}
-			*b, vals = vals[0], vals[1:]
-			return true
-		}
-		err := pf.ProcessElement(t.Context(), k, next, int64(n), func(b []byte) {
-			recs, err := record.DecodeBatch(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var keys [][]byte
-			for i := range recs {
-				keys = append(keys, keyer.Append(nil, &recs[i]))
-			}
-			out = append(out, keys)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-func TestSimulatedWritesSpreadSortedInput(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		o       Options
-		n       int
-		busiest float64
-	}{
-		// The integration test's settings: 20,000 records, 10 per commit.
-		{"20k rows, 10 per commit", Options{Shards: 2, BatchRows: 10, Seed: 1}, 20_000, 1.25},
-		// Shards far larger than a buffer: without enough shard keys,
-		// every shard would be sorted in chunks in arrival order.
-		{"small buffer", Options{Shards: 4, Buffer: 1000, BatchRows: 10, Seed: 2}, 40_000, 1.25},
-		// Default knobs, 500 rows per commit: a million rows make 100
-		// commits per window, as many as 20,000 rows in commits of 10.
-		{"defaults", Options{Seed: 3}, 1_000_000, 1.25},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if testing.Short() && tc.n > 100_000 {
-				t.Skip("-short: many records")
-			}
-			batches := simulate(t, tc.o, tc.n)
-			f := committap.Measure(batches, hotspot.Options{})
-			t.Logf("%v", f)
-			if f.Writes != tc.n {
-				t.Errorf("%d records written, want %d", f.Writes, tc.n)
-			}
-			if f.Busiest > tc.busiest || f.RangesPerCommit > 2 {
-				t.Errorf("busiest %.2f (want at most %.2f), %.1f ranges per commit (want at most 2)", f.Busiest, tc.busiest, f.RangesPerCommit)
-			}
-			for _, b := range batches {
-				if len(b) > tc.o.WithDefaults().BatchRows {
-					t.Fatalf("batch of %d records", len(b))
-				}
-				for i := 1; i < len(b); i++ {
-					if bytes.Compare(b[i-1], b[i]) > 0 {
-						t.Fatal("batch not sorted")
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestBatchLen(t *testing.T) {
-	for _, n := range []int{0, 1, 500, 70000} {
-		recs := make([]record.Record, n)
-		if got := batchLen(record.EncodeBatch(recs)); got != int64(n) {
-			t.Errorf("batchLen of %d records = %d", n, got)
-		}
-	}
-}
-
-// The config's defaults and limits are the planner's.
-func TestConfigAgrees(t *testing.T) {
-	if config.DefaultWriteShards != DefaultShards || config.DefaultWriteBuffer != DefaultBuffer ||
-		config.MaxWriteShards != MaxShards || config.MaxWriteBuffer != MaxBuffer {
-		t.Errorf("config write.shards/buffer defaults and limits (%d, %d, %d, %d) differ from the planner's (%d, %d, %d, %d)",
-			config.DefaultWriteShards, config.DefaultWriteBuffer, config.MaxWriteShards, config.MaxWriteBuffer,
-			DefaultShards, DefaultBuffer, MaxShards, MaxBuffer)
 	}
 }

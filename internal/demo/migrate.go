@@ -1,4 +1,10 @@
-package main
+// Package demo is `rekey demo`: it shows what the strategies do to the
+// bundled sample keys (Keys), then runs three complete migrations of the
+// samples on the local emulators — or files to files where none is
+// installed — and checks every record arrived exactly once under its new
+// key with its values unchanged (Migrate). It goes through the same
+// migration.Run as `rekey run`.
+package demo
 
 import (
 	"context"
@@ -22,6 +28,7 @@ import (
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
@@ -68,10 +75,11 @@ type demoEnv struct {
 	failures int
 }
 
-// demoMigrate runs the full demo: start (or reuse) the emulators, load
-// the samples, migrate three datasets with rewritten keys, check them.
-// Without emulators it runs the file-to-file migration instead.
-func demoMigrate(ctx context.Context, w io.Writer, runner string, filesOnly bool) error {
+// Migrate runs the demo's migrations on runner, saying on w what it does:
+// start (or reuse) the emulators, load the samples, migrate three datasets
+// with rewritten keys, check them. Without emulators, or with filesOnly,
+// it runs the file-to-file migration instead. Beam must be initialised.
+func Migrate(ctx context.Context, w io.Writer, runner string, filesOnly bool) error {
 	dir, err := os.MkdirTemp("", "rekey-demo-")
 	if err != nil {
 		return err
@@ -147,12 +155,12 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 	if _, err := emulator.NewSpannerDatabase(ctx, demoProject, demoInstance, e.dstDB, nil); err != nil {
 		return err
 	}
-	src, err := spanner.NewClient(ctx, emulator.DatabasePath(demoProject, demoInstance, e.srcDB))
+	src, err := spanner.NewClient(ctx, spannerdb.DatabasePath(demoProject, demoInstance, e.srcDB))
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	dst, err := spanner.NewClient(ctx, emulator.DatabasePath(demoProject, demoInstance, e.dstDB))
+	dst, err := spanner.NewClient(ctx, spannerdb.DatabasePath(demoProject, demoInstance, e.dstDB))
 	if err != nil {
 		return err
 	}
@@ -364,7 +372,7 @@ func (e *demoEnv) datastore(ctx context.Context) error {
 	ds := func(ns string) config.Endpoint {
 		return config.Endpoint{Type: config.TypeDatastore, Project: demoProject, Namespace: ns, Kind: "Customer"}
 	}
-	cfg := &config.Config{Source: ds(e.srcNS), Target: ds(e.dstNS), Ancestors: config.AncestorsRoot, Interleaved: []string{"Order"},
+	cfg := &config.Config{Source: ds(e.srcNS), Target: ds(e.dstNS), Ancestors: config.AncestorsRoot, Descendants: []string{"Order"},
 		Rewrite: config.RewriteConfig{Strategy: "hashprefix", Params: map[string]any{"n": 4}}, DeadLetter: filepath.Join(e.dir, "ds-dead.jsonl")}
 	if _, err := e.run(ctx, cfg); err != nil {
 		return fmt.Errorf("Customer: %w", err)
