@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rekeyio/rekey/internal/emulator"
+)
+
+// writeTestConfig writes a config into a temp dir, with %s standing for
+// that dir, and returns its path.
+func writeTestConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rekey.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%s", dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(`{"__key__":{"path":["K","a"]},"Id":"a","x":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A store that cannot be reached (here: no credentials) is an operation
+// that failed, exit 1, whichever store and whichever end it is.
+func TestExitCodeNoCredentialsIsTheSameForEveryStore(t *testing.T) {
+	t.Setenv("SPANNER_EMULATOR_HOST", "")
+	t.Setenv("DATASTORE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	for name, yaml := range map[string]string{
+		"spanner source": `
+source: {type: spanner, project: p, instance: inst, database: db, table: T}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: bitreverse}
+dead_letter: "%s/dead.jsonl"`,
+		"spanner target": `
+source: {type: jsonl, path: "%s/in.jsonl", table: T, key: "Id STRING(MAX)"}
+target: {type: spanner, project: p, instance: inst, database: db, table: T}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`,
+		"datastore source": `
+source: {type: datastore, project: p, kind: K}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`,
+		"datastore target": `
+source: {type: jsonl, path: "%s/in.jsonl"}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, errs, code := rekey(t, "", "run", "-c", writeTestConfig(t, yaml))
+			if code != exitFailure || !strings.Contains(errs, "missing.json") {
+				t.Errorf("exit %d, want %d, with the credentials error\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
+			}
+		})
+	}
+}
+
+// A config that does not fit the database is a config error, exit 2:
+// nothing was done.
+func TestExitCodeConfigThatDoesNotFitTheDatabase(t *testing.T) {
+	_, path := emulator.TestDBPath(t, `CREATE TABLE Existing (Id STRING(MAX) NOT NULL) PRIMARY KEY (Id)`)
+	db := filepath.Base(path)
+	p, inst := emulator.SpannerProject(), emulator.SpannerInstance()
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"missing source table": {`
+source: {type: spanner, project: ` + p + `, instance: ` + inst + `, database: ` + db + `, table: Missing}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`, "source: table Missing"},
+		"missing target table": {`
+source: {type: jsonl, path: "%s/in.jsonl", table: Missing, key: "Id STRING(MAX)"}
+target: {type: spanner, project: ` + p + `, instance: ` + inst + `, database: ` + db + `, table: Missing}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`, "target table Missing does not exist"},
+		"target table with another key": {`
+source: {type: jsonl, path: "%s/in.jsonl", table: Existing, key: "Id STRING(MAX)"}
+target: {type: spanner, project: ` + p + `, instance: ` + inst + `, database: ` + db + `, table: Existing}
+rewrite: {strategy: shard, params: {n: 4}}
+dead_letter: "%s/dead.jsonl"`, "target table Existing exists with (Id STRING(MAX))"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, errs, code := rekey(t, "", "run", "-c", writeTestConfig(t, tc.yaml))
+			if code != exitUsage || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, want %d, saying %q\nstdout: %s\nstderr: %s", code, exitUsage, tc.want, out, errs)
+			}
+		})
+	}
+}
