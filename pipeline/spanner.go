@@ -206,7 +206,7 @@ func (p *Plan) writeSpanner(s beam.Scope, batches beam.PCollection) ([]beam.PCol
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Table: p.spanner.targets[0].Name, Mode: p.Config.Write.Mode,
 		MaxMutations: p.Config.Write.BatchMutations, MaxBytes: p.Config.Write.BatchBytes, MaxRows: p.Config.Write.BatchRows,
-		CommitPerElement: true, MaxInFlight: p.Config.Write.Parallelism, Guard: p.Guard()} // one planned batch, one commit
+		CommitPerElement: true, Parallelism: p.Config.Write.Parallelism, Guard: p.Guard()} // one planned batch, one commit
 	if len(p.spanner.targets) == 1 {
 		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
 	}
