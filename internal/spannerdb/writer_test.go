@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,38 +12,22 @@ import (
 
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rewrite"
 )
 
 // fakeWriter is a Writer on table T (Id INT64) whose commits go to a
 // function: a commit fails with the error fail returns for the first row
 // it refuses; the ids of each successful commit are recorded.
 func fakeWriter(fail func(id int64) error) (*spannerdb.Writer, *[][]int64) {
-	var commits [][]int64
-	t := &spannerdb.Table{Name: "T", Columns: []spannerdb.Column{{Name: "Id", Type: "INT64", NotNull: true}}}
-	t.Key, _ = rewrite.ParseKeySchema("T", "Id INT64")
-	var mu sync.Mutex
+	commit, commits := spannerdbtest.FakeCommit(fail)
 	w := &spannerdb.Writer{
-		Table:  t,
+		Table:  spannerdbtest.IDTable(),
 		Source: "spanner:test/T",
 		Retry:  retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond},
-		Commit: func(_ context.Context, _ bool, rows []spannerdb.Row) error {
-			mu.Lock()
-			defer mu.Unlock()
-			var got []int64
-			for _, r := range rows {
-				id, _ := r.Record.Get("Id")
-				if err := fail(id.Int); err != nil {
-					return err
-				}
-				got = append(got, id.Int)
-			}
-			commits = append(commits, got)
-			return nil
-		},
+		Commit: commit,
 	}
-	return w, &commits
+	return w, commits
 }
 
 func recordsOf(n int) []record.Record {

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,42 +11,25 @@ import (
 
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 )
 
 // fakeSink is a spannerWriteFn whose commits go to a function: a commit
 // fails with the error fail returns for the first row it refuses.
 func fakeSink(cfg SpannerSinkConfig, fail func(id int64) error) (*spannerWriteFn, *[][]int64) {
-	var commits [][]int64
-	t := &spannerdb.Table{Name: "T", Columns: []spannerdb.Column{{Name: "Id", Type: "INT64", NotNull: true}}}
-	t.Key, _ = rewrite.ParseKeySchema("T", "Id INT64")
 	if cfg.Guard.Retry.Initial == 0 {
 		cfg.Guard.Retry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond}
 	}
 	cfg.Guard.AdaptiveOff = true
 	f := &spannerWriteFn{Cfg: cfg.WithDefaults(), ahead: make(chan struct{}, spannerAhead)}
-	var mu sync.Mutex // commits run on goroutines
-	commit := func(_ context.Context, _ bool, rows []spannerdb.Row) error {
-		mu.Lock()
-		defer mu.Unlock()
-		var got []int64
-		for _, row := range rows {
-			id, _ := row.Record.Get("Id")
-			if err := fail(id.Int); err != nil {
-				return err
-			}
-			got = append(got, id.Int)
-		}
-		commits = append(commits, got)
-		return nil
-	}
+	commit, commits := spannerdbtest.FakeCommit(fail) // commits run on goroutines
 	f.newW = func(context.Context) (*spannerdb.Writer, error) {
-		return &spannerdb.Writer{Table: t, Commit: commit}, nil
+		return &spannerdb.Writer{Table: spannerdbtest.IDTable(), Commit: commit}, nil
 	}
-	return f, &commits
+	return f, commits
 }
 
 func batchOf(n int) []byte {
