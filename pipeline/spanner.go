@@ -42,7 +42,7 @@ func (w writes) spanner(s beam.Scope, batches beam.PCollection) ([]beam.PCollect
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Table: targets[0].Name, Mode: wc.Mode,
 		MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,
-		CommitPerElement: true, MaxInFlight: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
+		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
 	if len(targets) == 1 {
 		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/rekeyio/rekey/internal/emulator"
 )
@@ -24,9 +27,29 @@ func writeTestConfig(t *testing.T, yaml string) string {
 	return path
 }
 
+// keepBeamGlobals restores Beam's process-wide settings when the test
+// ends: a run on prism sets flags (environment_type), and its loopback
+// worker installs Beam's logger; the CLI's tests share one process, while
+// the CLI runs one command per process.
+func keepBeamGlobals(t *testing.T) {
+	vals := map[string]string{}
+	flag.VisitAll(func(f *flag.Flag) { vals[f.Name] = f.Value.String() })
+	t.Cleanup(func() {
+		beamlog.SetLogger(&beamlog.Structural{})
+		flag.VisitAll(func(f *flag.Flag) {
+			if old := vals[f.Name]; f.Value.String() != old {
+				if err := f.Value.Set(old); err != nil {
+					t.Errorf("restoring --%s: %v", f.Name, err)
+				}
+			}
+		})
+	})
+}
+
 // A store that cannot be reached (here: no credentials) is an operation
 // that failed, exit 1, whichever store and whichever end it is.
 func TestExitCodeNoCredentialsIsTheSameForEveryStore(t *testing.T) {
+	keepBeamGlobals(t)
 	t.Setenv("SPANNER_EMULATOR_HOST", "")
 	t.Setenv("DATASTORE_EMULATOR_HOST", "")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
@@ -64,6 +87,7 @@ dead_letter: "%s/dead.jsonl"`,
 // A config that does not fit the database is a config error, exit 2:
 // nothing was done.
 func TestExitCodeConfigThatDoesNotFitTheDatabase(t *testing.T) {
+	keepBeamGlobals(t)
 	_, path := emulator.TestDBPath(t, `CREATE TABLE Existing (Id STRING(MAX) NOT NULL) PRIMARY KEY (Id)`)
 	db := filepath.Base(path)
 	p, inst := emulator.SpannerProject(), emulator.SpannerInstance()

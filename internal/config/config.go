@@ -14,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/record"
@@ -41,8 +44,8 @@ const (
 
 // Values of WriteConfig.Mode.
 const (
-	ModeUpsert = "upsert"
-	ModeInsert = "insert"
+	ModeUpsert = storewrite.ModeUpsert
+	ModeInsert = storewrite.ModeInsert
 )
 
 // Values of WriteConfig.Shuffle.
@@ -62,23 +65,12 @@ const (
 
 // Service limits and defaults for write batches.
 const (
-	// SpannerMaxMutations is Spanner's limit of mutations per commit.
-	SpannerMaxMutations = 80000
-	// SpannerMaxBytes is Spanner's limit on the size of a commit (100 MiB).
-	SpannerMaxBytes = 100 << 20
-	// DatastoreMaxEntities is Datastore's limit of entities per commit.
-	DatastoreMaxEntities = 500
-	// DatastoreMaxBytes is Datastore's limit on the size of a request (10 MiB).
-	DatastoreMaxBytes = 10 << 20
-
-	// Spanner defaults follow Beam's SpannerIO: 5000 mutations, 1 MiB, 500 rows.
-	DefaultSpannerBatchMutations = 5000
-	DefaultSpannerBatchBytes     = 1 << 20
-	DefaultSpannerBatchRows      = 500
-	// Datastore defaults follow Beam's Datastore connector: at most 500
-	// entities and about 9 MB a commit.
-	DefaultDatastoreBatchEntities = 500
-	DefaultDatastoreBatchBytes    = 9_000_000
+	// The stores' limits per commit and the default batch bounds are
+	// their packages': spannerdb.MaxCommitMutations, MaxCommitBytes and
+	// DefaultMaxMutations, DefaultMaxBytes, DefaultMaxRows (Beam's
+	// SpannerIO's); datastoredb.MaxCommitEntities, MaxCommitBytes and
+	// DefaultMaxBytes (Beam's Datastore connector's: at most 500 entities
+	// and about 9 MB a commit).
 
 	// Write planning (internal/writeorder): the least number of random
 	// shard keys, and how many records a shard sorts at once.
@@ -318,9 +310,9 @@ func (c *Config) SetDefaults() {
 	c.Ancestors = orDefault(lowerTrim(c.Ancestors), AncestorsAll)
 	c.Write.Mode = orDefault(lowerTrim(c.Write.Mode), ModeUpsert)
 	c.Write.Shuffle = orDefault(lowerTrim(c.Write.Shuffle), ShuffleAuto)
-	mut, bytes, rows := DefaultSpannerBatchMutations, DefaultSpannerBatchBytes, DefaultSpannerBatchRows
+	mut, bytes, rows := spannerdb.DefaultMaxMutations, spannerdb.DefaultMaxBytes, spannerdb.DefaultMaxRows
 	if c.Target.Type == TypeDatastore {
-		mut, bytes, rows = DefaultDatastoreBatchEntities, DefaultDatastoreBatchBytes, DefaultDatastoreBatchEntities
+		mut, bytes, rows = datastoredb.MaxCommitEntities, datastoredb.DefaultMaxBytes, datastoredb.MaxCommitEntities
 	}
 	if c.Write.BatchMutations == 0 {
 		c.Write.BatchMutations = mut

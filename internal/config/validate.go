@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -428,20 +430,20 @@ func (c *Config) validateWrite(p *problems) {
 	switch c.Target.Type {
 	case TypeSpanner:
 		if okM {
-			atMost("batch_mutations", w.BatchMutations, SpannerMaxMutations, "Spanner's limit of mutations per commit")
+			atMost("batch_mutations", w.BatchMutations, spannerdb.MaxCommitMutations, "Spanner's limit of mutations per commit")
 		}
 		if okB {
-			atMost("batch_bytes", w.BatchBytes, SpannerMaxBytes, "100 MiB, Spanner's limit per commit")
+			atMost("batch_bytes", w.BatchBytes, spannerdb.MaxCommitBytes, "100 MiB, Spanner's limit per commit")
 		}
 	case TypeDatastore:
 		if okM {
-			atMost("batch_mutations", w.BatchMutations, DatastoreMaxEntities, "Datastore's limit of entities per commit")
+			atMost("batch_mutations", w.BatchMutations, datastoredb.MaxCommitEntities, "Datastore's limit of entities per commit")
 		}
 		if okR {
-			atMost("batch_rows", w.BatchRows, DatastoreMaxEntities, "Datastore's limit of entities per commit")
+			atMost("batch_rows", w.BatchRows, datastoredb.MaxCommitEntities, "Datastore's limit of entities per commit")
 		}
 		if okB {
-			atMost("batch_bytes", w.BatchBytes, DatastoreMaxBytes, "10 MiB, Datastore's limit per request")
+			atMost("batch_bytes", w.BatchBytes, datastoredb.MaxCommitBytes, "10 MiB, Datastore's limit per request")
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -162,21 +163,24 @@ func TestEmulatorWriterSplitsLargeCommits(t *testing.T) {
 	ctx := context.Background()
 	ns := emulator.UniqueNamespace(t.Name())
 	w := NewWriter(c)
-	commits := 0
-	w.OnCommit = func(context.Context, int, int) { commits++ }
-	var dead []string
-	w.OnDeadLetter = func(_ context.Context, line string) { dead = append(dead, line) }
+	var out storewrite.Outcome
 	for i := int64(1); i <= 12; i++ {
 		rec := record.Record{
 			Key:    &rewrite.DatastoreKey{Namespace: ns, Path: []rewrite.PathElement{{Kind: "Big", ID: i}}},
 			Fields: []record.Field{{Name: "v", Value: record.String(strings.Repeat("z", 900_000))}},
 		}
-		if err := w.Add(ctx, &rec); err != nil {
+		if err := w.Add(ctx, &rec, &out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Flush(ctx); err != nil {
+	if err := w.Flush(ctx, &out); err != nil {
 		t.Fatal(err)
+	}
+	commits, dead := 0, out.DeadLetters
+	for _, c := range out.Commits {
+		if c.OK {
+			commits++
+		}
 	}
 	n, err := c.Count(ctx, datastore.NewQuery("Big").Namespace(ns).KeysOnly())
 	if err != nil {

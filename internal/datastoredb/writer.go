@@ -4,31 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/datastore"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
-)
-
-// Write modes.
-const (
-	// ModeUpsert writes each entity whether or not its key exists,
-	// replacing the stored entity: idempotent, so a re-run converges.
-	ModeUpsert = "upsert"
-	// ModeInsert writes only keys that do not exist yet. A key that
-	// exists with the same content (rekey's own earlier write, say from a
-	// run that failed half way) counts as written; one that exists with
-	// other content is dead-lettered. Inserts are non-transactional
-	// Mutate calls with datastore.NewInsert: the server refuses the whole
-	// commit with AlreadyExists, the Writer then reads the batch's keys
-	// (GetMulti), settles the existing ones and commits the rest.
-	ModeInsert = "insert"
 )
 
 // Defaults of a Writer.
@@ -53,23 +37,26 @@ type GetFunc func(ctx context.Context, keys []*datastore.Key) (props []datastore
 // commit: adding a key already buffered flushes the buffer first, so every
 // version is written in arrival order and the last one stays.
 //
-// A record ToEntity refuses is dead-lettered at once. When the service
-// refuses a commit for its content (InvalidArgument, FailedPrecondition,
-// AlreadyExists, OutOfRange, a request too large, or client-side
-// per-entity errors), the Writer isolates: it commits the halves of the
-// batch, recursively, so the good entities land and each entity refused on
-// its own becomes a dead letter carrying the error. Transient errors
-// (Unavailable, DeadlineExceeded, Aborted, Internal, Unknown,
-// ResourceExhausted, an attempt's deadline) are retried with exponential
-// backoff and jitter (Retry), Throttle consulted before each attempt;
-// after that, and at once for anything else (NotFound, a cancelled
-// context, ...), the error is returned, so the caller (a Beam bundle)
-// fails and is retried: those are not the entity's fault. A commit refused
-// for access (PermissionDenied, Unauthenticated) dead-letters its entities
-// with the error: no retry helps, and they can be redriven once access is
-// granted. A Writer is not safe for concurrent use.
+// What it does is recorded in the storewrite.Outcome its caller passes:
+// written counts, dead letters, waits, splits, commits. A record ToEntity
+// refuses is dead-lettered at once. A failed commit is handled by
+// storewrite (its one error table and its halving): refused for its
+// content (InvalidArgument, FailedPrecondition, AlreadyExists, OutOfRange,
+// a request too large), the batch is committed in halves, recursively, so
+// the good entities land and each entity refused on its own becomes a dead
+// letter carrying the error; client-side per-entity refusals
+// (datastore.MultiError) dead-letter those entities and commit the rest.
+// Transient errors (Unavailable, DeadlineExceeded, Aborted, Internal,
+// Unknown, ResourceExhausted, an attempt's deadline) are retried with
+// exponential backoff and jitter (Retry), Throttle consulted before each
+// attempt; after that, and at once for anything else (a missing database,
+// a cancelled context, ...), the error is returned, so the caller (a Beam
+// bundle) fails and is retried: those are not the entity's fault. A commit
+// refused for access (PermissionDenied, Unauthenticated) dead-letters its
+// entities with the error: no retry helps, and they can be redriven once
+// access is granted. A Writer is not safe for concurrent use.
 type Writer struct {
-	// Mode is ModeUpsert (the default when empty) or ModeInsert.
+	// Mode is storewrite.ModeUpsert (the default when empty) or storewrite.ModeInsert.
 	Mode string
 	// MaxEntities caps a commit's entities: 1..MaxCommitEntities, 0 for
 	// MaxCommitEntities.
@@ -85,7 +72,8 @@ type Writer struct {
 	Source string
 
 	// Commit and Get reach the store; NewWriter sets them to a client's
-	// Mutate and GetMulti.
+	// Mutate and GetMulti. Tests replace them (to fake the store or to
+	// inject faults around the real one).
 	Commit CommitFunc
 	Get    GetFunc
 
@@ -94,17 +82,6 @@ type Writer struct {
 	// before each attempt and told its outcome.
 	Retry    retry.Policy
 	Throttle retry.Throttle
-
-	// Hooks, each optional: a dead letter (a record.DeadLetter JSON line),
-	// a successful commit, entities written, entities found already
-	// present with the same content in insert mode, a retry and its
-	// wait, a local rejection by Throttle and its wait.
-	OnDeadLetter func(ctx context.Context, line string)
-	OnCommit     func(ctx context.Context, entities, bytes int)
-	OnWritten    func(ctx context.Context, n int)
-	OnExisting   func(ctx context.Context, n int)
-	OnRetry      func(ctx context.Context, err error, wait time.Duration)
-	OnThrottled  func(ctx context.Context, wait time.Duration)
 
 	buf      []pending
 	bufBytes int
@@ -188,22 +165,14 @@ func (w *Writer) maxBytes() int {
 	return w.MaxBytes
 }
 
-func (w *Writer) insert() bool { return w.Mode == ModeInsert }
-
-// CheckMode reports whether mode is a known write mode ("" is upsert).
-func CheckMode(mode string) error {
-	switch mode {
-	case "", ModeUpsert, ModeInsert:
-		return nil
-	}
-	return fmt.Errorf("datastore write mode %q: want %q or %q", mode, ModeUpsert, ModeInsert)
-}
+func (w *Writer) insert() bool { return w.Mode == storewrite.ModeInsert }
 
 // Add converts rec and buffers it, committing first when the buffer is
-// full or already holds the key. The record must stay unchanged until the
-// next Flush. A record that cannot be converted is dead-lettered; the
-// error is a commit's that could not be settled.
-func (w *Writer) Add(ctx context.Context, rec *record.Record) error {
+// full or already holds the key; what it does is recorded in out. The
+// record must stay unchanged until the next Flush. A record that cannot be
+// converted is dead-lettered; the error is a commit's that could not be
+// settled.
+func (w *Writer) Add(ctx context.Context, rec *record.Record, out *storewrite.Outcome) error {
 	r := rec
 	if w.Namespace != "" && rec.Key != nil && rec.Key.Namespace != w.Namespace {
 		cp := *rec
@@ -214,7 +183,7 @@ func (w *Writer) Add(ctx context.Context, rec *record.Record) error {
 	}
 	key, props, err := ToEntity(r)
 	if err != nil {
-		w.deadLetter(ctx, r, err)
+		out.DeadLetter(w.Source, r, err)
 		return nil
 	}
 	if w.keys == nil {
@@ -222,13 +191,13 @@ func (w *Writer) Add(ctx context.Context, rec *record.Record) error {
 	}
 	w.scratch = rewrite.AppendDatastoreKey(w.scratch[:0], *r.Key)
 	if _, dup := w.keys[string(w.scratch)]; dup {
-		if err := w.Flush(ctx); err != nil {
+		if err := w.Flush(ctx, out); err != nil {
 			return err
 		}
 	}
 	size := EntitySize(key, props)
 	if len(w.buf) > 0 && (len(w.buf) >= w.maxEntities() || w.bufBytes+size > w.maxBytes()) {
-		if err := w.Flush(ctx); err != nil {
+		if err := w.Flush(ctx, out); err != nil {
 			return err
 		}
 	}
@@ -241,13 +210,26 @@ func (w *Writer) Add(ctx context.Context, rec *record.Record) error {
 // Buffered returns how many entities wait for the next commit.
 func (w *Writer) Buffered() int { return len(w.buf) }
 
-// Flush commits the buffered entities.
-func (w *Writer) Flush(ctx context.Context) error {
+// Flush commits the buffered entities, recording what it does in out.
+func (w *Writer) Flush(ctx context.Context, out *storewrite.Outcome) error {
 	batch := w.buf
 	w.buf = nil
 	w.bufBytes = 0
 	clear(w.keys)
-	return w.write(ctx, batch)
+	return w.write(ctx, batch, out)
+}
+
+// Write adds recs and flushes, and returns what it did.
+func (w *Writer) Write(ctx context.Context, recs []record.Record) (storewrite.Outcome, error) {
+	var out storewrite.Outcome
+	for i := range recs {
+		if err := w.Add(ctx, &recs[i], &out); err != nil {
+			w.Reset()
+			return out, err
+		}
+	}
+	err := w.Flush(ctx, &out)
+	return out, err
 }
 
 // Reset drops the buffer without writing it.
@@ -257,137 +239,75 @@ func (w *Writer) Reset() {
 	clear(w.keys)
 }
 
-// errClass says what to do about a failed commit.
-type errClass int
-
-const (
-	classEntity    errClass = iota // the content: isolate
-	classTransient                 // retry, then return
-	classFatal                     // return
-	classNoAccess                  // dead-letter the whole batch
-)
-
-func classify(ctx context.Context, err error) errClass {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return classFatal
+// write commits batch, isolating the entities at fault
+// (storewrite.Halves).
+func (w *Writer) write(ctx context.Context, batch []pending, out *storewrite.Outcome) error {
+	h := storewrite.Halves[pending]{
+		Commit: func(ctx context.Context, b []pending) error { return w.commit(ctx, b, out) },
+		Settle: func(ctx context.Context, b []pending, err error) ([]pending, bool, error) {
+			return w.settle(ctx, b, err, out)
+		},
+		Refuse: func(p pending, err error) { out.DeadLetter(w.Source, p.rec, err) },
+		Split:  func() { out.Splits++ },
+		Fail: func(n int, err error) error {
+			return fmt.Errorf("datastore commit of %d entities: %w", n, err)
+		},
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return classTransient // the attempt's deadline, not the caller's
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		// Not from the server: the client refused the request itself.
-		return classEntity
-	}
-	switch s.Code() {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.OutOfRange:
-		return classEntity
-	case codes.ResourceExhausted:
-		// The emulator's 4 MiB request limit answers ResourceExhausted
-		// "gRPC message exceeds maximum size"; a quota answers the same
-		// code with another message.
-		if m := s.Message(); strings.Contains(m, "exceeds maximum size") || strings.Contains(m, "larger than max") {
-			return classEntity
-		}
-		return classTransient
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown:
-		return classTransient
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return classNoAccess
-	}
-	return classFatal
+	return h.Write(ctx, batch)
 }
 
-func (w *Writer) write(ctx context.Context, batch []pending) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	err := w.commit(ctx, batch)
-	if err == nil {
-		return nil
-	}
+// settle resolves what it can of a failed commit of batch: client-side
+// refusals, one per entity (dead-lettered; the rest is committed again),
+// and an insert that met existing keys (settleExisting).
+func (w *Writer) settle(ctx context.Context, batch []pending, err error, out *storewrite.Outcome) ([]pending, bool, error) {
 	var me datastore.MultiError
 	if errors.As(err, &me) && len(me) == len(batch) {
-		// Client-side refusals, one per entity: dead-letter those, commit
-		// the rest.
 		rest := make([]pending, 0, len(batch))
 		for i := range batch {
 			if me[i] != nil {
-				w.deadLetter(ctx, batch[i].rec, me[i])
+				out.DeadLetter(w.Source, batch[i].rec, me[i])
 			} else {
 				rest = append(rest, batch[i])
 			}
 		}
 		if len(rest) == len(batch) {
-			return fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
+			return nil, false, fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
 		}
-		return w.write(ctx, rest)
+		return rest, true, nil
 	}
-	switch classify(ctx, err) {
-	case classEntity:
-	case classNoAccess:
-		// Not the entities' fault, and no retry helps: they wait in the
-		// dead-letter output until access is granted (rekey redrive).
-		for i := range batch {
-			w.deadLetter(ctx, batch[i].rec, err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
-	}
-	if w.insert() && status.Code(err) == codes.AlreadyExists && w.Get != nil {
-		rest, err := w.settleExisting(ctx, batch)
+	if w.insert() && storewrite.Code(err) == codes.AlreadyExists && w.Get != nil {
+		rest, err := w.settleExisting(ctx, batch, out)
 		if err != nil {
-			return err
-		}
-		if len(rest) < len(batch) {
-			return w.write(ctx, rest)
+			return nil, false, err
 		}
 		// Nothing of the batch exists (a concurrent writer?): isolate.
+		return rest, len(rest) < len(batch), nil
 	}
-	if len(batch) == 1 {
-		w.deadLetter(ctx, batch[0].rec, err)
-		return nil
-	}
-	mid := len(batch) / 2
-	if err := w.write(ctx, batch[:mid]); err != nil {
-		return err
-	}
-	return w.write(ctx, batch[mid:])
+	return nil, false, nil
 }
 
 // commit commits batch, retrying transient errors (w.Retry, w.Throttle).
-func (w *Writer) commit(ctx context.Context, batch []pending) error {
+func (w *Writer) commit(ctx context.Context, batch []pending, out *storewrite.Outcome) error {
 	ents := make([]datastore.Entity, len(batch))
 	bytes := 0
 	for i := range batch {
 		ents[i] = datastore.Entity{Key: batch[i].key, Properties: batch[i].props}
 		bytes += batch[i].size
 	}
-	h := retry.Hooks{Throttle: w.Throttle, Transient: func(err error) bool { return classify(ctx, err) == classTransient }}
-	if w.OnRetry != nil {
-		h.OnRetry = func(err error, wait time.Duration) { w.OnRetry(ctx, err, wait) }
-	}
-	if w.OnThrottled != nil {
-		h.OnThrottled = func(wait time.Duration) { w.OnThrottled(ctx, wait) }
-	}
-	_, err := w.Retry.Do(ctx, func(actx context.Context) error { return w.Commit(actx, w.insert(), ents) }, h)
+	start := time.Now()
+	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) error { return w.Commit(actx, w.insert(), ents) })
+	out.Commits = append(out.Commits, storewrite.Commit{Records: len(batch), Mutations: len(batch), Bytes: bytes, Took: time.Since(start), OK: err == nil})
 	if err != nil {
 		return err
 	}
-	if w.OnCommit != nil {
-		w.OnCommit(ctx, len(batch), bytes)
-	}
-	if w.OnWritten != nil {
-		w.OnWritten(ctx, len(batch))
-	}
+	out.Written += len(batch)
 	return nil
 }
 
 // settleExisting reads the batch's keys after an insert met existing
 // ones: an entity stored with the same content counts as written, one with
 // other content is dead-lettered; the rest is returned to commit again.
-func (w *Writer) settleExisting(ctx context.Context, batch []pending) ([]pending, error) {
+func (w *Writer) settleExisting(ctx context.Context, batch []pending, out *storewrite.Outcome) ([]pending, error) {
 	keys := make([]*datastore.Key, len(batch))
 	for i := range batch {
 		keys[i] = batch[i].key
@@ -407,16 +327,10 @@ func (w *Writer) settleExisting(ctx context.Context, batch []pending) ([]pending
 			same++
 			continue
 		}
-		w.deadLetter(ctx, batch[i].rec, fmt.Errorf("insert: entity %s already exists with other content", batch[i].rec.Key))
+		out.DeadLetter(w.Source, batch[i].rec, fmt.Errorf("insert: entity %s already exists with other content", batch[i].rec.Key))
 	}
-	if same > 0 {
-		if w.OnExisting != nil {
-			w.OnExisting(ctx, same)
-		}
-		if w.OnWritten != nil {
-			w.OnWritten(ctx, same)
-		}
-	}
+	out.Existing += same
+	out.Written += same
 	return rest, nil
 }
 
@@ -430,10 +344,4 @@ func sameContent(p pending, stored datastore.PropertyList) bool {
 		return false
 	}
 	return want.Equal(&got)
-}
-
-func (w *Writer) deadLetter(ctx context.Context, rec *record.Record, err error) {
-	if w.OnDeadLetter != nil {
-		w.OnDeadLetter(ctx, record.NewDeadLetter(record.StageWrite, w.Source, rec, err))
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -78,26 +79,39 @@ type writerLog struct {
 	written   int
 	existing  int
 	retries   int
+	throttled int
 	commitMax int
+	// commitBytes are the sizes of the successful commits.
+	commitBytes []int
 }
 
-func newTestWriter(s *fakeStore, log *writerLog) *Writer {
+// take adds what a Writer did to the log.
+func (log *writerLog) take(o storewrite.Outcome) {
+	for _, line := range o.DeadLetters {
+		d, _, err := record.ParseDeadLetter([]byte(line))
+		if err != nil {
+			panic(err)
+		}
+		log.dead = append(log.dead, d)
+	}
+	log.written += o.Written
+	log.existing += o.Existing
+	log.retries += len(o.Retries)
+	log.throttled += len(o.Throttled)
+	for _, c := range o.Commits {
+		if c.OK {
+			log.commitMax = max(log.commitMax, c.Records)
+			log.commitBytes = append(log.commitBytes, c.Bytes)
+		}
+	}
+}
+
+func newTestWriter(s *fakeStore) *Writer {
 	return &Writer{
 		Commit: s.commit,
 		Get:    s.get,
 		Source: "test",
 		Retry:  retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond},
-		OnDeadLetter: func(_ context.Context, line string) {
-			d, _, err := record.ParseDeadLetter([]byte(line))
-			if err != nil {
-				panic(err)
-			}
-			log.dead = append(log.dead, d)
-		},
-		OnWritten:  func(_ context.Context, n int) { log.written += n },
-		OnExisting: func(_ context.Context, n int) { log.existing += n },
-		OnRetry:    func(context.Context, error, time.Duration) { log.retries++ },
-		OnCommit:   func(_ context.Context, n, _ int) { log.commitMax = max(log.commitMax, n) },
 	}
 }
 
@@ -106,27 +120,29 @@ func idRecord(id int64, v int64) *record.Record {
 	return &record.Record{Table: "K", Key: &k, Fields: []record.Field{{Name: "v", Value: record.Int(v)}}}
 }
 
-func addAll(t *testing.T, w *Writer, recs ...*record.Record) {
+func addAll(t *testing.T, w *Writer, log *writerLog, recs ...*record.Record) {
 	t.Helper()
 	ctx := context.Background()
+	var out storewrite.Outcome
+	defer func() { log.take(out) }()
 	for _, r := range recs {
-		if err := w.Add(ctx, r); err != nil {
+		if err := w.Add(ctx, r, &out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Flush(ctx); err != nil {
+	if err := w.Flush(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestWriterCommitsAtMost500(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	var recs []*record.Record
 	for i := int64(1); i <= 1234; i++ {
 		recs = append(recs, idRecord(i, i))
 	}
-	addAll(t, w, recs...)
+	addAll(t, w, log, recs...)
 	if got, want := commitSizes(s), "500 500 234"; got != want {
 		t.Errorf("commit sizes = %s, want %s", got, want)
 	}
@@ -135,9 +151,9 @@ func TestWriterCommitsAtMost500(t *testing.T) {
 	}
 
 	s, log = newFakeStore(), &writerLog{}
-	w = newTestWriter(s, log)
+	w = newTestWriter(s)
 	w.MaxEntities = 100
-	addAll(t, w, recs[:250]...)
+	addAll(t, w, log, recs[:250]...)
 	if got, want := commitSizes(s), "100 100 50"; got != want {
 		t.Errorf("MaxEntities 100: commit sizes = %s, want %s", got, want)
 	}
@@ -157,17 +173,16 @@ func commitSizes(s *fakeStore) string {
 
 func TestWriterCapsBytes(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	w.MaxBytes = 1 << 20
-	var bytesPerCommit []int
-	w.OnCommit = func(_ context.Context, _, b int) { bytesPerCommit = append(bytesPerCommit, b) }
 	var recs []*record.Record
 	for i := int64(1); i <= 40; i++ {
 		r := idRecord(i, i)
 		r.Fields = append(r.Fields, record.Field{Name: "blob", Value: record.Bytes(make([]byte, 100_000)), NoIndex: true})
 		recs = append(recs, r)
 	}
-	addAll(t, w, recs...)
+	addAll(t, w, log, recs...)
+	bytesPerCommit := log.commitBytes
 	if len(s.entities) != 40 {
 		t.Fatalf("stored %d, want 40", len(s.entities))
 	}
@@ -183,9 +198,9 @@ func TestWriterCapsBytes(t *testing.T) {
 
 func TestWriterNeverCommitsAKeyTwice(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	recs := []*record.Record{idRecord(1, 1), idRecord(2, 1), idRecord(3, 1), idRecord(2, 2), idRecord(4, 1), idRecord(2, 3)}
-	addAll(t, w, recs...)
+	addAll(t, w, log, recs...)
 	if len(log.dead) != 0 {
 		t.Fatalf("dead letters: %v", log.dead)
 	}
@@ -209,7 +224,7 @@ func TestWriterIsolatesRefusedEntities(t *testing.T) {
 		}
 		return nil
 	}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	var recs []*record.Record
 	for i := int64(1); i <= 100; i++ {
 		recs = append(recs, idRecord(i, i))
@@ -217,7 +232,7 @@ func TestWriterIsolatesRefusedEntities(t *testing.T) {
 	// and one the conversion refuses, dead-lettered without a commit
 	dotted := idRecord(101, 1)
 	dotted.Fields[0].Name = "a.b"
-	addAll(t, w, append(recs, dotted)...)
+	addAll(t, w, log, append(recs, dotted)...)
 	if len(s.entities) != 97 || log.written != 97 {
 		t.Errorf("stored %d, written %d, want 97", len(s.entities), log.written)
 	}
@@ -247,12 +262,12 @@ func TestWriterSplitsTooLargeRequests(t *testing.T) {
 		}
 		return nil
 	}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	var recs []*record.Record
 	for i := int64(1); i <= 300; i++ {
 		recs = append(recs, idRecord(i, i))
 	}
-	addAll(t, w, recs...)
+	addAll(t, w, log, recs...)
 	if len(s.entities) != 300 || len(log.dead) != 0 {
 		t.Errorf("stored %d, dead %d, want 300 and 0", len(s.entities), len(log.dead))
 	}
@@ -273,8 +288,8 @@ func TestWriterClientSideErrors(t *testing.T) {
 		}
 		return nil
 	}
-	w := newTestWriter(s, log)
-	addAll(t, w, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1), idRecord(4, 1))
+	w := newTestWriter(s)
+	addAll(t, w, log, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1), idRecord(4, 1))
 	if len(s.entities) != 3 || len(log.dead) != 1 || !strings.Contains(log.dead[0].Reason, "invalid entity") {
 		t.Errorf("stored %d, dead %v; want 3 stored and key 3 dead-lettered", len(s.entities), log.dead)
 	}
@@ -288,8 +303,8 @@ func TestWriterRetriesTransientErrors(t *testing.T) {
 		}
 		return nil
 	}
-	w := newTestWriter(s, log)
-	addAll(t, w, idRecord(1, 1), idRecord(2, 1))
+	w := newTestWriter(s)
+	addAll(t, w, log, idRecord(1, 1), idRecord(2, 1))
 	if len(s.entities) != 2 || log.retries != 2 || len(log.dead) != 0 {
 		t.Errorf("stored %d, retries %d, dead %d; want 2, 2, 0", len(s.entities), log.retries, len(log.dead))
 	}
@@ -302,8 +317,8 @@ func TestWriterDeadLettersWithoutAccess(t *testing.T) {
 	for _, code := range []codes.Code{codes.PermissionDenied, codes.Unauthenticated} {
 		s, log := newFakeStore(), &writerLog{}
 		s.fail = func(int, []datastore.Entity) error { return status.Error(code, "no access to the database") }
-		w := newTestWriter(s, log)
-		addAll(t, w, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1))
+		w := newTestWriter(s)
+		addAll(t, w, log, idRecord(1, 1), idRecord(2, 1), idRecord(3, 1))
 		if s.calls != 1 || log.retries != 0 || len(log.dead) != 3 || len(s.entities) != 0 {
 			t.Errorf("%v: %d calls, %d retries, %d dead, %d stored; want 1, 0, 3, 0", code, s.calls, log.retries, len(log.dead), len(s.entities))
 		}
@@ -326,11 +341,10 @@ func TestWriterObeysTheThrottle(t *testing.T) {
 		return nil
 	}
 	th := &countingThrottle{reject: 3}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	w.Throttle = th
-	held := 0
-	w.OnThrottled = func(context.Context, time.Duration) { held++ }
-	addAll(t, w, idRecord(1, 1), idRecord(2, 1))
+	addAll(t, w, log, idRecord(1, 1), idRecord(2, 1))
+	held := log.throttled
 	if held != 3 || th.refused != 1 || th.accepted != 1 || s.calls != 2 || len(s.entities) != 2 {
 		t.Errorf("held %d, refused %d, accepted %d, calls %d, stored %d; want 3, 1, 1, 2, 2", held, th.refused, th.accepted, s.calls, len(s.entities))
 	}
@@ -374,13 +388,15 @@ func TestWriterReturnsInfrastructureErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s, log := newFakeStore(), &writerLog{}
 			s.fail = func(call int, _ []datastore.Entity) error { return tt.err(call) }
-			w := newTestWriter(s, log)
+			w := newTestWriter(s)
+			var out storewrite.Outcome
 			for i := int64(1); i <= 4; i++ {
-				if err := w.Add(ctx, idRecord(i, i)); err != nil {
+				if err := w.Add(ctx, idRecord(i, i), &out); err != nil {
 					t.Fatal(err)
 				}
 			}
-			err := w.Flush(ctx)
+			err := w.Flush(ctx, &out)
+			log.take(out)
 			if err == nil {
 				t.Fatal("Flush = nil, want the error")
 			}
@@ -404,37 +420,38 @@ func TestWriterReturnsInfrastructureErrors(t *testing.T) {
 		})
 	}
 	// A cancelled context stops a retry wait.
-	s, log := newFakeStore(), &writerLog{}
+	s := newFakeStore()
 	s.fail = func(int, []datastore.Entity) error { return status.Error(codes.Unavailable, "down") }
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	w.Retry.Initial, w.Retry.Max, w.Retry.MaxCumulative = time.Hour, time.Hour, 10*time.Hour
 	cctx, cancel := context.WithCancel(ctx)
-	if err := w.Add(cctx, idRecord(1, 1)); err != nil {
+	var out storewrite.Outcome
+	if err := w.Add(cctx, idRecord(1, 1), &out); err != nil {
 		t.Fatal(err)
 	}
 	time.AfterFunc(10*time.Millisecond, cancel)
-	if err := w.Flush(cctx); !errors.Is(err, context.Canceled) {
+	if err := w.Flush(cctx, &out); !errors.Is(err, context.Canceled) {
 		t.Errorf("Flush with a cancelled context = %v, want context.Canceled", err)
 	}
 }
 
 func TestWriterInsertMode(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
-	w := newTestWriter(s, log)
-	w.Mode = ModeInsert
+	w := newTestWriter(s)
+	w.Mode = storewrite.ModeInsert
 	// An earlier run wrote 1..5 (same content) and someone else wrote 6.
 	var first []*record.Record
 	for i := int64(1); i <= 5; i++ {
 		first = append(first, idRecord(i, i))
 	}
 	first = append(first, idRecord(6, 600))
-	addAll(t, w, first...)
+	addAll(t, w, log, first...)
 	*log = writerLog{}
 	var recs []*record.Record
 	for i := int64(1); i <= 10; i++ {
 		recs = append(recs, idRecord(i, i))
 	}
-	addAll(t, w, recs...)
+	addAll(t, w, log, recs...)
 	if log.existing != 5 || log.written != 9 {
 		t.Errorf("existing %d, written %d; want 5 already present and 9 written in all", log.existing, log.written)
 	}
@@ -447,18 +464,18 @@ func TestWriterInsertMode(t *testing.T) {
 	if got := s.entities[datastore.IDKey("K", 6, nil).String()][0].Value; got != int64(600) {
 		t.Errorf("insert overwrote key 6: v=%v", got)
 	}
-	if err := CheckMode("replace"); err == nil {
-		t.Error(`CheckMode("replace") = nil`)
+	if err := storewrite.CheckMode("replace"); err == nil {
+		t.Error(`storewrite.CheckMode("replace") = nil`)
 	}
 }
 
 func TestWriterNamespaceOverride(t *testing.T) {
 	s, log := newFakeStore(), &writerLog{}
-	w := newTestWriter(s, log)
+	w := newTestWriter(s)
 	w.Namespace = "target"
 	r := idRecord(1, 1)
 	r.Key.Namespace = "source"
-	addAll(t, w, r)
+	addAll(t, w, log, r)
 	want := datastore.IDKey("K", 1, nil)
 	want.Namespace = "target"
 	if _, ok := s.entities[want.String()]; !ok || len(s.entities) != 1 {

@@ -53,7 +53,7 @@ func Classify(err error) Class {
 	}
 	if s, ok := status.FromError(err); ok {
 		switch s.Code() {
-		case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Internal:
+		case codes.Aborted, codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
 			return Transient
 		}
 		return Permanent

@@ -1,15 +1,12 @@
 package spannerdb
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,18 +15,9 @@ import (
 	sppb "cloud.google.com/go/spanner/apiv1/spannerpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
-)
-
-// Write modes of MutationFor.
-const (
-	// ModeUpsert writes InsertOrUpdate mutations: a re-run overwrites its
-	// own earlier writes, so it is idempotent. The default.
-	ModeUpsert = "upsert"
-	// ModeInsert writes Insert mutations: a row that exists already makes
-	// the commit fail with AlreadyExists.
-	ModeInsert = "insert"
 )
 
 // RowToRecord converts a row read from t (a query over t's columns) into
@@ -181,14 +169,14 @@ func decodeValue(t *sppb.Type, v *structpb.Value) (record.Value, error) {
 // for mode "upsert" (or ""), Insert for "insert". See ConvertRow for the
 // conversion and what it refuses.
 func MutationFor(rec *record.Record, t *Table, mode string) (*spanner.Mutation, error) {
-	if mode != "" && mode != ModeUpsert && mode != ModeInsert {
-		return nil, fmt.Errorf("write mode %q: want %s or %s", mode, ModeUpsert, ModeInsert)
+	if mode != "" && mode != storewrite.ModeUpsert && mode != storewrite.ModeInsert {
+		return nil, fmt.Errorf("write mode %q: want %s or %s", mode, storewrite.ModeUpsert, storewrite.ModeInsert)
 	}
 	cols, vals, err := ConvertRow(rec, t)
 	if err != nil {
 		return nil, err
 	}
-	if mode == ModeInsert {
+	if mode == storewrite.ModeInsert {
 		return spanner.Insert(t.Name, cols, vals), nil
 	}
 	return spanner.InsertOrUpdate(t.Name, cols, vals), nil
@@ -223,7 +211,7 @@ func ConvertRow(rec *record.Record, t *Table) (cols []string, vals []any, err er
 // written columns (generated ones left out), named as t names them, each
 // value converted to its column's type (FLOAT32 rounded to float32, JSON
 // as text, NUMERIC canonical). A row read back with RowToRecord equals it,
-// except JSON, which Spanner normalizes (compare JSON with JSONEqual).
+// except JSON, which Spanner normalizes (compare JSON with record.JSONEqual).
 func Normalize(rec *record.Record, t *Table) (record.Record, error) {
 	out := record.Record{Table: t.Name, Fields: make([]record.Field, 0, len(rec.Fields))}
 	err := eachColumn(rec, t, func(c *Column, _ ColumnType, v record.Value) {
@@ -389,20 +377,6 @@ func jsonValue(v record.Value) (record.Value, error) {
 	return record.Value{Kind: record.KindJSON, Str: text}, nil
 }
 
-// JSONEqual reports whether two JSON texts hold the same value (object
-// members in any order, numbers compared as written).
-func JSONEqual(a, b string) bool {
-	var x, y any
-	da := json.NewDecoder(bytes.NewReader([]byte(a)))
-	da.UseNumber()
-	db := json.NewDecoder(bytes.NewReader([]byte(b)))
-	db.UseNumber()
-	if da.Decode(&x) != nil || db.Decode(&y) != nil {
-		return a == b
-	}
-	return reflect.DeepEqual(x, y)
-}
-
 // spannerValue turns a converted value (see convertValue) into the Go
 // value the Spanner client encodes as type ct.
 func spannerValue(v record.Value, ct ColumnType) any {
@@ -524,40 +498,4 @@ func SpannerKey(rec *record.Record, t *Table) (spanner.Key, error) {
 		key[i] = scalarValue(cv, ct.Base)
 	}
 	return key, nil
-}
-
-// SameValues reports whether two records hold the same fields in the same
-// order (names compared case-insensitively, as Spanner's are) with the
-// same values as Spanner stores them: bit for bit, JSON compared as
-// values (Spanner normalizes JSON text).
-func SameValues(a, b *record.Record) bool {
-	if len(a.Fields) != len(b.Fields) {
-		return false
-	}
-	for i := range a.Fields {
-		if !strings.EqualFold(a.Fields[i].Name, b.Fields[i].Name) || !SameValue(a.Fields[i].Value, b.Fields[i].Value) {
-			return false
-		}
-	}
-	return true
-}
-
-// SameValue compares values bit for bit (record.Value.Equal), except JSON,
-// compared as JSON values (Spanner normalizes JSON text), in arrays too.
-func SameValue(a, b record.Value) bool {
-	switch {
-	case a.Kind == record.KindJSON && b.Kind == record.KindJSON:
-		return JSONEqual(a.Str, b.Str)
-	case a.Kind == record.KindArray && b.Kind == record.KindArray:
-		if len(a.Array) != len(b.Array) {
-			return false
-		}
-		for i := range a.Array {
-			if !SameValue(a.Array[i], b.Array[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return a.Equal(b)
 }

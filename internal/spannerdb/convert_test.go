@@ -12,6 +12,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -242,7 +243,7 @@ func TestConvertRowRefuses(t *testing.T) {
 	if _, err := spannerdb.MutationFor(base(), tbl, "replace"); err == nil || !strings.Contains(err.Error(), `write mode "replace"`) {
 		t.Errorf("bad mode: %v", err)
 	}
-	for _, mode := range []string{"", spannerdb.ModeUpsert, spannerdb.ModeInsert} {
+	for _, mode := range []string{"", storewrite.ModeUpsert, storewrite.ModeInsert} {
 		if _, err := spannerdb.MutationFor(base(), tbl, mode); err != nil {
 			t.Errorf("mode %q: %v", mode, err)
 		}
@@ -295,16 +296,9 @@ func TestParseColumnType(t *testing.T) {
 	}
 }
 
-func TestJSONEqual(t *testing.T) {
-	if !spannerdb.JSONEqual(`{"b":1,"a":[1,2]}`, `{"a": [1, 2], "b": 1}`) {
-		t.Error("same JSON in another order not equal")
-	}
-	if spannerdb.JSONEqual(`{"a":1}`, `{"a":2}`) {
-		t.Error("different JSON equal")
-	}
-}
-
-func TestSameValues(t *testing.T) {
+// Rows as Spanner stores them compare equal with record.Same: names in
+// any case, JSON as values.
+func TestSameAsSpannerStores(t *testing.T) {
 	a := record.Record{Fields: []record.Field{
 		{Name: "Id", Value: record.Int(1)},
 		{Name: "J", Value: record.Value{Kind: record.KindJSON, Str: `{"b":1,"a":2}`}},
@@ -315,11 +309,11 @@ func TestSameValues(t *testing.T) {
 		{Name: "J", Value: record.Value{Kind: record.KindJSON, Str: `{"a":2,"b":1}`}},
 		{Name: "AJ", Value: record.Value{Kind: record.KindArray, Array: []record.Value{{Kind: record.KindJSON, Str: `[1,2]`}}}},
 	}}
-	if !spannerdb.SameValues(&a, &b) {
-		t.Error("records equal as Spanner stores them are not SameValues")
+	if !record.Same(&a, &b) {
+		t.Error("records equal as Spanner stores them are not the same")
 	}
 	b.Fields[0].Value = record.Int(2)
-	if spannerdb.SameValues(&a, &b) {
-		t.Error("different ids are SameValues")
+	if record.Same(&a, &b) {
+		t.Error("different ids are the same")
 	}
 }

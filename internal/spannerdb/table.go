@@ -1,8 +1,3 @@
-// Package spannerdb is rekey's view of a Cloud Spanner (GoogleSQL dialect)
-// table: its schema read from INFORMATION_SCHEMA, DDL to create a target
-// table from a source schema with a rewritten key, and the explicit
-// conversions between Spanner rows and record.Record (RowToRecord) and
-// back to mutations (MutationFor).
 package spannerdb
 
 import (

@@ -11,6 +11,7 @@ import (
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -163,7 +164,7 @@ func TestWithKey(t *testing.T) {
 		{Name: "LastAccess", Value: record.String("2024-01-31T12:00:00Z")},
 		{Name: "UserId", Value: record.String("u1")},
 	}}
-	m, err := spannerdb.MutationFor(&rec, tgt, spannerdb.ModeInsert)
+	m, err := spannerdb.MutationFor(&rec, tgt, storewrite.ModeInsert)
 	if err != nil {
 		t.Fatal(err)
 	}

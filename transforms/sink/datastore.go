@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"cloud.google.com/go/datastore"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 // DatastoreSinkConfig configures a Datastore (Firestore in Datastore mode)
@@ -31,7 +30,7 @@ type DatastoreSinkConfig struct {
 	// Mode is "upsert" (the default: replace or create, so re-runs
 	// converge) or "insert" (create only; an existing key with the same
 	// content counts as written, with other content it is dead-lettered).
-	// See datastoredb.ModeUpsert and datastoredb.ModeInsert.
+	// See storewrite.ModeUpsert and storewrite.ModeInsert.
 	Mode string `json:"mode"`
 	// MaxEntities caps the entities of one commit (0: 500, the service's
 	// limit, which is also the most allowed).
@@ -55,7 +54,7 @@ type DatastoreSinkConfig struct {
 
 func (c DatastoreSinkConfig) check() error {
 	var errs []error
-	if err := datastoredb.CheckMode(c.Mode); err != nil {
+	if err := storewrite.CheckMode(c.Mode); err != nil {
 		errs = append(errs, fmt.Errorf("datastore sink: %w", err))
 	}
 	if c.MaxEntities < 0 || c.MaxEntities > datastoredb.MaxCommitEntities {
@@ -123,7 +122,7 @@ type datastoreWriteFn struct {
 	// w writes batch after batch on the bundle's goroutine; what it does
 	// is recorded in out and reported after each element.
 	w   *datastoredb.Writer
-	out writeOutcome
+	out outcome
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
 	// goroutines, each with a Writer of its own from idle and an outcome
@@ -139,48 +138,22 @@ type datastoreWriteFn struct {
 	queued   chan struct{}
 	slots    chan struct{} // the process's commits in flight to the database
 	inflight sync.WaitGroup
-	done     finished[*writeOutcome]
+	done     finished
 }
 
-// writeOutcome is what a Writer did: dead letters, counts, the sizes of
-// its commits, its waits.
-type writeOutcome struct {
-	commitLog
-	written, existing           int
-	commitEntities, commitBytes []int
-	err                         error
-}
-
-// record points w's hooks at o.
-func (o *writeOutcome) record(w *datastoredb.Writer) {
-	w.OnDeadLetter = func(_ context.Context, line string) { o.dead = append(o.dead, line) }
-	w.OnCommit = func(_ context.Context, n, bytes int) {
-		o.commitEntities = append(o.commitEntities, n)
-		o.commitBytes = append(o.commitBytes, bytes)
+// datastoreMetrics counts the sizes of o's successful commits and the
+// inserts found present.
+func datastoreMetrics(ctx context.Context, o *storewrite.Outcome) {
+	for _, c := range o.Commits {
+		if c.OK {
+			datastoreCommits.Inc(ctx, 1)
+			datastoreCommitEntities.Update(ctx, int64(c.Records))
+			datastoreCommitBytes.Update(ctx, int64(c.Bytes))
+		}
 	}
-	w.OnWritten = func(_ context.Context, n int) { o.written += n }
-	w.OnExisting = func(_ context.Context, n int) { o.existing += n }
-	w.OnRetry = func(_ context.Context, _ error, wait time.Duration) { o.retries = append(o.retries, wait) }
-	w.OnThrottled = func(_ context.Context, wait time.Duration) { o.throttles = append(o.throttles, wait) }
-}
-
-// report emits o's dead letters and counts the rest, on the bundle's
-// goroutine, and returns o's error; o is emptied for reuse.
-func (o *writeOutcome) report(ctx context.Context, emit func(string)) error {
-	o.commitLog.report(ctx, emit)
-	for i, n := range o.commitEntities {
-		datastoreCommits.Inc(ctx, 1)
-		datastoreCommitEntities.Update(ctx, int64(n))
-		datastoreCommitBytes.Update(ctx, int64(o.commitBytes[i]))
+	if o.Existing > 0 {
+		datastoreExisting.Inc(ctx, int64(o.Existing))
 	}
-	transforms.CountWritten(ctx, int64(o.written))
-	if o.existing > 0 {
-		datastoreExisting.Inc(ctx, int64(o.existing))
-	}
-	err := o.err
-	o.commitLog.reset()
-	*o = writeOutcome{commitLog: o.commitLog, commitEntities: o.commitEntities[:0], commitBytes: o.commitBytes[:0]}
-	return err
 }
 
 func (f *datastoreWriteFn) Setup(ctx context.Context) error {
@@ -204,7 +177,7 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	return nil
 }
 
-// newWriter returns a Writer on the client, configured, without hooks.
+// newWriter returns a Writer on the client, configured.
 func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
 	w := datastoredb.NewWriter(f.client)
 	w.Mode = f.Cfg.Mode
@@ -234,8 +207,7 @@ func (f *datastoreWriteFn) Teardown() error {
 
 func (f *datastoreWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	f.w.Reset()
-	f.out = writeOutcome{}
-	f.out.record(f.w)
+	f.out = outcome{}
 	// Commits a failed bundle left in flight belong to that bundle, which
 	// the runner retries as a whole.
 	f.inflight.Wait()
@@ -253,7 +225,7 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	}
 	if f.parallel() {
 		f.queued <- struct{}{} // at most Parallelism batches in flight, as many waiting
-		if err := f.done.report(ctx, emit); err != nil {
+		if err := f.done.report(ctx, emit, datastoreMetrics); err != nil {
 			<-f.queued
 			return err
 		}
@@ -263,22 +235,22 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	}
 	if f.Cfg.CommitPerElement {
 		if f.out.paced, f.out.err = pace(ctx, pacer, len(recs)); f.out.err != nil {
-			return f.out.report(ctx, emit)
+			return f.out.report(ctx, emit, datastoreMetrics)
 		}
 	}
-	f.out.err = f.write(ctx, f.w, recs, f.Cfg.CommitPerElement)
-	return f.out.report(ctx, emit)
+	f.out.err = f.write(ctx, f.w, recs, f.Cfg.CommitPerElement, &f.out.Outcome)
+	return f.out.report(ctx, emit, datastoreMetrics)
 }
 
-// write adds recs to w and, if flush, flushes it.
-func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, recs []record.Record, flush bool) error {
+// write adds recs to w and, if flush, flushes it, recording in out.
+func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, recs []record.Record, flush bool, out *storewrite.Outcome) error {
 	for i := range recs {
-		if err := w.Add(ctx, &recs[i]); err != nil {
+		if err := w.Add(ctx, &recs[i], out); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	}
 	if flush {
-		if err := w.Flush(ctx); err != nil {
+		if err := w.Flush(ctx, out); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	}
@@ -293,11 +265,10 @@ func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record
 	defer f.inflight.Done()
 	defer func() { <-f.queued }()
 	w := <-f.idle
-	o := &writeOutcome{}
-	o.record(w)
+	o := &outcome{}
 	if o.paced, o.err = pace(ctx, pacer, len(recs)); o.err == nil {
 		f.slots <- struct{}{}
-		if o.err = f.write(ctx, w, recs, true); o.err != nil {
+		if o.err = f.write(ctx, w, recs, true, &o.Outcome); o.err != nil {
 			w.Reset()
 		}
 		<-f.slots
@@ -309,8 +280,8 @@ func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record
 func (f *datastoreWriteFn) FinishBundle(ctx context.Context, emit func(string)) error {
 	if f.parallel() {
 		f.inflight.Wait()
-		return f.done.report(ctx, emit)
+		return f.done.report(ctx, emit, datastoreMetrics)
 	}
-	f.out.err = f.write(ctx, f.w, nil, true)
-	return f.out.report(ctx, emit)
+	f.out.err = f.write(ctx, f.w, nil, true, &f.out.Outcome)
+	return f.out.report(ctx, emit, datastoreMetrics)
 }

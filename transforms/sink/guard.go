@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
@@ -53,19 +54,6 @@ func pace(ctx context.Context, p *throttle.Pacer, n int) (time.Duration, error) 
 	return p.Wait(ctx, n)
 }
 
-// do runs commit under the guard: throttled by th (g.throttle's, or nil),
-// retried with backoff; each retry's and each throttled wait is passed to
-// onRetry and onThrottled (for transforms.CountRetry and CountThrottled,
-// on the bundle's goroutine).
-func (g Guard) do(ctx context.Context, th retry.Throttle, commit func(ctx context.Context) error, onRetry, onThrottled func(wait time.Duration)) error {
-	_, err := g.Retry.Do(ctx, commit, retry.Hooks{
-		Throttle:    th,
-		OnRetry:     func(_ error, wait time.Duration) { onRetry(wait) },
-		OnThrottled: onThrottled,
-	})
-	return err
-}
-
 // throttle is the process's adaptive throttle for target and these
 // settings, nil when off.
 func (g Guard) throttle(target string) retry.Throttle {
@@ -76,57 +64,64 @@ func (g Guard) throttle(target string) retry.Throttle {
 	return throttle.Shared(key, g.AdaptiveK, g.AdaptiveWindow)
 }
 
-// commitLog is what every sink's commit records for the bundle's
-// goroutine to report: its dead letters and the waits the Guard made it
-// take (retry backoffs, adaptive-throttle rejections, the ramp-up's
-// budget). The store's own counts sit beside it.
-type commitLog struct {
-	dead               []string
-	retries, throttles []time.Duration
-	paced              time.Duration
+// outcome is what a sink's commit did: the writer's storewrite.Outcome
+// (dead letters, counts, retry and throttle waits, splits, commits), the
+// ramp-up's wait before it, and its error. It is filled on the goroutine
+// that commits and reported on the bundle's.
+type outcome struct {
+	storewrite.Outcome
+	paced time.Duration
+	err   error
 }
 
-// report emits the dead letters and counts the waits.
-func (l *commitLog) report(ctx context.Context, emit func(string)) {
-	for _, line := range l.dead {
+// storeMetrics counts a store's own metrics of an outcome (commit sizes
+// and times), on the bundle's goroutine.
+type storeMetrics func(ctx context.Context, o *storewrite.Outcome)
+
+// report emits the dead letters, counts the rest (the store's own metrics
+// with m) and returns o's error; o is emptied for reuse.
+func (o *outcome) report(ctx context.Context, emit func(string), m storeMetrics) error {
+	for _, line := range o.DeadLetters {
 		emit(line)
 	}
-	transforms.CountDeadLettered(ctx, int64(len(l.dead)))
-	for _, d := range l.retries {
+	transforms.CountDeadLettered(ctx, int64(len(o.DeadLetters)))
+	for _, d := range o.Retries {
 		transforms.CountRetry(ctx, d)
 	}
-	for _, d := range l.throttles {
+	for _, d := range o.Throttled {
 		transforms.CountThrottled(ctx, d, true)
 	}
-	if l.paced > 0 {
-		transforms.CountThrottled(ctx, l.paced, false)
+	if o.paced > 0 {
+		transforms.CountThrottled(ctx, o.paced, false)
 	}
-}
-
-// reset empties the log, keeping its slices for reuse.
-func (l *commitLog) reset() {
-	*l = commitLog{dead: l.dead[:0], retries: l.retries[:0], throttles: l.throttles[:0]}
+	m(ctx, &o.Outcome)
+	transforms.CountWritten(ctx, int64(o.Written))
+	for range o.Splits {
+		transforms.CountSplit(ctx)
+	}
+	err := o.err
+	o.Reset()
+	o.paced, o.err = 0, nil
+	return err
 }
 
 // finished holds the outcomes of commits that ran on goroutines of their
 // own, until the bundle's goroutine reports them (Beam's emitters and
 // metrics belong to it).
-type finished[O interface {
-	report(ctx context.Context, emit func(string)) error
-}] struct {
+type finished struct {
 	mu   sync.Mutex
-	done []O
+	done []*outcome
 }
 
 // add records a finished commit's outcome.
-func (q *finished[O]) add(o O) {
+func (q *finished) add(o *outcome) {
 	q.mu.Lock()
 	q.done = append(q.done, o)
 	q.mu.Unlock()
 }
 
 // drop forgets the outcomes not reported (those of a failed bundle).
-func (q *finished[O]) drop() {
+func (q *finished) drop() {
 	q.mu.Lock()
 	q.done = nil
 	q.mu.Unlock()
@@ -134,16 +129,35 @@ func (q *finished[O]) drop() {
 
 // report reports the outcomes recorded so far and returns the first error
 // among them.
-func (q *finished[O]) report(ctx context.Context, emit func(string)) error {
+func (q *finished) report(ctx context.Context, emit func(string), m storeMetrics) error {
 	q.mu.Lock()
 	done := q.done
 	q.done = nil
 	q.mu.Unlock()
 	var first error
 	for _, o := range done {
-		if err := o.report(ctx, emit); err != nil && first == nil {
+		if err := o.report(ctx, emit, m); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+var inFlight = struct {
+	sync.Mutex
+	m map[string]chan struct{}
+}{m: map[string]chan struct{}{}}
+
+// commitSlots returns the process's semaphore of n commits to db: the cap
+// of Parallelism, shared by every bundle and DoFn instance writing there.
+func commitSlots(db string, n int) chan struct{} {
+	inFlight.Lock()
+	defer inFlight.Unlock()
+	key := fmt.Sprintf("%s/%d", db, n)
+	c, ok := inFlight.m[key]
+	if !ok {
+		c = make(chan struct{}, n)
+		inFlight.m[key] = c
+	}
+	return c
 }

@@ -316,7 +316,7 @@ func TestSpannerSinkConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if d := ok.WithDefaults(); d.Mode != "upsert" || d.MaxMutations != sink.DefaultMaxMutations || d.MaxBytes != sink.DefaultMaxBytes || d.MaxRows != sink.DefaultMaxRows {
+	if d := ok.WithDefaults(); d.Mode != "upsert" || d.MaxMutations != spannerdb.DefaultMaxMutations || d.MaxBytes != spannerdb.DefaultMaxBytes || d.MaxRows != spannerdb.DefaultMaxRows {
 		t.Errorf("defaults %+v", d)
 	}
 	bad := ok

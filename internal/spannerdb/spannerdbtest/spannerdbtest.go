@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -129,7 +130,7 @@ func Write(ctx context.Context, c *spanner.Client, t *spannerdb.Table, recs []re
 		return err
 	}
 	for i := range recs {
-		m, err := spannerdb.MutationFor(&recs[i], t, spannerdb.ModeUpsert)
+		m, err := spannerdb.MutationFor(&recs[i], t, storewrite.ModeUpsert)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
 		}
