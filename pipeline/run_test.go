@@ -123,11 +123,12 @@ func TestConcurrentJobsCountApart(t *testing.T) {
 			on(t, runner)
 			sizes := [][2]int{{300, 200}, {70, 30}}
 			results := make([]*migration.Result, len(sizes))
+			errs := make([]error, len(sizes))
 			var wg sync.WaitGroup
 			for i, n := range sizes {
 				wg.Go(func() {
 					// Both jobs are still running when either ends.
-					results[i] = run(t, runner, pipeline.Runner{}, func(s beam.Scope, _ *migration.Job) error {
+					results[i], errs[i] = pipeline.Run(t.Context(), nil, pipeline.Runner{Runner: runner}, func(s beam.Scope, _ *migration.Job) error {
 						twoSteps(n[0], n[1])(s)
 						beam.ParDo0(s.Scope("wait"), &countFn{Sleep: 1500 * time.Millisecond}, beam.CreateList(s, []int{0}))
 						return nil
@@ -136,7 +137,8 @@ func TestConcurrentJobsCountApart(t *testing.T) {
 			}
 			wg.Wait()
 			for i, n := range sizes {
-				if results[i] == nil {
+				if errs[i] != nil {
+					t.Errorf("job %d: %v", i, errs[i])
 					continue
 				}
 				c := results[i].Counters
