@@ -1,8 +1,3 @@
-// Package pipeline builds rekey's Beam graphs from a resolved
-// migration.Job and runs them: Migrate reads the source, rewrites every
-// record's key and writes the target, with a dead-letter branch at every
-// step. Run runs any such graph on a Beam runner; Runner plugs Migrate
-// into migration.Run.
 package pipeline
 
 import (

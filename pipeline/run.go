@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow"  // --runner dataflow
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"    // --runner direct
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"     // --runner prism (default)
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal" // --runner universal
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -23,9 +24,11 @@ var Runners = []string{"prism", "direct", "dataflow", "universal"}
 // Backfill).
 type Graph func(s beam.Scope, j *migration.Job) error
 
-// Runner runs jobs on a Beam runner: Name is one of Runners; on local
-// runners (prism, direct) a progress line is written to Progress every
-// second while a job runs. It is the migration.Runner of Beam.
+// Runner runs jobs on a Beam runner: Name is one of Runners. While a job
+// runs on prism, universal or direct, a progress line is written to
+// Progress every second (see the package doc for where its counts come
+// from); on dataflow a note says the counts come at the end. It is the
+// migration.Runner of Beam.
 type Runner struct {
 	Runner   string
 	Progress io.Writer
@@ -42,43 +45,101 @@ func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Resul
 	return Run(ctx, j, r, Migrate)
 }
 
-// Run builds graph from the job and runs it on r.Runner.
+// namespace is the namespace of rekey's Beam metrics (transforms.go);
+// Result.Counters holds its counters.
+const namespace = "rekey"
+
+// Run builds graph from the job and runs it on r.Runner. The result's
+// counters are the job's "rekey" counters as the runner reports them (see
+// the package doc).
 func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
-	runner, progress := r.Runner, r.Progress
 	p, s := beam.NewPipelineWithRoot()
 	if err := graph(s, j); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	before := transforms.Snapshot()
-	stop := startProgress(runner, progress, start, before)
-	pr, err := beam.Run(ctx, runner, p)
-	stop()
-	res := &migration.Result{Counters: migration.Counters{}, Elapsed: time.Since(start)}
-	if pr != nil {
-		res.JobID = pr.JobID()
-		for _, c := range pr.Metrics().AllMetrics().Counters() {
-			if c.Namespace() == "rekey" {
-				res.Counters[c.Name()] += c.Result()
-			}
+	res := &migration.Result{Counters: migration.Counters{}}
+	var err error
+	switch r.Runner {
+	case "prism", "universal":
+		err = runPortable(ctx, r, p, start, res)
+	case "direct":
+		err = runDirect(ctx, r, p, start, res)
+	default:
+		if r.Progress != nil {
+			fmt.Fprintf(r.Progress, "rekey: no live progress on the %s runner; the counters follow at the end\n", r.Runner)
+		}
+		var pr beam.PipelineResult
+		pr, err = beam.Run(ctx, r.Runner, p)
+		if pr != nil {
+			res.JobID = pr.JobID()
+			addCounters(res.Counters, pr.Metrics(), false)
 		}
 	}
-	if local(runner) {
-		// Exact in-process counts (see transforms.Progress).
-		for name, n := range transforms.Snapshot() {
-			res.Counters[name] = n - before[name]
-		}
-	}
+	res.Elapsed = time.Since(start)
 	if err != nil {
-		return res, fmt.Errorf("%s runner: %w", runner, err)
+		return res, fmt.Errorf("%s runner: %w", r.Runner, err)
 	}
 	return res, nil
 }
 
-func local(runner string) bool { return runner == "prism" || runner == "direct" }
+// addCounters adds the "rekey" counters of m to c, summed over steps:
+// their committed values (attempted where a runner commits none), or with
+// live set, the larger of the two, which is what a running job has at
+// least counted (finished bundles are committed, running ones attempted).
+func addCounters(c migration.Counters, m metrics.Results, live bool) {
+	for _, r := range m.AllMetrics().Counters() {
+		if r.Namespace() != namespace {
+			continue
+		}
+		v := r.Result()
+		if live {
+			v = max(r.Committed, r.Attempted)
+		}
+		c[r.Name()] += v
+	}
+}
 
-func startProgress(runner string, w io.Writer, start time.Time, before map[string]int64) func() {
-	if w == nil || !local(runner) {
+// runDirect runs p on the direct runner. Its metrics are keyed by DoFn
+// type, not by step, so the counts of a second step of the same type are
+// lost; the Count helpers' counts are tallied for this job instead (see the
+// package doc).
+func runDirect(ctx context.Context, r Runner, p *beam.Pipeline, start time.Time, res *migration.Result) error {
+	t := &tally{n: map[string]int64{}}
+	stop := startProgress(r.Progress, start, t.counters)
+	pr, err := beam.Run(transforms.ObserveCounts(ctx, t.add), "direct", p)
+	stop()
+	if pr != nil {
+		res.JobID = pr.JobID()
+		addCounters(res.Counters, pr.Metrics(), false)
+	}
+	maps.Copy(res.Counters, t.counters())
+	return err
+}
+
+// tally sums one job's counts by name.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (t *tally) add(name string, n int64) {
+	t.mu.Lock()
+	t.n[name] += n
+	t.mu.Unlock()
+}
+
+func (t *tally) counters() migration.Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.n)
+}
+
+// startProgress writes a progress line to w every second with the counts
+// now() returns (nil: none yet) until the returned stop is called, which
+// clears the line.
+func startProgress(w io.Writer, start time.Time, now func() migration.Counters) (stop func()) {
+	if w == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -96,15 +157,20 @@ func startProgress(runner string, w io.Writer, start time.Time, before map[strin
 				}
 				return
 			case <-t.C:
+				c := now()
+				if c == nil {
+					continue
+				}
 				printed = true
-				el := time.Since(start)
-				now := transforms.Snapshot()
-				n := now["written"] - before["written"]
-				fmt.Fprintf(w, "\r\033[K%d read, %d written, %d dead-lettered, %.0f records/s, %s elapsed",
-					now["read"]-before["read"], n, now["dead_lettered"]-before["dead_lettered"],
-					float64(n)/el.Seconds(), el.Truncate(time.Second))
+				fmt.Fprint(w, "\r\033[K"+progressLine(c, time.Since(start)))
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+func progressLine(c migration.Counters, el time.Duration) string {
+	n := c[migration.Written]
+	return fmt.Sprintf("%d read, %d written, %d dead-lettered, %.0f records/s, %s elapsed",
+		c[migration.Read], n, c[migration.DeadLettered], float64(n)/el.Seconds(), el.Truncate(time.Second))
 }

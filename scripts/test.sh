@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Runs `go test ./... "$@"` against local Google emulators.
+# Runs `go test ./... "$@"` against local Google emulators and a Beam job
+# server.
 #
 # Starts the Cloud Spanner emulator and the Firestore emulator in Datastore
 # mode on two free loopback ports, exports SPANNER_EMULATOR_HOST,
 # DATASTORE_EMULATOR_HOST and the project variables the clients and
-# internal/emulator read, runs the tests, stops both emulators (even when
-# the tests fail or the script is interrupted) and exits with go test's
-# status.
+# internal/emulator read; builds prism (Beam's portable runner, the Beam
+# version of go.mod) and starts it as a standalone job server on a third
+# port, the way Flink and Spark job servers run, for the tests of the
+# universal runner (REKEY_JOB_ENDPOINT=localhost:PORT, read by
+# internal/beamtest); runs the tests, stops everything it started (even
+# when the tests fail or the script is interrupted) and exits with go
+# test's status.
 #
 # If SPANNER_EMULATOR_HOST and DATASTORE_EMULATOR_HOST are both set already,
 # those emulators are reused and nothing is started; if only one is set,
-# only the other emulator is started.
+# only the other emulator is started. Likewise a job server at
+# REKEY_JOB_ENDPOINT (host:port) is reused.
 #
 # The emulators come with the machine image (google-cloud-sdk components
 # cloud-spanner-emulator and cloud-firestore-emulator, the latter needs Java
@@ -39,6 +45,8 @@ die() {
 }
 
 LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rekey-test.XXXXXX")"
+# Binaries built for the run (prism), removed at the end.
+BIN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rekey-test-bin.XXXXXX")"
 PIDS=()
 KEEP_LOGS=0
 
@@ -64,10 +72,11 @@ cleanup() {
 	for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
 		wait "$pid" 2>/dev/null || true
 	done
+	rm -rf "$BIN_DIR"
 	if [[ -z "$(ls -A "$LOG_DIR" 2>/dev/null)" ]]; then
 		rm -rf "$LOG_DIR"
 	elif [[ $status -ne 0 || $KEEP_LOGS -ne 0 ]]; then
-		log "emulator logs kept in $LOG_DIR"
+		log "emulator and job server logs kept in $LOG_DIR"
 	else
 		rm -rf "$LOG_DIR"
 	fi
@@ -185,6 +194,7 @@ spanner_cmd() { CMD=("$SPANNER_EMULATOR_BIN" "--host_port=127.0.0.1:$1"); }
 firestore_cmd() {
 	CMD=("$FIRESTORE_EMULATOR_BIN" start --host=127.0.0.1 "--port=$1" --database-mode=datastore-mode)
 }
+prism_cmd() { CMD=("$BIN_DIR/prism" "-job_port=$1" -serve_http=false); }
 
 if [[ -n "${SPANNER_EMULATOR_HOST:-}" ]]; then
 	log "reusing the Spanner emulator at SPANNER_EMULATOR_HOST=$SPANNER_EMULATOR_HOST"
@@ -203,6 +213,15 @@ else
 	fi
 	start_retry firestore-emulator http_ok firestore_cmd
 	export DATASTORE_EMULATOR_HOST="127.0.0.1:$PORT"
+fi
+
+if [[ -n "${REKEY_JOB_ENDPOINT:-}" ]]; then
+	log "reusing the Beam job server at REKEY_JOB_ENDPOINT=$REKEY_JOB_ENDPOINT"
+else
+	log "building prism (the Beam job server)"
+	go build -o "$BIN_DIR/prism" github.com/apache/beam/sdks/v2/go/cmd/prism || die "building prism failed"
+	start_retry prism-job-server tcp_open prism_cmd
+	export REKEY_JOB_ENDPOINT="localhost:$PORT"
 fi
 
 export DATASTORE_PROJECT_ID="${DATASTORE_PROJECT_ID:-rekey-test}"

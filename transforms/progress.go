@@ -2,78 +2,63 @@ package transforms
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 )
 
-// Progress counts records in this process. The local runners (prism,
-// direct) run their workers in the launching process, so these are exact
-// there: they feed the live progress line, and pipeline.Run reports them
-// for local runners because the direct runner keys metrics by DoFn type and
-// drops the counts of a second step of the same type. On remote runners
-// they stay zero here; Beam's counters are the record.
-var Progress struct {
-	Read, Rewritten, Written, DeadLettered, Retried         atomic.Int64
-	BackoffMillis, ThrottledMillis, ThrottleRejected, Split atomic.Int64
+// The Count helpers add to rekey's Beam counters (transforms.go); the
+// runner aggregates them per step and reports them while a job runs (prism
+// and other portable runners, through the job service) and at its end.
+//
+// A context may also carry a count observer (ObserveCounts): it is told
+// every count made with that context or one derived from it. There is no
+// process-wide tally: an observer belongs to whoever set up the context,
+// typically one job (see package pipeline, which uses it on the direct
+// runner).
+
+// ObserveCounts returns a context whose counts are also passed to observe,
+// with the counter's name (as in transforms.go) and the amount. observe may
+// be called from several goroutines at once.
+func ObserveCounts(ctx context.Context, observe func(name string, n int64)) context.Context {
+	return context.WithValue(ctx, observerKey{}, observe)
 }
 
-// CountRead adds n to the read counter and this process's progress.
-func CountRead(ctx context.Context, n int64) {
-	Read.Inc(ctx, n)
-	Progress.Read.Add(n)
+type observerKey struct{}
+
+func count(ctx context.Context, c beam.Counter, name string, n int64) {
+	c.Inc(ctx, n)
+	if observe, ok := ctx.Value(observerKey{}).(func(string, int64)); ok {
+		observe(name, n)
+	}
 }
+
+// CountRead counts read records.
+func CountRead(ctx context.Context, n int64) { count(ctx, Read, "read", n) }
 
 // CountRewritten counts rewritten records.
-func CountRewritten(ctx context.Context, n int64) {
-	Rewritten.Inc(ctx, n)
-	Progress.Rewritten.Add(n)
-}
+func CountRewritten(ctx context.Context, n int64) { count(ctx, Rewritten, "rewritten", n) }
 
 // CountWritten counts written records.
-func CountWritten(ctx context.Context, n int64) {
-	Written.Inc(ctx, n)
-	Progress.Written.Add(n)
-}
+func CountWritten(ctx context.Context, n int64) { count(ctx, Written, "written", n) }
 
 // CountDeadLettered counts dead-lettered records.
-func CountDeadLettered(ctx context.Context, n int64) {
-	DeadLettered.Inc(ctx, n)
-	Progress.DeadLettered.Add(n)
-}
+func CountDeadLettered(ctx context.Context, n int64) { count(ctx, DeadLettered, "dead_lettered", n) }
 
 // CountRetry counts a commit attempt about to be retried after waiting.
 func CountRetry(ctx context.Context, wait time.Duration) {
-	Retried.Inc(ctx, 1)
-	Progress.Retried.Add(1)
-	ms := wait.Milliseconds()
-	BackoffMillis.Inc(ctx, ms)
-	Progress.BackoffMillis.Add(ms)
+	count(ctx, Retried, "retried", 1)
+	count(ctx, BackoffMillis, "backoff_ms", wait.Milliseconds())
 }
 
 // CountThrottled counts time spent waiting for a write budget; rejected
 // says the adaptive throttle held a commit back.
 func CountThrottled(ctx context.Context, wait time.Duration, rejected bool) {
-	ms := wait.Milliseconds()
-	ThrottledMillis.Inc(ctx, ms)
-	Progress.ThrottledMillis.Add(ms)
+	count(ctx, ThrottledMillis, "throttled_ms", wait.Milliseconds())
 	if rejected {
-		ThrottleRejected.Inc(ctx, 1)
-		Progress.ThrottleRejected.Add(1)
+		count(ctx, ThrottleRejected, "throttle_rejected", 1)
 	}
 }
 
 // CountSplit counts a failed commit cut in halves.
-func CountSplit(ctx context.Context) {
-	Split.Inc(ctx, 1)
-	Progress.Split.Add(1)
-}
-
-// Snapshot returns the process's counts by counter name.
-func Snapshot() map[string]int64 {
-	return map[string]int64{
-		"read": Progress.Read.Load(), "rewritten": Progress.Rewritten.Load(), "written": Progress.Written.Load(),
-		"dead_lettered": Progress.DeadLettered.Load(), "retried": Progress.Retried.Load(),
-		"backoff_ms": Progress.BackoffMillis.Load(), "throttled_ms": Progress.ThrottledMillis.Load(),
-		"throttle_rejected": Progress.ThrottleRejected.Load(), "split": Progress.Split.Load(),
-	}
-}
+func CountSplit(ctx context.Context) { count(ctx, Split, "split", 1) }

@@ -31,11 +31,55 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct" // registers "direct"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"  // registers "prism"
+
+	"github.com/rekeyio/rekey/internal/emulator"
 )
 
 // Runners are the local runners pipelines are tested on: prism (Beam's
 // default local runner) and direct (deprecated, still used by many).
 var Runners = []string{"prism", "direct"}
+
+// EnvJobEndpoint is the address of a Beam job server for tests of the
+// universal runner, host:port; scripts/test.sh starts prism as one and sets
+// it.
+const EnvJobEndpoint = "REKEY_JOB_ENDPOINT"
+
+// JobEndpoint returns the job server's address (EnvJobEndpoint). Without
+// one it fails the test, saying to run scripts/test.sh, or skips it when
+// REKEY_SKIP_EMULATOR=1, as tests needing an emulator do.
+func JobEndpoint(t testing.TB) string {
+	t.Helper()
+	ep := os.Getenv(EnvJobEndpoint)
+	if ep == "" {
+		msg := fmt.Sprintf("%s is not set; run the tests through scripts/test.sh, which starts prism as a Beam job server (set %s=1 to skip tests that need one instead)", EnvJobEndpoint, emulator.EnvSkip)
+		if os.Getenv(emulator.EnvSkip) == "1" {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	return ep
+}
+
+// UseJobServer points Beam's universal runner at the job server
+// (JobEndpoint) for the rest of the test, with the SDK worker in this
+// process (--endpoint, --environment_type=LOOPBACK on flag.CommandLine),
+// and restores the flags when the test ends. Tests using it must not run
+// in parallel with other pipelines.
+func UseJobServer(t testing.TB) {
+	t.Helper()
+	ep := JobEndpoint(t)
+	for name, v := range map[string]string{"endpoint": ep, "environment_type": "LOOPBACK"} {
+		f := flag.Lookup(name)
+		if f == nil {
+			t.Fatalf("no Beam flag --%s", name)
+		}
+		old := f.Value.String()
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = flag.Set(name, old) })
+	}
+}
 
 // Main is a TestMain for packages that run pipelines: it parses flags,
 // initialises Beam and runs the tests.
@@ -81,6 +125,15 @@ func RunErr(ctx context.Context, runner string, build func(s beam.Scope)) (Metri
 		return Metrics{}, nil
 	}
 	return collectMetrics(res.Metrics()), nil
+}
+
+// MetricsContext returns a context that records Beam metrics as a
+// runner's bundle context does, for tests that call a DoFn's methods
+// themselves, and a function returning what was recorded with it or a
+// context derived from it.
+func MetricsContext(ctx context.Context) (context.Context, func() Metrics) {
+	ctx = metrics.SetPTransformID(metrics.SetBundleID(ctx, "beamtest"), "beamtest")
+	return ctx, func() Metrics { return collectMetrics(metrics.ResultsExtractor(ctx)) }
 }
 
 func collectMetrics(r metrics.Results) Metrics {

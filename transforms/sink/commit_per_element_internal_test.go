@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 // TestSpannerCommitPerElement: with CommitPerElement each batch is one
@@ -123,10 +123,10 @@ func TestDatastoreParallelCommits(t *testing.T) {
 	for range parallelism {
 		f.idle <- &datastoredb.Writer{Commit: commit}
 	}
-	before := transforms.Snapshot()
+	ctx, counted := beamtest.MetricsContext(context.Background())
+	before := counted()
 	var dead []string
 	emit := func(s string) { dead = append(dead, s) }
-	ctx := context.Background()
 	f.StartBundle(ctx, emit)
 	id := int64(0)
 	for range batches {
@@ -142,7 +142,7 @@ func TestDatastoreParallelCommits(t *testing.T) {
 	if err := f.FinishBundle(ctx, emit); err != nil {
 		t.Fatal(err)
 	}
-	after := transforms.Snapshot()
+	after := counted()
 	if maxInFlight < 2 || maxInFlight > parallelism {
 		t.Errorf("%d commits in flight at most, want 2..%d", maxInFlight, parallelism)
 	}
@@ -154,7 +154,7 @@ func TestDatastoreParallelCommits(t *testing.T) {
 			t.Errorf("entity %d stored %d times", k, n)
 		}
 	}
-	if w, d := after["written"]-before["written"], after["dead_lettered"]-before["dead_lettered"]; w != batches*perBatch-1 || d != 1 {
+	if w, d := after["rekey/written"]-before["rekey/written"], after["rekey/dead_lettered"]-before["rekey/dead_lettered"]; w != batches*perBatch-1 || d != 1 {
 		t.Errorf("counted %d written, %d dead-lettered; want %d, 1", w, d, batches*perBatch-1)
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/transforms"
 )
 
 // fakeSink is a spannerWriteFn whose commits go to a function: a commit
@@ -52,9 +52,9 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 			}
 			return nil
 		})
-		before := transforms.Snapshot()["retried"]
+		ctx, counted := beamtest.MetricsContext(context.Background())
+		before := counted()["rekey/retried"]
 		var dead []string
-		ctx := context.Background()
 		if err := f.ProcessElement(ctx, batchOf(10), func(s string) { dead = append(dead, s) }); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 		if len(*commits) != 1 || len((*commits)[0]) != 10 || len(dead) != 0 {
 			t.Errorf("%v: commits %v, %d dead; want all 10 rows in one commit", code, *commits, len(dead))
 		}
-		if got := transforms.Snapshot()["retried"] - before; got != 2 {
+		if got := counted()["rekey/retried"] - before; got != 2 {
 			t.Errorf("%v: %d retries counted, want 2", code, got)
 		}
 	}

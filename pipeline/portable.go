@@ -1,0 +1,232 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/xlangx"
+	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal/extworker"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal/runnerlib"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
+
+	"github.com/rekeyio/rekey/migration"
+)
+
+// runPortable runs p on a portable runner's job service as Beam's prism
+// and universal runners do (prism.Execute, universal.Execute,
+// runnerlib.Execute), but keeps the job's id to read its metrics from the
+// job service (GetJobMetrics) while it runs, for the progress line, and
+// when it is done, for the result.
+//
+// The job service is --endpoint; for prism without one, an in-process
+// prism job server (one per process, as prism.Execute starts) with the
+// SDK worker in loopback mode unless --environment_type says otherwise.
+func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Time, res *migration.Result) error {
+	if !beam.Initialized() {
+		return errors.New("beam.Init was not called before the pipeline was built")
+	}
+	j, err := submit(ctx, r.Runner, p)
+	if err != nil {
+		return err
+	}
+	defer j.close()
+	res.JobID = j.id
+
+	waited := make(chan error, 1)
+	go func() { waited <- runnerlib.WaitForCompletion(ctx, j.client, j.id) }()
+	stop := startProgress(r.Progress, start, func() migration.Counters {
+		c, _ := j.counters(ctx, time.Second, true)
+		return c
+	})
+	err = <-waited
+	stop()
+	if ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, _ = j.client.Cancel(cctx, &jobpb.CancelJobRequest{JobId: j.id})
+		cancel()
+	}
+	c, merr := j.counters(context.WithoutCancel(ctx), 30*time.Second, false)
+	res.Counters = c
+	if c == nil {
+		res.Counters = migration.Counters{}
+	}
+	return errors.Join(err, merr)
+}
+
+// portableJob is a job submitted to a job service.
+type portableJob struct {
+	client jobpb.JobServiceClient
+	id     string
+	pipe   *pipepb.Pipeline
+	close  func()
+}
+
+// counters reads the job's "rekey" counters from the job service (see
+// addCounters for live).
+func (j *portableJob) counters(ctx context.Context, timeout time.Duration, live bool) (migration.Counters, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := j.client.GetJobMetrics(ctx, &jobpb.GetJobMetricsRequest{JobId: j.id})
+	if err != nil {
+		return nil, fmt.Errorf("metrics of job %s: %w", j.id, err)
+	}
+	m := resp.GetMetrics()
+	c := migration.Counters{}
+	addCounters(c, *metricsx.FromMonitoringInfos(j.pipe, m.GetAttempted(), m.GetCommitted()), live)
+	return c, nil
+}
+
+var (
+	localPrismOnce   sync.Once
+	localPrismClient jobpb.JobServiceClient
+	errLocalPrism    error
+)
+
+// localPrism returns a client of this process's in-process prism job
+// server, started on first use. Jobs share the server as they share a
+// machine; each has its own id, metrics and loopback worker.
+func localPrism() (jobpb.JobServiceClient, error) {
+	localPrismOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		localPrismClient, errLocalPrism = prism.CreateJobServer(ctx, prism.Options{})
+	})
+	return localPrismClient, errLocalPrism
+}
+
+// submitMu serialises job preparation: runnerlib.Prepare writes Beam's
+// global pipeline options from the flags.
+var submitMu sync.Mutex
+
+// submit translates p and submits it to the runner's job service.
+func submit(ctx context.Context, runner string, p *beam.Pipeline) (_ *portableJob, err error) {
+	j := &portableJob{close: func() {}}
+	var cleanups []func()
+	j.close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			j.close()
+		}
+	}()
+
+	envType := strings.ToLower(*jobopts.EnvironmentType)
+	if endpoint := *jobopts.Endpoint; runner == "prism" && endpoint == "" {
+		if j.client, err = localPrism(); err != nil {
+			return nil, fmt.Errorf("starting prism: %w", err)
+		}
+		if envType == "" {
+			envType = "loopback"
+		}
+	} else {
+		if endpoint == "" {
+			return nil, errors.New("no job service endpoint: use --endpoint=HOST:PORT")
+		}
+		cc, err := grpcx.Dial(ctx, endpoint, 2*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the job service at %s: %w", endpoint, err)
+		}
+		cleanups = append(cleanups, func() { _ = cc.Close() })
+		j.client = jobpb.NewJobServiceClient(cc)
+	}
+
+	edges, _, err := p.Build()
+	if err != nil {
+		return nil, err
+	}
+	loopback := envType == "loopback"
+	getEnvConfig := jobopts.GetEnvironmentConfig
+	if loopback {
+		srv, err := extworker.StartLoopback(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, func() { _ = srv.Stop(context.Background()) })
+		getEnvConfig = srv.EnvironmentConfig
+	}
+	xlangx.ResolveArtifacts(ctx, edges, nil)
+	env, err := graphx.CreateEnvironment(ctx, environmentURN(envType), getEnvConfig)
+	if err != nil {
+		return nil, fmt.Errorf("generating the model pipeline: %w", err)
+	}
+	if j.pipe, err = graphx.Marshal(edges, &graphx.Options{
+		Environment:           env,
+		PipelineResourceHints: jobopts.GetPipelineResourceHints(),
+	}); err != nil {
+		return nil, fmt.Errorf("generating the model pipeline: %w", err)
+	}
+
+	opt := &runnerlib.JobOptions{
+		Name:         jobopts.GetJobName(),
+		Experiments:  jobopts.GetExperiments(),
+		Worker:       *jobopts.WorkerBinary,
+		RetainDocker: *jobopts.RetainDockerContainers,
+		Parallelism:  *jobopts.Parallelism,
+		Loopback:     loopback,
+	}
+	bin := opt.Worker
+	switch {
+	case loopback:
+		// The loopback worker is this process; the binary is not used.
+		f, err := os.CreateTemp("", "rekey-loopback-worker-*")
+		if err != nil {
+			return nil, err
+		}
+		_ = f.Close()
+		bin = f.Name()
+		cleanups = append(cleanups, func() { _ = os.Remove(bin) })
+	case bin == "":
+		if self, ok := runnerlib.IsWorkerCompatibleBinary(); ok {
+			bin = self
+		} else {
+			if bin, err = runnerlib.BuildTempWorkerBinary(ctx, runnerlib.CompileOpts{}); err != nil {
+				return nil, err
+			}
+			worker := bin
+			cleanups = append(cleanups, func() { _ = os.Remove(worker) })
+		}
+	}
+	if err := runnerlib.UpdateGoEnvironmentWorker(bin, j.pipe); err != nil {
+		return nil, err
+	}
+	submitMu.Lock()
+	prepID, artifacts, token, err := runnerlib.Prepare(ctx, j.client, j.pipe, opt)
+	submitMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if token, err = runnerlib.Stage(ctx, prepID, artifacts, bin, token); err != nil {
+		return nil, err
+	}
+	if j.id, err = runnerlib.Submit(ctx, j.client, prepID, token); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// environmentURN is jobopts.GetEnvironmentUrn for envType.
+func environmentURN(envType string) string {
+	switch envType {
+	case "process":
+		return graphx.URNEnvProcess
+	case "loopback", "external":
+		return graphx.URNEnvExternal
+	default:
+		return graphx.URNEnvDocker
+	}
+}
