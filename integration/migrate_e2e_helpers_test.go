@@ -112,24 +112,16 @@ func rowKey(t *testing.T, r *record.Record, schema rewrite.KeySchema) []rewrite.
 	return out
 }
 
-// putEntities writes records as entities, 500 a commit.
+// putEntities writes records as entities with the Datastore writer
+// (upsert); a record it refuses fails the test.
 func putEntities(t *testing.T, c *datastore.Client, recs []record.Record) {
 	t.Helper()
-	ctx := context.Background()
-	for i := 0; i < len(recs); i += 500 {
-		var keys []*datastore.Key
-		var props []datastore.PropertyList
-		for _, r := range recs[i:min(i+500, len(recs))] {
-			k, p, err := datastoredb.ToEntity(&r)
-			if err != nil {
-				t.Fatalf("entity %s: %v", r.Describe(), err)
-			}
-			keys = append(keys, k)
-			props = append(props, p)
-		}
-		if _, err := c.PutMulti(ctx, keys, props); err != nil {
-			t.Fatalf("writing entities: %v", err)
-		}
+	out, err := datastoredb.NewWriter(c).Write(context.Background(), recs)
+	if err != nil {
+		t.Fatalf("writing entities: %v", err)
+	}
+	if n := len(out.DeadLetters); n > 0 {
+		t.Fatalf("%d entities refused, the first: %s", n, out.DeadLetters[0])
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
@@ -206,66 +207,68 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 	return nil
 }
 
+// loadSpannerSamples writes the samples into the source database with the
+// Spanner writer: the access logs as they are, the Customer entities and
+// their Order children as rows (customers first: an order needs its
+// parent row).
 func loadSpannerSamples(ctx context.Context, c *spanner.Client) (logs, customers, orders int, err error) {
 	recs, err := sampleRecords("samples/user_access_logs.jsonl")
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	var ms []*spanner.Mutation
-	flush := func() error {
-		if len(ms) == 0 {
-			return nil
-		}
-		_, err := c.Apply(ctx, ms)
-		ms = ms[:0]
-		return err
-	}
-	for _, r := range recs {
-		at, _ := r.Get("LastAccess")
-		ts, err := record.Coerce(at, rewrite.TypeTimestamp)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		user, _ := r.Get("UserId")
-		page, _ := r.Get("Page")
-		bytes, _ := r.Get("Bytes")
-		ms = append(ms, spanner.Insert("UserAccessLogs", []string{"LastAccess", "UserId", "Page", "Bytes"}, []any{ts.Time, user.Str, page.Str, bytes.Int}))
-		logs++
-		if len(ms) == 500 {
-			if err := flush(); err != nil {
-				return 0, 0, 0, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return 0, 0, 0, err
+	for i := range recs {
+		recs[i].Table = "UserAccessLogs"
 	}
 	ents, err := sampleRecords("samples/customers.jsonl")
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	var parents, children []record.Record
 	for _, r := range ents {
 		var id int64
 		fmt.Sscanf(r.Key.Path[0].Name, "Customer%d", &id)
+		row := record.Record{Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id)}}}
 		if len(r.Key.Path) == 1 {
-			name, _ := r.Get("Name")
-			email, _ := r.Get("Email")
-			since, _ := r.Get("Since")
-			ms = append(ms, spanner.Insert("Customers", []string{"CustomerId", "Name", "Email", "Since"}, []any{id, name.Str, email.Str, since.Time}))
-			customers++
-		} else {
-			total, _ := r.Get("Total")
-			items, _ := r.Get("Items")
-			ms = append(ms, spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Total", "Items"}, []any{id, r.Key.Path[1].ID, total.Float, items.Int}))
-			orders++
-		}
-		if len(ms) == 500 {
-			if err := flush(); err != nil {
-				return 0, 0, 0, err
+			row.Table = "Customers"
+			for _, name := range []string{"Name", "Email", "Since"} {
+				v, _ := r.Get(name)
+				row.Fields = append(row.Fields, record.Field{Name: name, Value: v})
 			}
+			parents = append(parents, row)
+			continue
+		}
+		row.Table = "Orders"
+		row.Fields = append(row.Fields, record.Field{Name: "OrderId", Value: record.Int(r.Key.Path[1].ID)})
+		for _, name := range []string{"Total", "Items"} {
+			v, _ := r.Get(name)
+			row.Fields = append(row.Fields, record.Field{Name: name, Value: v})
+		}
+		children = append(children, row)
+	}
+	for _, t := range []struct {
+		table string
+		rows  []record.Record
+	}{{"UserAccessLogs", recs}, {"Customers", parents}, {"Orders", children}} {
+		w, err := spannerdb.NewWriter(ctx, c, t.table)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if err := write(w.Write(ctx, t.rows)); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", t.table, err)
 		}
 	}
-	return logs, customers, orders, flush()
+	return len(recs), len(parents), len(children), nil
+}
+
+// write is the error of a seeding write: its own, or a refused record's.
+func write(out storewrite.Outcome, err error) error {
+	if err != nil {
+		return err
+	}
+	if n := len(out.DeadLetters); n > 0 {
+		return fmt.Errorf("%d records refused, the first: %s", n, out.DeadLetters[0])
+	}
+	return nil
 }
 
 // sampleRecords reads a bundled sample as records.
@@ -352,20 +355,8 @@ func (e *demoEnv) datastore(ctx context.Context) error {
 	for i := range recs {
 		recs[i].Key.Namespace = e.srcNS
 	}
-	for i := 0; i < len(recs); i += 500 {
-		var keys []*datastore.Key
-		var props []datastore.PropertyList
-		for _, r := range recs[i:min(i+500, len(recs))] {
-			k, p, err := datastoredb.ToEntity(&r)
-			if err != nil {
-				return err
-			}
-			keys = append(keys, k)
-			props = append(props, p)
-		}
-		if _, err := c.PutMulti(ctx, keys, props); err != nil {
-			return err
-		}
+	if err := write(datastoredb.NewWriter(c).Write(ctx, recs)); err != nil {
+		return err
 	}
 	fmt.Fprintf(e.w, "\nLoaded %d entities into Datastore namespace %s: Customer1, Customer2, ... with Order children.\n", len(recs), e.srcNS)
 	fmt.Fprintln(e.w, "\n3. Datastore Customer (with Order children) -> namespace "+e.dstNS+", hashprefix on the root (entity groups stay together):")

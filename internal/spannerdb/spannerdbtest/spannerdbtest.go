@@ -14,7 +14,6 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -118,30 +117,18 @@ func Rows(table string, n int) []record.Record {
 	return recs
 }
 
-// Write writes records with spannerdb.MutationFor (upsert), 500 a commit.
+// Write writes records into t with the Spanner writer (upsert); a record
+// it refuses is an error.
 func Write(ctx context.Context, c *spanner.Client, t *spannerdb.Table, recs []record.Record) error {
-	var ms []*spanner.Mutation
-	flush := func() error {
-		if len(ms) == 0 {
-			return nil
-		}
-		_, err := c.Apply(ctx, ms)
-		ms = ms[:0]
+	w := &spannerdb.Writer{Table: t, Commit: spannerdb.ClientCommit(c), Read: spannerdb.ClientRead(c)}
+	out, err := w.Write(ctx, recs)
+	if err != nil {
 		return err
 	}
-	for i := range recs {
-		m, err := spannerdb.MutationFor(&recs[i], t, storewrite.ModeUpsert)
-		if err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
-		}
-		ms = append(ms, m)
-		if len(ms) == 500 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+	if n := len(out.DeadLetters); n > 0 {
+		return fmt.Errorf("%d records refused, the first: %s", n, out.DeadLetters[0])
 	}
-	return flush()
+	return nil
 }
 
 // ReadAll reads the given columns of every row of table t, in key order,
