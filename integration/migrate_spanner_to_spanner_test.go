@@ -93,7 +93,7 @@ func s2sSource(t *testing.T) (*spanner.Client, int, int) {
 
 // TestMigrateSpannerToSpanner migrates a parent table with a column of
 // every type and an interleaved child table (ON DELETE CASCADE) into a
-// fresh database, whose tables the pipeline creates (PrepareTarget with
+// fresh database, whose tables the pipeline creates (Job.Prepare with
 // Create), with shard (n 8, mode abs: a new leading ShardId) and with
 // bitreverse (the key column rewritten in place, the parent renamed, the
 // old key kept), on every local runner. Every row arrives exactly once
@@ -286,10 +286,10 @@ dead_letter: %q
 				}
 				err = plan.Prepare(ctx, migration.Options{CreateTarget: true})
 				if !errors.Is(err, migration.ErrManifestMismatch) {
-					t.Errorf("PrepareTarget with %s after %s: %v, want ErrManifestMismatch", v.other, v.rewrite, err)
+					t.Errorf("Prepare with %s after %s: %v, want ErrManifestMismatch", v.other, v.rewrite, err)
 				}
 				if err := plan.Prepare(ctx, migration.Options{CreateTarget: true, Force: true}); err != nil {
-					t.Errorf("PrepareTarget with Force: %v", err)
+					t.Errorf("Prepare with Force: %v", err)
 				}
 			})
 		}
