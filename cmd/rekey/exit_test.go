@@ -116,3 +116,24 @@ dead_letter: "%s/dead.jsonl"`, "target table Existing exists with (Id STRING(MAX
 		})
 	}
 }
+
+// Datastore descendant kinds under the older key `interleaved` still
+// validate, with a warning naming the new key; under `descendants` there
+// is none.
+func TestValidateWarnsOfInterleavedForDescendants(t *testing.T) {
+	for key, warn := range map[string]bool{"interleaved": true, "descendants": false} {
+		cfg := writeTestConfig(t, `
+source: {type: datastore, project: p, kind: Customer}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: hashprefix}
+`+key+`: [Order]
+dead_letter: "%s/dead.jsonl"`)
+		out, errs, code := rekey(t, "", "validate", "-c", cfg)
+		if code != 0 || !strings.Contains(out, ": ok") {
+			t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", key, code, out, errs)
+		}
+		if got := strings.Contains(errs, "warning: interleaved: the descendant kinds of a datastore source now go in descendants"); got != warn {
+			t.Errorf("%s: warned %v, want %v; stderr: %q", key, got, warn, errs)
+		}
+	}
+}

@@ -112,7 +112,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		level = slog.LevelInfo // a dry run logs the translated job at INFO
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
-	cfg, err := loadConfig(o.Config)
+	cfg, err := loadConfig(o.Config, io.err)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,7 @@ func newCmdValidate(f *factory, runF func(*ValidateOptions) error) *cobra.Comman
 }
 
 func runValidate(o *ValidateOptions) error {
-	cfg, err := loadConfig(o.Config)
+	cfg, err := loadConfig(o.Config, o.IO.err)
 	if err != nil {
 		return err
 	}
@@ -46,8 +47,9 @@ func runValidate(o *ValidateOptions) error {
 }
 
 // loadConfig reads, environment-overrides and validates a config file.
-// Every problem is reported at once.
-func loadConfig(file string) (*config.Config, error) {
+// Every problem is reported at once; settings in an older form are
+// reported on warn.
+func loadConfig(file string, warn io.Writer) (*config.Config, error) {
 	v, err := config.NewViper(file)
 	if err != nil {
 		return nil, usagef("%s: %v", file, err)
@@ -58,6 +60,9 @@ func loadConfig(file string) (*config.Config, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, usagef("%s: %w", file, joinLines(err))
+	}
+	for _, d := range cfg.Deprecations() {
+		fmt.Fprintf(warn, "rekey: %s: warning: %s\n", file, d)
 	}
 	return cfg, nil
 }

@@ -166,6 +166,17 @@ func (c *Config) DescendantKinds() []string {
 	return c.Interleaved
 }
 
+// Deprecations lists the settings written in an older form that still
+// works, each with its path and the form to use instead, for the CLI to
+// print as warnings.
+func (c *Config) Deprecations() []string {
+	var out []string
+	if c.Source.Type == TypeDatastore && len(c.Descendants) == 0 && len(c.Interleaved) > 0 {
+		out = append(out, "interleaved: the descendant kinds of a datastore source now go in descendants (interleaved is read as descendants for now)")
+	}
+	return out
+}
+
 // Name is what the endpoint names inside its store: the table, kind or
 // path.
 func (e Endpoint) Name() string {
