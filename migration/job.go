@@ -53,6 +53,11 @@ type Job struct {
 	// Spanner holds the Spanner schemas read (nil when neither end is a
 	// Spanner database).
 	Spanner *SpannerSchemas
+	// DryRun builds the job up to, not including, the writes: the source
+	// is read, every key rewritten and the writes planned, then records
+	// are only counted per target table or kind. Nothing is written but
+	// the dead letters: no DDL, no manifest, no commit, no target file.
+	DryRun bool
 }
 
 // SpannerSchemas are the Spanner tables a job involves.

@@ -24,6 +24,9 @@ type Options struct {
 	// Out receives what a run says before it starts: the target DDL, the
 	// job's summary, how writes are planned (nil: discarded).
 	Out io.Writer
+	// DryRun runs the job as Job.DryRun says: the target is neither
+	// prepared nor written; the DDL it would run is printed.
+	DryRun bool
 }
 
 // Runner builds and runs a job's migration pipeline to completion
@@ -45,7 +48,14 @@ type Result struct {
 	Counters Counters
 	Elapsed  time.Duration
 	JobID    string
+	// Sample is, for a dry run, the first records' keys before and after
+	// the rewrite, "old -> new" (or "old: reason" where it is refused).
+	Sample []string
 }
+
+// WouldWrite is the prefix of a dry run's counters of records per target
+// table or kind: "would_write:Customers".
+const WouldWrite = "would_write:"
 
 // Counters are a run's counts by name.
 type Counters map[string]int64
@@ -95,7 +105,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := j.Prepare(ctx, o); err != nil {
+	if o.DryRun {
+		j.DryRun = true
+		if ddl := j.MissingDDL(); len(ddl) > 0 {
+			fmt.Fprintf(o.Out, "-- target DDL a run with --create-target would execute (%s)\n%s;\n", endpointPath(j.Config.Target), strings.Join(ddl, ";\n\n"))
+		}
+	} else if err := j.Prepare(ctx, o); err != nil {
 		return j, nil, err
 	}
 	if o.RedriveFrom != "" {
@@ -103,6 +118,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 		fmt.Fprintf(o.Out, "rekey: redriving %s\n", o.RedriveFrom)
 	}
 	fmt.Fprintf(o.Out, "rekey: %s on %s\n", j.Describe(), r.Name())
+	if j.DryRun {
+		fmt.Fprintf(o.Out, "rekey: dry run: reading, rewriting and planning every record; writing nothing but the dead letters (%s)\n", j.DeadLetterPath)
+	}
 	if d := r.Describe(j); d != "" {
 		fmt.Fprintf(o.Out, "rekey: %s\n", d)
 	}

@@ -94,3 +94,18 @@ func TestCountersString(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestRunDryRunMarksTheJobAndSaysSo(t *testing.T) {
+	var out bytes.Buffer
+	r := &fakeRunner{}
+	j, _, err := Run(context.Background(), filesConfig(t, ""), Options{DryRun: true, Out: &out}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.got.DryRun || !j.DryRun {
+		t.Error("the runner got a job that is not a dry run")
+	}
+	if !strings.Contains(out.String(), "writing nothing but the dead letters (dead.jsonl)") {
+		t.Errorf("output does not say it is a dry run:\n%s", out.String())
+	}
+}

@@ -53,6 +53,21 @@ func (j *Job) ManifestSpec() string {
 	return out
 }
 
+// MissingDDL is the part of TargetDDL whose tables do not exist yet: what
+// Prepare runs with CreateTarget (and a dry run shows).
+func (j *Job) MissingDDL() []string {
+	if j.Spanner == nil {
+		return nil
+	}
+	var missing []string
+	for i, t := range j.Spanner.Targets {
+		if i < len(j.TargetDDL) && !j.Spanner.exists[strings.ToLower(t.Name)] {
+			missing = append(missing, j.TargetDDL[i])
+		}
+	}
+	return missing
+}
+
 // Prepare prints (and with o.CreateTarget runs) the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
 func (j *Job) Prepare(ctx context.Context, o Options) error {
@@ -70,12 +85,7 @@ func (j *Job) Prepare(ctx context.Context, o Options) error {
 
 func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 	tgt := j.Config.Target
-	var missing []string
-	for i, t := range j.Spanner.Targets {
-		if !j.Spanner.exists[strings.ToLower(t.Name)] {
-			missing = append(missing, j.TargetDDL[i])
-		}
-	}
+	missing := j.MissingDDL()
 	admin, err := database.NewDatabaseAdminClient(ctx)
 	if err != nil {
 		return fmt.Errorf("spanner admin: %w", err)

@@ -18,7 +18,8 @@ import (
 // sink, every dead letter to the job's dead-letter file. With
 // j.RedriveFrom set, the source is that dead-letter file instead (see
 // migration.Job.Redrive). The ramp-up, if any, starts now, as the graph is
-// built: the planner and the sinks share the same one.
+// built: the planner and the sinks share the same one. With j.DryRun the
+// graph stops before the sinks (sink.DryRun counts what they would write).
 func Migrate(s beam.Scope, j *migration.Job) error {
 	w := newWrites(j, time.Now())
 	var batches, rewritten, redriven beam.PCollection
@@ -41,9 +42,16 @@ func Migrate(s beam.Scope, j *migration.Job) error {
 		rewritten = beam.Flatten(s, rewritten, redriven)
 	}
 	rewritten = w.plan(s, rewritten)
-	writeDead, err := w.target(s, rewritten)
-	if err != nil {
-		return err
+	var writeDead []beam.PCollection
+	if j.DryRun {
+		// The planned batches go nowhere: they are counted per table or
+		// kind (migration.WouldWrite).
+		writeDead = []beam.PCollection{sink.DryRun(s, migration.WouldWrite, rewritten)}
+	} else {
+		var err error
+		if writeDead, err = w.target(s, rewritten); err != nil {
+			return err
+		}
 	}
 	deads = append(deads, writeDead...)
 	sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))

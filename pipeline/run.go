@@ -40,9 +40,15 @@ func (r Runner) Name() string { return r.Runner }
 // Describe says how the job's writes are planned (DescribeWrites).
 func (r Runner) Describe(j *migration.Job) string { return DescribeWrites(j) }
 
-// Migrate builds the job's migration (Migrate) and runs it.
+// Migrate builds the job's migration (Migrate) and runs it. A dry run's
+// result also holds a sample of the first source records' keys before and
+// after the rewrite (Sample).
 func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Result, error) {
-	return Run(ctx, j, r, Migrate)
+	res, err := Run(ctx, j, r, Migrate)
+	if err == nil && j.DryRun {
+		res.Sample, err = Sample(ctx, j, sampleSize)
+	}
+	return res, err
 }
 
 // namespace is the namespace of rekey's Beam metrics (transforms.go);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -107,8 +108,12 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	if f := flag.Lookup("dry_run"); f != nil && f.Value.String() == "true" {
 		dryRun = true
 	}
+	// On Dataflow, --dry_run is Beam's: the job is translated, not
+	// submitted. On the local runners it is rekey's dry run
+	// (migration.Options.DryRun): read, rewrite and plan, write nothing.
+	translateOnly := dryRun && o.Runner == "dataflow"
 	level := slog.LevelWarn // prism and the SDK log every job step at INFO
-	if o.Verbose || dryRun {
+	if o.Verbose || translateOnly {
 		level = slog.LevelInfo // a dry run logs the translated job at INFO
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
@@ -116,14 +121,17 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	if err != nil {
 		return err
 	}
-	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out},
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly},
 		pipeline.Runner{Runner: o.Runner, Progress: io.err})
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", o.Config, err)
 	}
-	if dryRun && err == nil {
+	if translateOnly && err == nil {
 		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (logged above) and not submitted\n", o.Runner)
 		return nil
+	}
+	if res != nil && job.DryRun {
+		printDryRun(io.out, job, res)
 	}
 	if res != nil {
 		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
@@ -138,4 +146,29 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		return fmt.Errorf("%d records were dead-lettered (see %s): %w", n, job.DeadLetterPath, errPartial)
 	}
 	return nil
+}
+
+// printDryRun says what a dry run found: the records each target table or
+// kind would get, and a sample of old and new keys.
+func printDryRun(w io.Writer, job *migration.Job, res *migration.Result) {
+	var tables []string
+	var total int64
+	for name, n := range res.Counters {
+		if t, ok := strings.CutPrefix(name, migration.WouldWrite); ok {
+			tables = append(tables, fmt.Sprintf("%s %d", t, n))
+			total += n
+		}
+	}
+	slices.Sort(tables)
+	fmt.Fprintf(w, "rekey: dry run: nothing was written; %d records would be written", total)
+	if len(tables) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(tables, ", "))
+	}
+	fmt.Fprintf(w, "; %d dead-lettered (with their reasons in %s)\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
+	if len(res.Sample) > 0 {
+		fmt.Fprintln(w, "rekey: the first keys, old -> new:")
+		for _, line := range res.Sample {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
 }
