@@ -27,6 +27,11 @@ type Options struct {
 	// DryRun runs the job as Job.DryRun says: the target is neither
 	// prepared nor written; the DDL it would run is printed.
 	DryRun bool
+	// TranslateOnly is for a runner that only translates the job and
+	// submits nothing (Dataflow's --dry_run): the job is the real one, but
+	// the target is not prepared (no DDL, no manifest); the DDL a run
+	// would execute is printed.
+	TranslateOnly bool
 }
 
 // Runner builds and runs a job's migration pipeline to completion
@@ -105,8 +110,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 	if err != nil {
 		return nil, nil, err
 	}
-	if o.DryRun {
-		j.DryRun = true
+	if o.DryRun || o.TranslateOnly {
+		j.DryRun = o.DryRun
 		if ddl := j.MissingDDL(); len(ddl) > 0 {
 			fmt.Fprintf(o.Out, "-- target DDL a run with --create-target would execute (%s)\n%s;\n", endpointPath(j.Config.Target), strings.Join(ddl, ";\n\n"))
 		}

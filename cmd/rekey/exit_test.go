@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/spanner"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/rekeyio/rekey/internal/emulator"
@@ -161,5 +163,74 @@ dead_letter: "%s/dead.jsonl"`)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(cfg), "out.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("the dry run wrote the target file (stat: %v)", err)
+	}
+}
+
+// Dataflow needs --project and --region, and gs:// paths: what workers on
+// other machines cannot read is refused before anything runs, naming the
+// key.
+func TestRunDataflowRefusesWhatWorkersCannotUse(t *testing.T) {
+	keepBeamGlobals(t)
+	local := writeTestConfig(t, `
+source: {type: jsonl, path: "%s/in.jsonl"}
+target: {type: jsonl, path: gs://b/out.jsonl}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`)
+	gcs := writeTestConfig(t, `
+source: {type: jsonl, path: gs://b/in.jsonl}
+target: {type: jsonl, path: gs://b/out.jsonl}
+rewrite: {strategy: hashprefix}`)
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"no project": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--region", "r"}, []string{"needs --project and --region"}},
+		"local paths": {[]string{"run", "-c", local, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"},
+			[]string{"source.path: ", "dead_letter: ", "is a local path", "REKEY_SOURCE_PATH"}},
+		"no dead letter path": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"}, []string{"dead_letter: required"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, errs, code := rekey(t, "", tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUsage, out, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr lacks %q: %s", w, errs)
+				}
+			}
+			if strings.Contains(out, "rekey: jsonl") {
+				t.Errorf("the run started: %s", out)
+			}
+		})
+	}
+}
+
+// A Dataflow dry run translates the job and prepares nothing: with
+// --create-target, the target's DDL is printed, not run, and no manifest
+// is written.
+func TestRunDataflowDryRunPreparesNothing(t *testing.T) {
+	keepBeamGlobals(t)
+	_, srcPath := emulator.TestDBPath(t, `CREATE TABLE Logs (Id INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (Id)`)
+	dst, dstPath := emulator.TestDBPath(t)
+	p, inst := emulator.SpannerProject(), emulator.SpannerInstance()
+	cfg := writeTestConfig(t, `
+source: {type: spanner, project: `+p+`, instance: `+inst+`, database: `+filepath.Base(srcPath)+`, table: Logs}
+target: {type: spanner, project: `+p+`, instance: `+inst+`, database: `+filepath.Base(dstPath)+`, table: LogsV2}
+rewrite: {strategy: bitreverse}
+dead_letter: gs://b/dead.jsonl`)
+	out, errs, code := rekey(t, "", "run", "-c", cfg, "--create-target", "--runner", "dataflow", "--dry_run",
+		"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://b/staging", "--temp_location", "gs://b/tmp")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if !strings.Contains(out, "CREATE TABLE LogsV2") || !strings.Contains(out, "would execute") {
+		t.Errorf("stdout does not show the DDL a run would execute:\n%s", out)
+	}
+	var tables int64
+	err := dst.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"}).
+		Do(func(r *spanner.Row) error { return r.Columns(&tables) })
+	if err != nil || tables != 0 {
+		t.Errorf("the target database has %d tables (%v) after a dry run, want none (no DDL, no manifest)", tables, err)
 	}
 }

@@ -193,7 +193,7 @@ func TestRunDataflowDryRun(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rekey.yaml")
 	os.WriteFile(cfg, []byte(`
-source: {type: jsonl, path: `+filepath.Join(dir, "in.jsonl")+`, table: UserAccessLogs, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
+source: {type: jsonl, path: gs://demo-bucket/in.jsonl, table: UserAccessLogs, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
 target: {type: jsonl, path: gs://demo-bucket/out.jsonl}
 rewrite: {strategy: shard, params: {n: 16}}
 dead_letter: gs://demo-bucket/dead.jsonl

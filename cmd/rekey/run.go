@@ -117,11 +117,23 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		level = slog.LevelInfo // a dry run logs the translated job at INFO
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
+	if o.Runner == "dataflow" {
+		for _, name := range []string{"project", "region"} {
+			if f := flag.Lookup(name); f == nil || f.Value.String() == "" {
+				return usagef("--runner dataflow needs --project and --region (Beam's flags)")
+			}
+		}
+	}
 	cfg, err := loadConfig(o.Config, io.err)
 	if err != nil {
 		return err
 	}
-	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly},
+	if o.Runner == "dataflow" {
+		if err := cfg.ValidateRemote(); err != nil {
+			return usagef("%s: %w", o.Config, joinLines(err))
+		}
+	}
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly},
 		pipeline.Runner{Runner: o.Runner, Progress: io.err})
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", o.Config, err)

@@ -562,3 +562,30 @@ func duplicate(list []string, fold bool) (i, j int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// ValidateRemote reports the paths remote workers (Dataflow's) cannot
+// read or write: every file path of the config must be a gs:// path, since
+// the workers do not see the launching machine's disk. The dead-letter
+// path must be given (its default is a local file).
+func (c *Config) ValidateRemote() error {
+	var p problems
+	local := func(path, s string) {
+		if !strings.HasPrefix(s, "gs://") {
+			p.add(path, "%q is a local path, which workers on other machines cannot read or write; give a gs://bucket/... path (or override it with REKEY_%s)", s, strings.ToUpper(strings.ReplaceAll(path, ".", "_")))
+		}
+	}
+	for _, e := range []struct {
+		path string
+		ep   Endpoint
+	}{{"source.path", c.Source}, {"target.path", c.Target}} {
+		if e.ep.IsFile() {
+			local(e.path, e.ep.Path)
+		}
+	}
+	if c.DeadLetter == "" {
+		p.add("dead_letter", "required for workers on other machines (a gs://bucket/... path; the default is a local file)")
+	} else {
+		local("dead_letter", c.DeadLetter)
+	}
+	return errors.Join(p...)
+}
