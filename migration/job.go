@@ -58,6 +58,15 @@ type Job struct {
 	// are only counted per target table or kind. Nothing is written but
 	// the dead letters: no DDL, no manifest, no commit, no target file.
 	DryRun bool
+	// TargetUnread is why the target database could not be read while the
+	// job was resolved for a runner that only translates it (nil when it
+	// was read): its tables are then taken to be missing.
+	TargetUnread error
+
+	// offline resolves for a runner that only translates the job: schema
+	// reads are bounded by offlineTimeout, an unreadable target is noted
+	// (TargetUnread) instead of failing.
+	offline bool
 }
 
 // SpannerSchemas are the Spanner tables a job involves.
@@ -78,7 +87,11 @@ type SpannerSchemas struct {
 // any data moves. Errors in what the config asks for are *config.Error
 // (see IsConfigError); a database that cannot be reached is not.
 func Resolve(ctx context.Context, cfg *config.Config) (*Job, error) {
-	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter}
+	return resolve(ctx, cfg, false)
+}
+
+func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error) {
+	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter, offline: offline}
 	if j.DeadLetterPath == "" {
 		j.DeadLetterPath = DefaultDeadLetterPath
 	}

@@ -106,9 +106,12 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	j, err := Resolve(ctx, cfg)
+	j, err := resolve(ctx, cfg, o.TranslateOnly)
 	if err != nil {
 		return nil, nil, err
+	}
+	if j.TargetUnread != nil {
+		fmt.Fprintf(o.Out, "rekey: the target database could not be read (%v); its tables are taken to be missing\n", j.TargetUnread)
 	}
 	if o.DryRun || o.TranslateOnly {
 		j.DryRun = o.DryRun

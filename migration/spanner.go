@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/spanner"
 
@@ -33,15 +35,40 @@ func (j *Job) spannerSchemas() *SpannerSchemas {
 }
 
 // resolveSpannerSource reads the source table's schema and those of its
-// interleaved children named in the config.
+// interleaved children named in the config: from the DDL file of
+// source.schema if given, else from the database.
 func (j *Job) resolveSpannerSource(ctx context.Context) error {
 	src := j.Config.Source
-	c, err := spannerClient(ctx, src)
-	if err != nil {
-		return err
+	var read func(name string) (*spannerdb.Table, error)
+	if src.Schema != "" {
+		text, err := os.ReadFile(src.Schema)
+		if err != nil {
+			return configErrorf("source.schema: %w", err)
+		}
+		tables, err := spannerdb.ParseDDL(string(text))
+		if err != nil {
+			return configErrorf("source.schema %s: %w", src.Schema, err)
+		}
+		read = func(name string) (*spannerdb.Table, error) {
+			if t := tables[strings.ToLower(name)]; t != nil {
+				return t, nil
+			}
+			return nil, fmt.Errorf("table %s is not in %s: %w", name, src.Schema, spannerdb.ErrTableNotFound)
+		}
+	} else {
+		if j.offline {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, offlineTimeout)
+			defer cancel()
+		}
+		c, err := spannerClient(ctx, src)
+		if err != nil {
+			return fmt.Errorf("source: %w%s", err, schemaHint)
+		}
+		defer c.Close()
+		read = func(name string) (*spannerdb.Table, error) { return spannerdb.ReadTable(ctx, c, name) }
 	}
-	defer c.Close()
-	t, err := spannerdb.ReadTable(ctx, c, src.Table)
+	t, err := read(src.Table)
 	if err != nil {
 		return schemaError("source", err)
 	}
@@ -51,7 +78,7 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 	j.SourceKey = t.Key
 	j.Spec.Children = map[string]string{}
 	for _, name := range j.Config.Interleaved {
-		ct, err := spannerdb.ReadTable(ctx, c, name)
+		ct, err := read(name)
 		if err != nil {
 			return schemaError("interleaved", err)
 		}
@@ -64,6 +91,13 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 	return nil
 }
 
+// schemaHint says how to do without the source database.
+const schemaHint = "; to resolve the job without the database, give its DDL as source.schema: FILE (the output of `gcloud spanner databases ddl describe`)"
+
+// offlineTimeout bounds each schema read of a job resolved for a runner
+// that only translates it (Options.TranslateOnly).
+const offlineTimeout = 10 * time.Second
+
 // schemaError labels an error reading a table's schema: a table that does
 // not exist is the config's fault, anything else (no connection, no
 // credentials) an operation that failed.
@@ -71,7 +105,7 @@ func schemaError(what string, err error) error {
 	if errors.Is(err, spannerdb.ErrTableNotFound) {
 		return configErrorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w%s", what, err, schemaHint)
 }
 
 // interleavedUnder reports whether t's parent is root or one of the
@@ -95,15 +129,34 @@ func interleavedUnder(t *spannerdb.Table, root string, known map[string]*spanner
 func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 	tgt := j.Config.Target
 	sp := j.spannerSchemas()
+	if j.offline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, offlineTimeout)
+		defer cancel()
+	}
+	// read is the target database's table name (nil: it does not exist).
+	var read func(name string) (*spannerdb.Table, error)
 	c, err := spannerClient(ctx, tgt)
-	if err != nil {
+	switch {
+	case err == nil:
+		defer c.Close()
+		read = func(name string) (*spannerdb.Table, error) { return spannerdb.ReadTable(ctx, c, name) }
+	case j.offline:
+		j.TargetUnread = err
+	default:
 		return err
 	}
-	defer c.Close()
 	name := firstNonEmpty(tgt.Table, j.Spec.Table)
-	existing, err := spannerdb.ReadTable(ctx, c, name)
-	if err != nil && !errors.Is(err, spannerdb.ErrTableNotFound) {
-		return fmt.Errorf("target: %w", err)
+	var existing *spannerdb.Table
+	if read != nil {
+		existing, err = read(name)
+		switch {
+		case err == nil, errors.Is(err, spannerdb.ErrTableNotFound):
+		case j.offline:
+			j.TargetUnread, read = err, nil
+		default:
+			return fmt.Errorf("target: %w", err)
+		}
 	}
 	var extra []spannerdb.Column
 	if j.Config.KeepOriginalKey != "" {
@@ -122,6 +175,11 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 		main.Name = name
 		main.Key.Table = name
 		main.Parent = "" // the target is a new root table
+	case j.TargetUnread != nil:
+		// Offline, from a file source: the table must exist already; the
+		// job needs only its name and key.
+		main = &spannerdb.Table{Name: name, Key: j.TargetKey}
+		sp.exists[strings.ToLower(name)] = true
 	default:
 		return configErrorf("target table %s does not exist; create it first (rekey can derive it only from a Spanner source); its primary key must be (%s)", name, j.TargetKey.Text())
 	}
@@ -139,7 +197,11 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 		if strings.EqualFold(ct.Parent, sp.Source.Name) {
 			t.Parent = main.Name
 		}
-		if ex, err := spannerdb.ReadTable(ctx, c, t.Name); err == nil {
+		if read == nil {
+			sp.Targets = append(sp.Targets, t)
+			continue
+		}
+		if ex, err := read(t.Name); err == nil {
 			if ex.Key.String() != out.String() {
 				return configErrorf("target child table %s exists with %s, but the rewrite gives %s", t.Name, ex.Key, out)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,9 @@ dead_letter: "%s/dead.jsonl"`,
 			out, errs, code := rekey(t, "", "run", "-c", writeTestConfig(t, yaml))
 			if code != exitFailure || !strings.Contains(errs, "missing.json") {
 				t.Errorf("exit %d, want %d, with the credentials error\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
+			}
+			if name == "spanner source" && !strings.Contains(errs, "give its DDL as source.schema: FILE") {
+				t.Errorf("the error does not say the schema can come from a DDL file: %s", errs)
 			}
 		})
 	}
@@ -232,5 +236,47 @@ dead_letter: gs://b/dead.jsonl`)
 		Do(func(r *spanner.Row) error { return r.Columns(&tables) })
 	if err != nil || tables != 0 {
 		t.Errorf("the target database has %d tables (%v) after a dry run, want none (no DDL, no manifest)", tables, err)
+	}
+}
+
+// Every example config translates to a Dataflow job with no credentials
+// and no emulator: its local paths are overridden with gs:// ones through
+// REKEY_* variables, a Spanner source's schema comes from a DDL file, and
+// nothing is prepared.
+func TestRunDataflowDryRunOfflineEveryConfig(t *testing.T) {
+	keepBeamGlobals(t)
+	ddl, err := filepath.Abs("testdata/useraccesslogs.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../../configs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no configs: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Setenv("SPANNER_EMULATOR_HOST", "")
+			t.Setenv("DATASTORE_EMULATOR_HOST", "")
+			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+			t.Setenv("REKEY_DEAD_LETTER", "gs://b/dead")
+			cfg, err := loadConfig(file, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Source.IsFile() {
+				t.Setenv("REKEY_SOURCE_PATH", "gs://b/in/*")
+			}
+			if cfg.Target.IsFile() {
+				t.Setenv("REKEY_TARGET_PATH", "gs://b/out.jsonl")
+			}
+			if cfg.Source.Type == "spanner" {
+				t.Setenv("REKEY_SOURCE_SCHEMA", ddl)
+			}
+			out, errs, code := rekey(t, "", "run", "-c", file, "--create-target", "--runner", "dataflow", "--dry_run",
+				"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://b/staging", "--temp_location", "gs://b/tmp")
+			if code != 0 || !strings.Contains(errs, "Dry-run: not submitting job!") {
+				t.Errorf("exit %d\nstdout: %s\nstderr: %.2000s", code, out, errs)
+			}
+		})
 	}
 }

@@ -151,6 +151,11 @@ type Endpoint struct {
 	Path string `mapstructure:"path"`
 	// Delimiter is the csv field delimiter (default ",").
 	Delimiter string `mapstructure:"delimiter"`
+	// Schema is a Spanner source's DDL as a local file, the output of
+	// `gcloud spanner databases ddl describe`: the source tables' schemas
+	// come from it instead of the database (for a Dataflow dry run
+	// without access to the database).
+	Schema string `mapstructure:"schema"`
 }
 
 // DescendantKinds are the descendant kinds migrated with a Datastore

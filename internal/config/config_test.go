@@ -583,7 +583,7 @@ bogus: 1
 	}
 	checkProblems(t, err, []string{
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, descendants, dead_letter, write, ramp)`,
-		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter)`,
+		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
 		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, parallelism, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,

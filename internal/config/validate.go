@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -85,6 +86,8 @@ var endpointFields = []fieldUse{
 	{key: "kind", value: func(e Endpoint) bool { return e.Kind != "" }, types: []string{TypeDatastore}},
 	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro}},
 	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
+	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner}, sourceOnly: true,
+		hint: "; the target's tables are derived from the source's"},
 }
 
 func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
@@ -108,6 +111,13 @@ func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
 			return false
 		}
 		return true
+	}
+	if e.Schema != "" && role == "source" && e.Type == TypeSpanner {
+		if strings.Contains(e.Schema, "://") {
+			p.add(role+".schema", "must be a local file (rekey reads it before the pipeline starts), got %q", e.Schema)
+		} else if _, err := os.Stat(e.Schema); err != nil {
+			p.add(role+".schema", "cannot read the DDL file: %v", err)
+		}
 	}
 	switch e.Type {
 	case TypeSpanner:
