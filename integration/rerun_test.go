@@ -40,12 +40,12 @@ type rekeyProcess struct {
 	exitCode int
 }
 
-// startRekey starts `bin run -c config` (the emulator hosts come from
-// the environment); the process is killed if the test ends first.
-func startRekey(t *testing.T, bin, config string) *rekeyProcess {
+// startRekey starts `bin run -c config [args]` (the emulator hosts come
+// from the environment); the process is killed if the test ends first.
+func startRekey(t *testing.T, bin, config string, args ...string) *rekeyProcess {
 	t.Helper()
 	p := &rekeyProcess{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "-c", config)
+	p.cmd = exec.Command(bin, append([]string{"run", "-c", config}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

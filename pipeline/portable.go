@@ -53,8 +53,12 @@ func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Tim
 	err = <-waited
 	stop()
 	if ctx.Err() != nil {
+		// Cancel the job and wait (a few seconds at most) until it has
+		// stopped, so nothing of it writes after Run returns.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _ = j.client.Cancel(cctx, &jobpb.CancelJobRequest{JobId: j.id})
+		if _, cerr := j.client.Cancel(cctx, &jobpb.CancelJobRequest{JobId: j.id}); cerr == nil {
+			_ = runnerlib.WaitForCompletion(cctx, j.client, j.id)
+		}
 		cancel()
 	}
 	c, merr := j.counters(context.WithoutCancel(ctx), 30*time.Second, false)

@@ -13,8 +13,10 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
+	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/transforms/sink"
 )
 
 // Runners rekey supports.
@@ -84,9 +86,32 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 	}
 	res.Elapsed = time.Since(start)
 	if err != nil {
+		if local(r.Runner) {
+			removeParts(ctx, j)
+		}
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("%s runner: %w", r.Runner, ctx.Err())
+		}
 		return res, fmt.Errorf("%s runner: %w", r.Runner, err)
 	}
 	return res, nil
+}
+
+func local(runner string) bool { return runner == "prism" || runner == "direct" }
+
+// removeParts removes the part files an unfinished local run left next to
+// its JSON Lines target and its dead-letter file (a re-run writes its own;
+// what was committed to a database stays, and a re-run converges).
+func removeParts(ctx context.Context, j *migration.Job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	paths := []string{j.DeadLetterPath}
+	if j.Config.Target.Type == config.TypeJSONL && !j.DryRun {
+		paths = append(paths, j.Config.Target.Path)
+	}
+	for _, p := range paths {
+		_, _ = sink.RemoveParts(ctx, p)
+	}
 }
 
 // addCounters adds the "rekey" counters of m to c, summed over steps:

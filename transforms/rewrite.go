@@ -48,6 +48,9 @@ func (f *rewriteFn) Setup() error {
 }
 
 func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
+	if err := ctx.Err(); err != nil {
+		return err // the job was cancelled (the direct runner does not stop on its own)
+	}
 	recs, err := record.DecodeBatch(batch)
 	if err != nil {
 		return err

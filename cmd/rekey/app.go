@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -41,6 +43,19 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// exitInterrupted reports a command stopped by a signal and returns the
+// shell's exit code for it: 128 + the signal's number (130 for SIGINT, 143
+// for SIGTERM).
+func exitInterrupted(sig os.Signal, stderr io.Writer) int {
+	name := "SIGINT"
+	code := 128 + int(syscall.SIGINT)
+	if sig == syscall.SIGTERM {
+		name, code = "SIGTERM", 128+int(syscall.SIGTERM)
+	}
+	fmt.Fprintf(stderr, "rekey: stopped by %s: what was committed stays, unfinished files were removed; a re-run of the same config converges (upserts rewrite the same values, inserts recognise their own earlier writes)\n", name)
+	return code
 }
 
 type stdio struct {

@@ -21,10 +21,36 @@ func main() {
 		beam.Init()
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, interrupted := interruptible()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	if sig := interrupted(); sig != nil {
+		os.Exit(exitInterrupted(sig, os.Stderr))
+	}
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// interruptible returns a context cancelled by the first SIGINT or
+// SIGTERM, and a function that says which one came (nil: none). A second
+// signal is not caught: it ends the process at once.
+func interruptible() (context.Context, func() os.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	got := make(chan os.Signal, 1)
+	go func() {
+		s := <-sigs
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		got <- s
+		cancel()
+	}()
+	return ctx, func() os.Signal {
+		select {
+		case s := <-got:
+			return s
+		default:
+			return nil
+		}
+	}
 }
 
 func isWorker(args []string) bool {

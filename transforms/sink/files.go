@@ -73,6 +73,9 @@ type writePartFn struct {
 }
 
 func (f *writePartFn) ProcessElement(ctx context.Context, batch []byte, _ func(string)) error {
+	if err := ctx.Err(); err != nil {
+		return err // the job was cancelled
+	}
 	recs, err := record.DecodeBatch(batch)
 	if err != nil {
 		return fmt.Errorf("sink.JSONL: %w", err)
@@ -117,6 +120,33 @@ func (f *writePartFn) FinishBundle(ctx context.Context, emit func(string)) error
 }
 
 func keyPart(name string) (int, string) { return 0, name }
+
+// RemoveParts removes the part files a JSONL or Lines sink left next to
+// path (path.part-*) when its job did not finish: a re-run writes new ones.
+// It returns how many it removed.
+func RemoveParts(ctx context.Context, path string) (int, error) {
+	fs, err := filesystem.New(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	defer fs.Close()
+	parts, err := fs.List(ctx, path+".part-*")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range parts {
+		r, ok := fs.(filesystem.Remover)
+		if !ok {
+			return n, fmt.Errorf("cannot remove %s: the file system has no Remove", p)
+		}
+		if err := r.Remove(ctx, p); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
 
 // joinPartsFn concatenates the part files into the final file, in name
 // order, then removes them.
