@@ -97,7 +97,8 @@ func (c Counters) String() string {
 	return strings.Join(parts, " ")
 }
 
-// Run is the one migration sequence: it resolves cfg (Resolve), prepares
+// Run is the one migration sequence: it checks that the stores can be
+// reached (Reach; not for a translate-only run), resolves cfg (Resolve), prepares
 // the target (Job.Prepare: DDL, manifest), sets up a redrive if asked,
 // says what it will do on o.Out, and runs the job on r. The job is
 // returned as soon as it is resolved, so a caller can report where dead
@@ -105,6 +106,11 @@ func (c Counters) String() string {
 func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *Result, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
+	}
+	if !o.TranslateOnly {
+		if err := Reach(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
 	}
 	j, err := resolve(ctx, cfg, o.TranslateOnly)
 	if err != nil {

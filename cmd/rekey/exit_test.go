@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/spanner"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -80,13 +81,73 @@ dead_letter: "%s/dead.jsonl"`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, errs, code := rekey(t, "", "run", "-c", writeTestConfig(t, yaml))
-			if code != exitFailure || !strings.Contains(errs, "missing.json") {
-				t.Errorf("exit %d, want %d, with the credentials error\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
-			}
-			if name == "spanner source" && !strings.Contains(errs, "give its DDL as source.schema: FILE") {
-				t.Errorf("the error does not say the schema can come from a DDL file: %s", errs)
+			// Where the service's address does not resolve (no network),
+			// the reach check says so first; else the client's
+			// credentials error comes.
+			if code != exitFailure || !(strings.Contains(errs, "missing.json") || strings.Contains(errs, "cannot reach")) {
+				t.Errorf("exit %d, want %d, with the credentials or the reach error\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
 			}
 		})
+	}
+}
+
+// A store that cannot be reached fails at once, naming the address and
+// the cause, whichever store and end it is.
+func TestRunUnreachableStoreFailsFast(t *testing.T) {
+	keepBeamGlobals(t)
+	for name, tc := range map[string]struct{ env, yaml string }{
+		"spanner": {"SPANNER_EMULATOR_HOST", `
+source: {type: spanner, project: p, instance: inst, database: db, table: T}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: bitreverse}
+dead_letter: "%s/dead.jsonl"`},
+		"datastore": {"DATASTORE_EMULATOR_HOST", `
+source: {type: jsonl, path: "%s/in.jsonl"}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(tc.env, "127.0.0.1:1")
+			start := time.Now()
+			out, errs, code := rekey(t, "", "run", "-c", writeTestConfig(t, tc.yaml))
+			if code != exitFailure || !strings.Contains(errs, "127.0.0.1:1 ("+tc.env+")") || !strings.Contains(errs, "connection refused") {
+				t.Errorf("exit %d, want %d, naming the address and the cause\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
+			}
+			if el := time.Since(start); el > 10*time.Second {
+				t.Errorf("took %s", el)
+			}
+		})
+	}
+	t.Run("validate --connect", func(t *testing.T) {
+		t.Setenv("SPANNER_EMULATOR_HOST", "127.0.0.1:1")
+		cfg := writeTestConfig(t, `
+source: {type: spanner, project: p, instance: inst, database: db, table: T}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: bitreverse}
+dead_letter: "%s/dead.jsonl"`)
+		if _, errs, code := rekey(t, "", "validate", "-c", cfg); code != 0 {
+			t.Errorf("validate without --connect: exit %d: %s", code, errs)
+		}
+		if _, errs, code := rekey(t, "", "validate", "--connect", "-c", cfg); code != exitFailure || !strings.Contains(errs, "connection refused") {
+			t.Errorf("validate --connect: exit %d, want %d: %s", code, exitFailure, errs)
+		}
+	})
+}
+
+// A source database the client reaches but cannot read the schema of
+// says that the schema can be given as a DDL file instead.
+func TestRunSourceSchemaHint(t *testing.T) {
+	keepBeamGlobals(t)
+	emulator.RequireSpanner(t)
+	cfg := writeTestConfig(t, `
+source: {type: spanner, project: `+emulator.SpannerProject()+`, instance: `+emulator.SpannerInstance()+`, database: no-such-db, table: T}
+target: {type: jsonl, path: "%s/out.jsonl"}
+rewrite: {strategy: bitreverse}
+dead_letter: "%s/dead.jsonl"`)
+	_, errs, code := rekey(t, "", "run", "-c", cfg)
+	if code != exitFailure || !strings.Contains(errs, "give its DDL as source.schema: FILE") {
+		t.Errorf("exit %d, want %d with the source.schema hint: %s", code, exitFailure, errs)
 	}
 }
 
@@ -194,6 +255,7 @@ rewrite: {strategy: hashprefix}`)
 		"no dead letter path": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"}, []string{"dead_letter: required"}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			keepBeamGlobals(t) // each case's Beam flags are its own
 			out, errs, code := rekey(t, "", tc.args...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUsage, out, errs)

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration"
 )
 
 // ValidateOptions are the parsed flags of `rekey validate`.
 type ValidateOptions struct {
 	IO     stdio
 	Config string
+	// Connect also checks the stores: reachable, tables and kinds there.
+	Connect bool
 }
 
 func newCmdValidate(f *factory, runF func(*ValidateOptions) error) *cobra.Command {
@@ -22,25 +26,34 @@ func newCmdValidate(f *factory, runF func(*ValidateOptions) error) *cobra.Comman
 		Short: "validate a config file",
 		Long:  "Validates a config file, reporting every problem at once, each with its path.",
 		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Config == "" {
 				return usagef("validate: -c FILE is required")
 			}
 			if runF != nil {
 				return runF(opts)
 			}
-			return runValidate(opts)
+			return runValidate(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
+	cmd.Flags().BoolVar(&opts.Connect, "connect", false, "also check that the source and target can be reached and their tables or kinds exist")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	return cmd
 }
 
-func runValidate(o *ValidateOptions) error {
+func runValidate(ctx context.Context, o *ValidateOptions) error {
 	cfg, err := loadConfig(o.Config, o.IO.err)
 	if err != nil {
 		return err
+	}
+	if o.Connect {
+		if err := migration.Check(ctx, cfg); err != nil {
+			if migration.IsConfigError(err) {
+				return usagef("%s: %w", o.Config, err)
+			}
+			return fmt.Errorf("%s: %w", o.Config, err)
+		}
 	}
 	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
 	return nil

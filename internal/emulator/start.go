@@ -171,6 +171,13 @@ func Ensure(ctx context.Context, report func(format string, args ...any)) (stop 
 		start func(context.Context) (*Running, error)
 	}{{EnvSpannerHost, StartSpanner}, {EnvDatastoreHost, StartFirestore}} {
 		if h := os.Getenv(em.env); h != "" {
+			// Fail now, not after the clients' retries, if nothing answers.
+			c, err := net.DialTimeout("tcp", h, 10*time.Second)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("the emulator at %s=%s cannot be reached: %w", em.env, h, err)
+			}
+			c.Close()
 			report("Using the emulator at %s=%s", em.env, h)
 			continue
 		}
