@@ -20,6 +20,7 @@ package migration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -62,6 +63,12 @@ type Job struct {
 	// job was resolved for a runner that only translates it (nil when it
 	// was read): its tables are then taken to be missing.
 	TargetUnread error
+	// Overwrite lets the run replace an existing JSON Lines target file
+	// (Options.Overwrite).
+	Overwrite bool
+	// TranslateOnly is set for a runner that only translates the job
+	// (Options.TranslateOnly).
+	TranslateOnly bool
 
 	// offline resolves for a runner that only translates the job: schema
 	// reads are bounded by offlineTimeout, an unreadable target is noted
@@ -166,9 +173,45 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 // dead-letter path, or next to from if that is the same file.
 func (j *Job) Redrive(from string) {
 	j.RedriveFrom = from
-	if j.DeadLetterPath == from {
-		j.DeadLetterPath = strings.TrimSuffix(from, ".jsonl") + ".redrive.jsonl"
+	if SamePath(j.DeadLetterPath, from) {
+		j.DeadLetterPath = RedriveDeadLetterPath(j.DeadLetterPath)
 	}
+}
+
+// RedriveDeadLetterPath is where a redrive of from writes what still
+// fails when the config's dead-letter file is from itself: from with
+// ".redrive.jsonl" in place of a ".jsonl" ending (dead.jsonl ->
+// dead.redrive.jsonl).
+func RedriveDeadLetterPath(from string) string {
+	return strings.TrimSuffix(from, ".jsonl") + ".redrive.jsonl"
+}
+
+// SamePath reports whether two paths name the same file: equal as
+// written, or, for local paths, after making them absolute and resolving
+// symbolic links (as far as they exist).
+func SamePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if strings.Contains(a, "://") || strings.Contains(b, "://") {
+		return false
+	}
+	return canonical(a) == canonical(b)
+}
+
+func canonical(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	// The file may not exist yet: resolve its folder.
+	if d, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(d, filepath.Base(abs))
+	}
+	return abs
 }
 
 // Ramp is the job's ramp-up starting at start (zero when there is none).

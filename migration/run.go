@@ -32,6 +32,9 @@ type Options struct {
 	// the target is not prepared (no DDL, no manifest); the DDL a run
 	// would execute is printed.
 	TranslateOnly bool
+	// Overwrite lets a run replace a JSON Lines target file that exists
+	// already; without it such a run is refused before anything is read.
+	Overwrite bool
 }
 
 // Runner builds and runs a job's migration pipeline to completion
@@ -127,6 +130,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 	} else if err := j.Prepare(ctx, o); err != nil {
 		return j, nil, err
 	}
+	j.Overwrite, j.TranslateOnly = o.Overwrite, o.TranslateOnly
 	if o.RedriveFrom != "" {
 		j.Redrive(o.RedriveFrom)
 		fmt.Fprintf(o.Out, "rekey: redriving %s\n", o.RedriveFrom)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +109,45 @@ func TestRunDryRunMarksTheJobAndSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "writing nothing but the dead letters (dead.jsonl)") {
 		t.Errorf("output does not say it is a dry run:\n%s", out.String())
+	}
+}
+
+func TestSamePath(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(real)
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"dead.jsonl", filepath.Join(real, "dead.jsonl"), true},   // relative and absolute
+		{filepath.Join(link, "dead.jsonl"), "./dead.jsonl", true}, // through a symlinked folder, file not there yet
+		{filepath.Join(real, "x", "..", "dead.jsonl"), "dead.jsonl", true},
+		{"dead.jsonl", "other.jsonl", false},
+		{"gs://b/dead.jsonl", "gs://b/dead.jsonl", true},
+		{"gs://b/dead.jsonl", "dead.jsonl", false},
+	} {
+		if got := SamePath(tc.a, tc.b); got != tc.same {
+			t.Errorf("SamePath(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+	}
+}
+
+// A redrive whose config names the dead-letter file it reads, by another
+// spelling of the same path, writes what still fails next to it.
+func TestRedriveNeverRewritesTheFileItReads(t *testing.T) {
+	t.Chdir(t.TempDir())
+	abs, _ := filepath.Abs("dead.jsonl")
+	j := &Job{DeadLetterPath: abs}
+	j.Redrive("dead.jsonl")
+	if j.DeadLetterPath != RedriveDeadLetterPath(abs) || !strings.HasSuffix(j.DeadLetterPath, "dead.redrive.jsonl") {
+		t.Errorf("dead letters to %q while reading dead.jsonl", j.DeadLetterPath)
 	}
 }

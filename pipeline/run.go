@@ -46,6 +46,9 @@ func (r Runner) Describe(j *migration.Job) string { return DescribeWrites(j) }
 // result also holds a sample of the first source records' keys before and
 // after the rewrite (Sample).
 func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Result, error) {
+	if err := keepOutput(ctx, j); err != nil {
+		return nil, err
+	}
 	res, err := Run(ctx, j, r, Migrate)
 	if err == nil && j.DryRun {
 		res.Sample, err = Sample(ctx, j, sampleSize)
@@ -95,6 +98,21 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 		return res, fmt.Errorf("%s runner: %w", r.Runner, err)
 	}
 	return res, nil
+}
+
+// keepOutput refuses a run that would replace an existing JSON Lines
+// target file (unless j.Overwrite): a run never erases output it was not
+// asked to.
+func keepOutput(ctx context.Context, j *migration.Job) error {
+	t := j.Config.Target
+	if t.Type != config.TypeJSONL || j.DryRun || j.TranslateOnly || j.Overwrite {
+		return nil
+	}
+	exists, err := sink.Exists(ctx, t.Path)
+	if err != nil || !exists {
+		return nil // the sink reports a path it cannot write
+	}
+	return &migration.ConfigError{Err: fmt.Errorf("target.path %s exists and rekey does not replace it: give another path (for example REKEY_TARGET_PATH=...), move it away, or run with --overwrite", t.Path)}
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }

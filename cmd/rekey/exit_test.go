@@ -342,3 +342,38 @@ func TestRunDataflowDryRunOfflineEveryConfig(t *testing.T) {
 		})
 	}
 }
+
+// A JSON Lines target file that exists is not replaced: the second run is
+// refused (exit 2) and the first run's output stays, unless --overwrite.
+func TestRunKeepsAnExistingTargetFile(t *testing.T) {
+	keepBeamGlobals(t)
+	cfg := writeTestConfig(t, `
+source: {type: jsonl, path: rows.jsonl, table: T, key: "Id STRING(MAX)"}
+target: {type: jsonl, path: out.jsonl}
+rewrite: {strategy: hashprefix}
+dead_letter: dead.jsonl`)
+	dir := filepath.Dir(cfg)
+	if err := os.WriteFile(filepath.Join(dir, "rows.jsonl"), []byte(`{"Id": "a"}`+"\n"+`{"Id": "b"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	// Relative paths are the config file's folder's: run from elsewhere.
+	t.Chdir(t.TempDir())
+	if _, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "direct"); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errs)
+	}
+	first, err := os.ReadFile(out)
+	if err != nil || strings.Count(string(first), "\n") != 2 {
+		t.Fatalf("first run wrote %q (%v)", first, err)
+	}
+	_, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "direct")
+	if code != exitUsage || !strings.Contains(errs, "exists and rekey does not replace it") {
+		t.Errorf("second run: exit %d, want %d: %s", code, exitUsage, errs)
+	}
+	if now, _ := os.ReadFile(out); string(now) != string(first) {
+		t.Errorf("the refused run changed the target: %q", now)
+	}
+	if _, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "direct", "--overwrite"); code != 0 {
+		t.Errorf("--overwrite: exit %d: %s", code, errs)
+	}
+}

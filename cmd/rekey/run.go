@@ -24,6 +24,7 @@ type RunOptions struct {
 	Runner       string
 	CreateTarget bool
 	Force        bool
+	Overwrite    bool
 	Verbose      bool
 	BeamArgs     []string // Beam's own flags (--project=p, --region=r, ...), as given
 }
@@ -37,7 +38,7 @@ const redriveLong = `Re-submits the records of a dead-letter file written by an 
 the same config, after the cause was fixed: records refused while reading or
 rewriting are rewritten and written, records refused while writing are
 written again. What still fails is dead-lettered again (to the config's
-dead_letter path, or FROM.redrive.jsonl if that is FROM itself).
+dead_letter path, or, if that is FROM itself, next to it: dead.jsonl -> dead.redrive.jsonl).
 Beam's own flags are accepted as by run; 'rekey redrive --help-beam' lists them.`
 
 func newCmdRun(f *factory, runF func(*RunOptions) error) *cobra.Command {
@@ -63,6 +64,7 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	fl.BoolVar(&opts.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
 	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite")
+	fl.BoolVar(&opts.Overwrite, "overwrite", false, "replace a JSON Lines target file that exists already")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show the runner's own log")
 	fl.BoolVar(&helpBeam, "help-beam", false, "list Beam's flags (--project, --region, ...) and exit")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
@@ -133,7 +135,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 			return usagef("%s: %w", o.Config, joinLines(err))
 		}
 	}
-	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly},
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly},
 		pipeline.Runner{Runner: o.Runner, Progress: io.err})
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", o.Config, err)

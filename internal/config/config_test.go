@@ -600,13 +600,13 @@ rewrite: {strategy: shard, params: {anything: goes}}
 
 func TestDefaults(t *testing.T) {
 	c := mustLoad(t, `
-source: {type: CSV, path: in.csv, key: "Id STRING(MAX)"}
+source: {type: CSV, path: /data/in.csv, key: "Id STRING(MAX)"}
 target: {type: datastore, project: p, kind: K}
 rewrite: {strategy: hashprefix}
 ramp: {profile: Datastore, base: 100}
 `)
 	want := Config{
-		Source:    Endpoint{Type: "csv", Path: "in.csv", Key: "Id STRING(MAX)", Delimiter: ","},
+		Source:    Endpoint{Type: "csv", Path: "/data/in.csv", Key: "Id STRING(MAX)", Delimiter: ","},
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
@@ -706,5 +706,39 @@ func TestStep(t *testing.T) {
 func TestNewViperMissingFile(t *testing.T) {
 	if _, err := NewViper(filepath.Join(t.TempDir(), "nope.yaml")); err == nil {
 		t.Error("NewViper accepted a missing file")
+	}
+}
+
+// Relative paths in a config file are the config file's folder's, not
+// the working directory's.
+func TestRelativePathsResolveAgainstTheConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rekey.yaml")
+	yaml := `
+source: {type: jsonl, path: data/in.jsonl}
+target: {type: jsonl, path: gs://b/out.jsonl}
+rewrite: {strategy: hashprefix}
+dead_letter: ../dead.jsonl
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	v, err := NewViper(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "data", "in.jsonl"); c.Source.Path != want {
+		t.Errorf("source.path %q, want %q", c.Source.Path, want)
+	}
+	if want := filepath.Join(filepath.Dir(dir), "dead.jsonl"); c.DeadLetter != want {
+		t.Errorf("dead_letter %q, want %q", c.DeadLetter, want)
+	}
+	if c.Target.Path != "gs://b/out.jsonl" {
+		t.Errorf("target.path %q changed", c.Target.Path)
 	}
 }

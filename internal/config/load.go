@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -79,7 +80,21 @@ func Load(v *viper.Viper) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	c.SetDefaults()
+	if file := v.ConfigFileUsed(); file != "" {
+		c.resolvePaths(filepath.Dir(file))
+	}
 	return &c, nil
+}
+
+// resolvePaths makes the config's relative local paths relative to dir,
+// the config file's folder, so a config means the same files whatever
+// the working directory (gs:// paths and absolute ones stay).
+func (c *Config) resolvePaths(dir string) {
+	for _, p := range []*string{&c.Source.Path, &c.Target.Path, &c.Source.Schema, &c.DeadLetter} {
+		if *p != "" && !strings.Contains(*p, "://") && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 }
 
 // registerKeys makes every key of Config known to v, so that AutomaticEnv

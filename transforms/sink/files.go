@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -120,6 +121,20 @@ func (f *writePartFn) FinishBundle(ctx context.Context, emit func(string)) error
 }
 
 func keyPart(name string) (int, string) { return 0, name }
+
+// Exists reports whether a file path exists (local or gs://).
+func Exists(ctx context.Context, path string) (bool, error) {
+	fs, err := filesystem.New(ctx, path)
+	if err != nil {
+		return false, err
+	}
+	defer fs.Close()
+	files, err := fs.List(ctx, path)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(files, path), nil
+}
 
 // RemoveParts removes the part files a JSONL or Lines sink left next to
 // path (path.part-*) when its job did not finish: a re-run writes new ones.
