@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -203,12 +205,33 @@ dead_letter: gs://demo-bucket/dead.jsonl
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"Dry-run: not submitting job!", "use_runner_v2", "Rewrite", "source.Files", "sink.JSONL", "demo-project"} {
-		if !strings.Contains(errs, want) {
+	if !strings.Contains(errs, "Dry-run: not submitting job!") {
+		t.Errorf("stderr lacks Beam's dry-run message: %s", errs)
+	}
+	// The job is on stdout as readable, indented JSON.
+	start, end := strings.Index(out, "{\n"), strings.LastIndex(out, "\n}")
+	if start < 0 || end < start {
+		t.Fatalf("no job JSON on stdout:\n%.2000s", out)
+	}
+	var job struct {
+		ProjectID   string `json:"projectId"`
+		Environment struct {
+			Experiments []string `json:"experiments"`
+		} `json:"environment"`
+	}
+	text := out[start : end+2]
+	if err := json.Unmarshal([]byte(text), &job); err != nil {
+		t.Fatalf("the job is not JSON: %v\n%.2000s", err, text)
+	}
+	if job.ProjectID != "demo-project" || !slices.Contains(job.Environment.Experiments, "use_runner_v2") {
+		t.Errorf("job project %q, experiments %v", job.ProjectID, job.Environment.Experiments)
+	}
+	for _, want := range []string{"Rewrite", "source.Files", "sink.JSONL"} {
+		if !strings.Contains(text, want) && !strings.Contains(errs, want) {
 			t.Errorf("translated job lacks %q", want)
 		}
 	}
-	if !strings.Contains(out, "dry run: the dataflow job was translated") {
+	if !strings.Contains(out, "dry run: the dataflow job was translated (its JSON above)") {
 		t.Errorf("stdout: %s", out)
 	}
 }

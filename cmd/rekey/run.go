@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/migration"
@@ -119,6 +120,10 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		level = slog.LevelInfo // a dry run logs the translated job at INFO
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
+	if translateOnly {
+		beamlog.SetLogger(jobPrinter{out: io.out, next: &beamlog.Structural{}})
+		defer beamlog.SetLogger(&beamlog.Structural{})
+	}
 	if o.Runner == "dataflow" {
 		for _, name := range []string{"project", "region"} {
 			if f := flag.Lookup(name); f == nil || f.Value.String() == "" {
@@ -141,7 +146,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		return usagef("%s: %w", o.Config, err)
 	}
 	if translateOnly && err == nil {
-		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (logged above) and not submitted\n", o.Runner)
+		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (its JSON above) and not submitted\n", o.Runner)
 		return nil
 	}
 	if res != nil && job.DryRun {
