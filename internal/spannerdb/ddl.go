@@ -160,36 +160,9 @@ func parenthesised(s string) string {
 	return strings.TrimSpace(s[open+1 : end])
 }
 
-// matching is the index of the parenthesis closing the one at open, or
-// -1; quoted text is skipped.
-func matching(s string, open int) int {
-	depth := 0
-	var quote rune
-	for i, r := range s[open:] {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"' || r == '`':
-			quote = r
-		case r == '(':
-			depth++
-		case r == ')':
-			depth--
-			if depth == 0 {
-				return open + i
-			}
-		}
-	}
-	return -1
-}
-
-// splitTopLevel splits s at sep outside parentheses, angle brackets and
-// quotes.
-func splitTopLevel(s string, sep rune) []string {
-	var out []string
-	depth, start := 0, 0
+// unquoted calls visit with the index and rune of every rune of s outside
+// quoted text ('...', "...", `...`) until visit returns false.
+func unquoted(s string, visit func(i int, r rune) bool) {
 	var quote rune
 	for i, r := range s {
 		switch {
@@ -199,6 +172,40 @@ func splitTopLevel(s string, sep rune) []string {
 			}
 		case r == '\'' || r == '"' || r == '`':
 			quote = r
+		default:
+			if !visit(i, r) {
+				return
+			}
+		}
+	}
+}
+
+// matching is the index of the parenthesis closing the one at open, or
+// -1; quoted text is skipped.
+func matching(s string, open int) int {
+	depth, at := 0, -1
+	unquoted(s[open:], func(i int, r rune) bool {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				at = open + i
+				return false
+			}
+		}
+		return true
+	})
+	return at
+}
+
+// splitTopLevel splits s at sep outside parentheses, angle brackets and
+// quotes.
+func splitTopLevel(s string, sep rune) []string {
+	var out []string
+	depth, start := 0, 0
+	unquoted(s, func(i int, r rune) bool {
+		switch {
 		case r == '(' || r == '<':
 			depth++
 		case r == ')' || r == '>':
@@ -207,7 +214,8 @@ func splitTopLevel(s string, sep rune) []string {
 			out = append(out, s[start:i])
 			start = i + 1
 		}
-	}
+		return true
+	})
 	return append(out, s[start:])
 }
 
