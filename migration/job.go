@@ -146,6 +146,13 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 			j.Spec.TargetNamespace = tgt.Namespace
 		}
 	}
+	for i, r := range cfg.ReferencesTo {
+		rs, err := referenceSpec(r)
+		if err != nil {
+			return nil, configErrorf("references_to[%d]: %w", i, err)
+		}
+		j.Spec.ReferencesTo = append(j.Spec.ReferencesTo, rs)
+	}
 	rk, err := j.Spec.Build()
 	if err != nil {
 		return nil, configErrorf("rewrite: %w", err)
@@ -246,6 +253,46 @@ func (j *Job) Scatters() bool {
 func (j *Job) Describe() string {
 	src, tgt := j.Config.Source, j.Config.Target
 	return fmt.Sprintf("%s %s -> %s %s with %s", src.Type, src.Name(), tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
+}
+
+// referenceSpec is the rewrite of the kind a references_to entry points
+// at: given inline, or the one of the config that migrated it (its
+// rewrite and ancestors, and its kind and namespace renames).
+func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
+	rs := rekeyer.ReferenceToSpec{Property: r.Property, Kind: r.Kind}
+	if r.Config == "" {
+		rs.Strategy = r.Rewrite.Step()
+		injectAncestors(&rs.Strategy, r.Ancestors, record.Datastore)
+		return rs, nil
+	}
+	v, err := config.NewViper(r.Config)
+	if err != nil {
+		return rs, err
+	}
+	oc, err := config.Load(v)
+	if err == nil {
+		err = oc.Validate()
+	}
+	if err != nil {
+		return rs, fmt.Errorf("config %s: %w", r.Config, err)
+	}
+	kind := firstNonEmpty(oc.Source.Kind, oc.Target.Kind)
+	if oc.Target.Type != config.TypeDatastore || kind == "" {
+		return rs, fmt.Errorf("config %s does not migrate a Datastore kind", r.Config)
+	}
+	if r.Kind != "" && r.Kind != kind {
+		return rs, fmt.Errorf("config %s migrates kind %s, not %s", r.Config, kind, r.Kind)
+	}
+	rs.Kind = kind
+	rs.Strategy = oc.Rewrite.Step()
+	injectAncestors(&rs.Strategy, oc.Ancestors, record.Datastore)
+	if oc.Source.Kind != "" && oc.Target.Kind != "" && oc.Source.Kind != oc.Target.Kind {
+		rs.TargetKind = oc.Target.Kind
+	}
+	if oc.Target.Namespace != oc.Source.Namespace {
+		rs.TargetNamespace = oc.Target.Namespace
+	}
+	return rs, nil
 }
 
 // storeOf is the store whose record shape an endpoint of type t carries: a

@@ -151,3 +151,53 @@ func TestRedriveNeverRewritesTheFileItReads(t *testing.T) {
 		t.Errorf("dead letters to %q while reading dead.jsonl", j.DeadLetterPath)
 	}
 }
+
+// A references_to entry that names another run's config takes that run's
+// rewrite, ancestors and renames.
+func TestReferencesToAnotherRunsConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("customers.yaml", `
+source: {type: datastore, project: p, kind: Customer}
+target: {type: datastore, project: p, namespace: v2, kind: Customer}
+rewrite: {strategy: hashprefix, params: {n: 6}}
+ancestors: root
+dead_letter: gs://b/dead`)
+	invoices := write("invoices.yaml", `
+source: {type: jsonl, path: invoices.jsonl}
+target: {type: datastore, project: p, namespace: v2, kind: Invoice}
+rewrite: {strategy: none}
+references_to: [{property: customer, config: customers.yaml}]
+dead_letter: gs://b/dead`)
+	v, err := config.NewViper(invoices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Resolve(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Spec.ReferencesTo) != 1 {
+		t.Fatalf("references_to %+v", j.Spec.ReferencesTo)
+	}
+	r := j.Spec.ReferencesTo[0]
+	if r.Property != "customer" || r.Kind != "Customer" || r.Strategy.Strategy != "hashprefix" || r.Strategy.Params["elements"] != "root" || r.TargetNamespace != "v2" {
+		t.Errorf("reference %+v", r)
+	}
+	if _, err := j.Spec.Build(); err != nil {
+		t.Errorf("the spec does not build: %v", err)
+	}
+}

@@ -49,6 +49,21 @@ type Options struct {
 	// KeepOriginalKey, if set, is the property or column that receives the
 	// old key (a key value in Datastore, its JSON notation in Spanner).
 	KeepOriginalKey string
+	// ReferencesTo are properties holding keys of a kind migrated in
+	// another run, each with the rewrite that kind got there (Datastore
+	// targets).
+	ReferencesTo []ReferenceTo
+}
+
+// ReferenceTo is a property whose key values point at entities of Kind,
+// migrated in another run with Strategy (and that run's kind and
+// namespace renames, "" for none).
+type ReferenceTo struct {
+	Property        string
+	Kind            string
+	Strategy        rewrite.Strategy
+	TargetKind      string
+	TargetNamespace string
 }
 
 // Rekeyer rewrites records. It is safe for concurrent use.
@@ -58,6 +73,12 @@ type Rekeyer struct {
 	children map[string]childRewriter
 	ds       *rewrite.DatastoreRewriter
 	refs     map[string]bool
+	foreign  map[string]*foreignRef // ReferencesTo by property
+}
+
+type foreignRef struct {
+	ReferenceTo
+	ds *rewrite.DatastoreRewriter
 }
 
 type childRewriter struct {
@@ -67,11 +88,18 @@ type childRewriter struct {
 
 // New checks the options and binds the strategy.
 func New(o Options) (*Rekeyer, error) {
-	rk := &Rekeyer{o: o, refs: map[string]bool{}}
+	rk := &Rekeyer{o: o, refs: map[string]bool{}, foreign: map[string]*foreignRef{}}
 	for _, r := range o.References {
 		rk.refs[r] = true
 	}
 	var err error
+	for _, r := range o.ReferencesTo {
+		f := &foreignRef{ReferenceTo: r}
+		if f.ds, err = r.Strategy.Datastore(); err != nil {
+			return nil, fmt.Errorf("reference %s to %s: %w", r.Property, r.Kind, err)
+		}
+		rk.foreign[r.Property] = f
+	}
 	switch o.TargetStore {
 	case record.Spanner:
 		if len(o.Key.Columns) == 0 {
@@ -200,14 +228,26 @@ func (rk *Rekeyer) rewriteEntity(rec *record.Record) error {
 		return err
 	}
 	fields := rec.Fields
-	if len(rk.refs) > 0 {
+	if len(rk.refs) > 0 || len(rk.foreign) > 0 {
 		fields = make([]record.Field, len(rec.Fields))
 		copy(fields, rec.Fields)
 		for i := range fields {
-			if !rk.refs[fields[i].Name] {
+			var v record.Value
+			var err error
+			switch f := rk.foreign[fields[i].Name]; {
+			case f != nil:
+				v, err = mapKeys(fields[i].Value, func(k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
+					if k.Leaf().Kind != f.Kind {
+						return k, false, nil
+					}
+					nk, err := rekeyWith(f.ds, k, f.Kind, f.TargetKind, f.TargetNamespace)
+					return nk, true, err
+				})
+			case rk.refs[fields[i].Name]:
+				v, err = rk.rekeyValue(fields[i].Value)
+			default:
 				continue
 			}
-			v, err := rk.rekeyValue(fields[i].Value)
 			if err != nil {
 				return fmt.Errorf("reference property %s: %w", fields[i].Name, err)
 			}
@@ -231,41 +271,60 @@ func (rk *Rekeyer) rewriteEntity(rec *record.Record) error {
 // rekeyDatastore rewrites a Datastore key and applies the kind and
 // namespace renames.
 func (rk *Rekeyer) rekeyDatastore(k rewrite.DatastoreKey) (rewrite.DatastoreKey, error) {
-	nk, err := rk.ds.Rewrite(k)
+	return rekeyWith(rk.ds, k, rk.o.Kind, rk.o.TargetKind, rk.o.TargetNamespace)
+}
+
+// rekeyWith rewrites k with ds, then renames kind to targetKind and moves
+// the key to targetNamespace ("" for no rename, no move).
+func rekeyWith(ds *rewrite.DatastoreRewriter, k rewrite.DatastoreKey, kind, targetKind, targetNamespace string) (rewrite.DatastoreKey, error) {
+	nk, err := ds.Rewrite(k)
 	if err != nil {
 		return nk, err
 	}
-	if rk.o.TargetKind != "" && rk.o.Kind != "" {
+	if targetKind != "" && kind != "" {
 		nk = nk.Clone()
 		for i := range nk.Path {
-			if nk.Path[i].Kind == rk.o.Kind {
-				nk.Path[i].Kind = rk.o.TargetKind
+			if nk.Path[i].Kind == kind {
+				nk.Path[i].Kind = targetKind
 			}
 		}
 	}
-	if rk.o.TargetNamespace != "" {
-		nk.Namespace = rk.o.TargetNamespace
+	if targetNamespace != "" {
+		nk.Namespace = targetNamespace
 	}
 	return nk, rewrite.ValidateDatastoreKey(nk)
 }
 
 // rekeyValue rewrites the keys in a reference value (a key, or an array
-// of keys); other values pass unchanged.
+// of keys) that point at the migrated entities; other values pass
+// unchanged.
 func (rk *Rekeyer) rekeyValue(v record.Value) (record.Value, error) {
+	return mapKeys(v, func(k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
+		if !rk.points(k) {
+			return k, false, nil
+		}
+		nk, err := rk.rekeyDatastore(k)
+		return nk, true, err
+	})
+}
+
+// mapKeys applies f to the key of a key value, or to each key of an
+// array; f says whether it changed the key. Other values pass unchanged.
+func mapKeys(v record.Value, f func(rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error)) (record.Value, error) {
 	switch v.Kind {
 	case record.KindKey:
-		if v.Key == nil || !rk.points(*v.Key) {
+		if v.Key == nil {
 			return v, nil
 		}
-		nk, err := rk.rekeyDatastore(*v.Key)
-		if err != nil {
+		nk, changed, err := f(*v.Key)
+		if err != nil || !changed {
 			return v, err
 		}
 		return record.Key(nk), nil
 	case record.KindArray:
 		out := make([]record.Value, len(v.Array))
 		for i, e := range v.Array {
-			ne, err := rk.rekeyValue(e)
+			ne, err := mapKeys(e, f)
 			if err != nil {
 				return v, err
 			}
@@ -274,6 +333,31 @@ func (rk *Rekeyer) rekeyValue(v record.Value) (record.Value, error) {
 		return record.Value{Kind: record.KindArray, Array: out}, nil
 	}
 	return v, nil
+}
+
+// Unmapped counts the key values of rec (an entity before its rewrite)
+// that point at a migrated kind — this run's kind or a descendant kind,
+// or a kind of ReferencesTo — through a property that is neither in
+// References nor in ReferencesTo: left as they are, they keep pointing at
+// the old keys.
+func (rk *Rekeyer) Unmapped(rec *record.Record) int {
+	if rec.Key == nil || rk.o.TargetStore != record.Datastore {
+		return 0
+	}
+	n := 0
+	for _, f := range rec.Fields {
+		if rk.refs[f.Name] || rk.foreign[f.Name] != nil || f.Name == rk.o.KeepOriginalKey {
+			continue
+		}
+		_, _ = mapKeys(f.Value, func(k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
+			leaf := k.Leaf().Kind
+			if (rk.o.Kind != "" && rk.points(k)) || slices.ContainsFunc(rk.o.ReferencesTo, func(r ReferenceTo) bool { return r.Kind == leaf }) {
+				n++
+			}
+			return k, false, nil
+		})
+	}
+	return n
 }
 
 // points reports whether a referenced key is one of the migrated

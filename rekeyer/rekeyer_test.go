@@ -183,3 +183,43 @@ func TestDatastoreToSpannerAndBack(t *testing.T) {
 		t.Errorf("entity key %v", row.Key)
 	}
 }
+
+// An Invoice copied in its own run points at the Customer keys another
+// run rewrote (with hashprefix, into namespace v2); a key of a migrated
+// kind in a property with no mapping is counted as unmapped.
+func TestReferencesToAnotherRun(t *testing.T) {
+	spec := Spec{
+		Strategy: rewrite.StepConfig{Strategy: "none"}, SourceStore: record.Datastore, TargetStore: record.Datastore, Kind: "Invoice",
+		ReferencesTo: []ReferenceToSpec{{Property: "customer", Kind: "Customer", Strategy: rewrite.StepConfig{Strategy: "hashprefix"}, TargetNamespace: "v2"}},
+	}
+	rk, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cust := dsKey("Customer", "Customer1")
+	other := dsKey("Customer", "Customer2")
+	inv := record.Record{Table: "Invoice", Key: ptr(dsKey("Invoice", 7)), Fields: []record.Field{
+		{Name: "customer", Value: record.Key(cust)},
+		{Name: "previous", Value: record.Key(other)}, // a Customer key with no mapping
+		{Name: "total", Value: record.Int(3)},
+	}}
+	if n := rk.Unmapped(&inv); n != 1 {
+		t.Errorf("Unmapped = %d, want 1 (previous)", n)
+	}
+	if err := rk.Rewrite(&inv); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := rewrite.New(rewrite.StepConfig{Strategy: "hashprefix"})
+	ds, _ := st.Datastore()
+	want, _ := ds.Rewrite(cust)
+	want.Namespace = "v2"
+	got, _ := inv.Get("customer")
+	if got.Kind != record.KindKey || !got.Key.Equal(want) {
+		t.Errorf("customer = %v, want %v", got, want)
+	}
+	if prev, _ := inv.Get("previous"); !prev.Key.Equal(other) {
+		t.Errorf("previous = %v, want it unchanged", prev)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -23,6 +23,16 @@ type Spec struct {
 	DescendantKinds []string           `json:"descendant_kinds"`
 	References      []string           `json:"references"`
 	KeepOriginalKey string             `json:"keep_original_key"`
+	ReferencesTo    []ReferenceToSpec  `json:"references_to,omitempty"`
+}
+
+// ReferenceToSpec is the serialisable form of ReferenceTo.
+type ReferenceToSpec struct {
+	Property        string             `json:"property"`
+	Kind            string             `json:"kind"`
+	Strategy        rewrite.StepConfig `json:"strategy"`
+	TargetKind      string             `json:"target_kind,omitempty"`
+	TargetNamespace string             `json:"target_namespace,omitempty"`
 }
 
 // Build makes the Rekeyer the spec describes.
@@ -35,6 +45,13 @@ func (sp Spec) Build() (*Rekeyer, error) {
 		Strategy: st, SourceStore: sp.SourceStore, TargetStore: sp.TargetStore,
 		Table: sp.Table, TargetTable: sp.TargetTable, Kind: sp.Kind, TargetKind: sp.TargetKind,
 		TargetNamespace: sp.TargetNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
+	}
+	for _, r := range sp.ReferencesTo {
+		st, err := rewrite.New(r.Strategy)
+		if err != nil {
+			return nil, fmt.Errorf("reference %s to %s: %w", r.Property, r.Kind, err)
+		}
+		o.ReferencesTo = append(o.ReferencesTo, ReferenceTo{Property: r.Property, Kind: r.Kind, Strategy: st, TargetKind: r.TargetKind, TargetNamespace: r.TargetNamespace})
 	}
 	if sp.Key != "" {
 		if o.Key, err = rewrite.ParseKeySchema(sp.Table, sp.Key); err != nil {

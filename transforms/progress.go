@@ -62,3 +62,9 @@ func CountThrottled(ctx context.Context, wait time.Duration, rejected bool) {
 
 // CountSplit counts a failed commit cut in halves.
 func CountSplit(ctx context.Context) { count(ctx, Split, "split", 1) }
+
+// CountUnmapped counts key values pointing at a migrated kind through a
+// property with no mapping (rekeyer.Rekeyer.Unmapped).
+func CountUnmapped(ctx context.Context, n int64) {
+	count(ctx, ReferencesUnmapped, "references_unmapped", n)
+}

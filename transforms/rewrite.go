@@ -56,9 +56,11 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		return err
 	}
 	out := recs[:0]
+	unmapped := 0
 	for i := range recs {
 		orig := recs[i]
 		rec := recs[i]
+		unmapped += f.rk.Unmapped(&orig)
 		if err := f.rk.Rewrite(&rec); err != nil {
 			CountDeadLettered(ctx, 1)
 			dead(record.NewDeadLetter(record.StageRewrite, orig.Table, &orig, err))
@@ -67,6 +69,9 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		out = append(out, rec)
 	}
 	CountRewritten(ctx, int64(len(out)))
+	if unmapped > 0 {
+		CountUnmapped(ctx, int64(unmapped))
+	}
 	if len(out) > 0 {
 		emit(record.EncodeBatch(out))
 	}

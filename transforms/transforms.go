@@ -32,4 +32,8 @@ var (
 	// Split counts failed commits cut in halves to isolate refused
 	// records.
 	Split = beam.NewCounter("rekey", "split")
+	// ReferencesUnmapped counts key values that point at a migrated kind
+	// through a property neither references nor references_to maps: they
+	// keep pointing at the old keys.
+	ReferencesUnmapped = beam.NewCounter("rekey", "references_unmapped")
 )

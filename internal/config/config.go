@@ -99,6 +99,9 @@ type Config struct {
 	// References are Datastore property names whose key values point at
 	// migrated entities; they are rewritten the same way.
 	References []string `mapstructure:"references"`
+	// ReferencesTo are Datastore properties whose key values point at a
+	// kind migrated in another run, with the rewrite that kind got there.
+	ReferencesTo []ReferenceTo `mapstructure:"references_to"`
 	// KeepOriginalKey, when set, is the property or column that keeps the
 	// old key on each written row or entity.
 	KeepOriginalKey string `mapstructure:"keep_original_key"`
@@ -200,6 +203,17 @@ func (e Endpoint) IsFile() bool {
 		return true
 	}
 	return false
+}
+
+// ReferenceTo is a property holding keys of Kind, which another run
+// migrated: with Rewrite (and Ancestors) given here, or as the config at
+// Config says (its rewrite, ancestors, and target kind and namespace).
+type ReferenceTo struct {
+	Property  string        `mapstructure:"property"`
+	Kind      string        `mapstructure:"kind"`
+	Rewrite   RewriteConfig `mapstructure:"rewrite"`
+	Ancestors string        `mapstructure:"ancestors"`
+	Config    string        `mapstructure:"config"`
 }
 
 // RewriteConfig is a strategy with its parameters, as written in a config.

@@ -582,7 +582,7 @@ bogus: 1
 		t.Fatal("Load accepted unknown keys")
 	}
 	checkProblems(t, err, []string{
-		`bogus: unknown key (known: source, target, rewrite, ancestors, references, keep_original_key, interleaved, descendants, dead_letter, write, ramp)`,
+		`bogus: unknown key (known: source, target, rewrite, ancestors, references, references_to, keep_original_key, interleaved, descendants, dead_letter, write, ramp)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
 		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, parallelism, retry, adaptive_throttle)`,

@@ -90,7 +90,11 @@ func Load(v *viper.Viper) (*Config, error) {
 // the config file's folder, so a config means the same files whatever
 // the working directory (gs:// paths and absolute ones stay).
 func (c *Config) resolvePaths(dir string) {
-	for _, p := range []*string{&c.Source.Path, &c.Target.Path, &c.Source.Schema, &c.DeadLetter} {
+	paths := []*string{&c.Source.Path, &c.Target.Path, &c.Source.Schema, &c.DeadLetter}
+	for i := range c.ReferencesTo {
+		paths = append(paths, &c.ReferencesTo[i].Config)
+	}
+	for _, p := range paths {
 		if *p != "" && !strings.Contains(*p, "://") && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

@@ -392,6 +392,26 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 		}
 	}
 
+	for i, r := range c.ReferencesTo {
+		path := fmt.Sprintf("references_to[%d]", i)
+		if c.Target.Type != TypeDatastore {
+			p.add(path, "only for a datastore target")
+		}
+		if r.Property == "" {
+			p.add(path+".property", "required")
+		} else if slices.Contains(c.References, r.Property) {
+			p.add(path+".property", "%q is also listed in references", r.Property)
+		}
+		switch {
+		case r.Config != "" && r.Rewrite.Strategy != "":
+			p.add(path, "give rewrite or config, not both")
+		case r.Config == "" && r.Rewrite.Strategy == "":
+			p.add(path, "give the rewrite the kind got (rewrite: {strategy: ...}) or the config that migrated it (config: FILE)")
+		case r.Config == "" && r.Kind == "":
+			p.add(path+".kind", "required with rewrite")
+		}
+	}
+
 	if c.DeadLetter != "" {
 		checkPath(p, "dead_letter", c.DeadLetter)
 	}
