@@ -265,14 +265,7 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 		injectAncestors(&rs.Strategy, r.Ancestors, record.Datastore)
 		return rs, nil
 	}
-	v, err := config.NewViper(r.Config)
-	if err != nil {
-		return rs, err
-	}
-	oc, err := config.Load(v)
-	if err == nil {
-		err = oc.Validate()
-	}
+	oc, err := config.LoadFile(r.Config)
 	if err != nil {
 		return rs, fmt.Errorf("config %s: %w", r.Config, err)
 	}

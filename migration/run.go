@@ -75,6 +75,9 @@ const (
 	Written      = "written"
 	DeadLettered = "dead_lettered"
 	Retried      = "retried"
+	// ReferencesUnmapped counts key values pointing at a migrated kind
+	// through a property no reference setting names.
+	ReferencesUnmapped = "references_unmapped"
 )
 
 // String renders the counters in a stable order: the main five first,

@@ -341,11 +341,14 @@ func mapKeys(v record.Value, f func(rewrite.DatastoreKey) (rewrite.DatastoreKey,
 // References nor in ReferencesTo: left as they are, they keep pointing at
 // the old keys.
 func (rk *Rekeyer) Unmapped(rec *record.Record) int {
-	if rec.Key == nil || rk.o.TargetStore != record.Datastore {
+	if rec.Key == nil || rk.o.TargetStore != record.Datastore || (rk.o.Kind == "" && len(rk.o.ReferencesTo) == 0) {
 		return 0
 	}
 	n := 0
 	for _, f := range rec.Fields {
+		if k := f.Value.Kind; k != record.KindKey && k != record.KindArray {
+			continue // the common case: no key inside, nothing to look at
+		}
 		if rk.refs[f.Name] || rk.foreign[f.Name] != nil || f.Name == rk.o.KeepOriginalKey {
 			continue
 		}

@@ -186,15 +186,8 @@ func runRekey(in, out, runner string) error {
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	v, err := config.NewViper(cfgPath)
+	cfg, err := config.LoadFile(cfgPath)
 	if err != nil {
-		return err
-	}
-	cfg, err := config.Load(v)
-	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	ctx := context.Background()

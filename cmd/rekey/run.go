@@ -157,7 +157,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		if res.Counters[migration.DeadLettered] > 0 {
 			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
 		}
-		if n := res.Counters["references_unmapped"]; n > 0 {
+		if n := res.Counters[migration.ReferencesUnmapped]; n > 0 {
 			fmt.Fprintf(io.out, "rekey: %d key values point at a migrated kind through a property that neither references nor references_to names; they still point at the old keys\n", n)
 		}
 	}

@@ -63,15 +63,8 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 // Every problem is reported at once; settings in an older form are
 // reported on warn.
 func loadConfig(file string, warn io.Writer) (*config.Config, error) {
-	v, err := config.NewViper(file)
+	cfg, err := config.LoadFile(file)
 	if err != nil {
-		return nil, usagef("%s: %v", file, err)
-	}
-	cfg, err := config.Load(v)
-	if err != nil {
-		return nil, usagef("%s: %w", file, joinLines(err))
-	}
-	if err := cfg.Validate(); err != nil {
 		return nil, usagef("%s: %w", file, joinLines(err))
 	}
 	for _, d := range cfg.Deprecations() {

@@ -52,6 +52,24 @@ func NewViper(file string) (*viper.Viper, error) {
 	return v, nil
 }
 
+// LoadFile reads a config file with its REKEY_* environment overrides
+// (NewViper), decodes it (Load) and validates it (Validate): the config
+// as a run uses it. Every problem is reported at once.
+func LoadFile(file string) (*Config, error) {
+	v, err := NewViper(file)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Load(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Load decodes the settings of v (file, environment, flags, as the caller
 // set it up) into a Config and fills in defaults (SetDefaults). Unknown keys
 // and values of the wrong type are reported together, each as a
