@@ -13,8 +13,8 @@
 //
 // A Job is resolved once and then only read: the pipeline builds its graph
 // from it, and the same values are printed before a run. Nothing in it
-// depends on when it is used (the ramp-up's start is given by whoever
-// starts the writes, see Job.Ramp).
+// depends on when it is used (the ramp-up's run is named by whoever
+// builds the pipeline, see Job.Ramp).
 package migration
 
 import (
@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
@@ -221,16 +220,16 @@ func canonical(p string) string {
 	return abs
 }
 
-// Ramp is the job's ramp-up starting at start (zero when there is none).
-// Whoever starts the writes picks start once and gives the same ramp to
-// every stage that paces writes.
-func (j *Job) Ramp(start time.Time) throttle.Ramp {
+// Ramp is the job's ramp-up for run (zero when there is none): whoever
+// builds the pipeline names the run once and gives the same ramp to every
+// sink; the ramp starts at the run's first data commit (see throttle).
+func (j *Job) Ramp(run string) throttle.Ramp {
 	r := j.Config.Ramp
 	ramp := throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds}
 	if ramp.Off() {
 		return throttle.Ramp{}
 	}
-	ramp.StartUnixNano = start.UnixNano()
+	ramp.Run = run
 	return ramp
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -135,6 +136,18 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 	}, retry.Hooks{})
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", ManifestTable, err)
+	}
+	if !j.Ramp("").Off() {
+		// The ramp-up's leases (throttle, spannerdb.RampLease).
+		_, err := c.Single().ReadRow(ctx, spannerdb.RampTable, spanner.Key{"", ""}, []string{"BeatAt"})
+		switch {
+		case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
+			if err := updateDDL(ctx, admin, endpointPath(tgt), []string{spannerdb.RampDDL}); err != nil {
+				return fmt.Errorf("creating %s: %w", spannerdb.RampTable, err)
+			}
+		case err != nil && spanner.ErrCode(err) != codes.NotFound:
+			return fmt.Errorf("reading %s: %w", spannerdb.RampTable, err)
+		}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -17,11 +16,12 @@ import (
 // rewrite → write planning (database targets, transforms/writeplan) →
 // sink, every dead letter to the job's dead-letter file. With
 // j.RedriveFrom set, the source is that dead-letter file instead (see
-// migration.Job.Redrive). The ramp-up, if any, starts now, as the graph is
-// built: the planner and the sinks share the same one. With j.DryRun the
+// migration.Job.Redrive). The ramp-up, if any, is named for this run as
+// the graph is built and starts at its first data commit (see throttle);
+// every sink of the run shares it. With j.DryRun the
 // graph stops before the sinks (sink.DryRun counts what they would write).
 func Migrate(s beam.Scope, j *migration.Job) error {
-	w := newWrites(j, time.Now())
+	w := newWrites(j, newRun())
 	var batches, rewritten, redriven beam.PCollection
 	var deads []beam.PCollection
 	if j.RedriveFrom != "" {

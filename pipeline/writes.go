@@ -2,7 +2,8 @@ package pipeline
 
 import (
 	"fmt"
-	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -22,10 +23,14 @@ type writes struct {
 	ramp throttle.Ramp
 }
 
-// newWrites starts the job's ramp-up at start.
-func newWrites(j *migration.Job, start time.Time) writes {
-	return writes{job: j, ramp: j.Ramp(start)}
+// newWrites names the run whose writes share the job's ramp-up.
+func newWrites(j *migration.Job, run string) writes {
+	return writes{job: j, ramp: j.Ramp(run)}
 }
+
+// newRun names a run of a pipeline: its ramp-up's state in the target
+// (throttle.Lease) is the run's alone.
+func newRun() string { return uuid.NewString() }
 
 // guard is the sinks' retry policy and adaptive throttle (write.retry,
 // write.adaptive_throttle) and the ramp-up.
@@ -41,7 +46,7 @@ func (w writes) guard() sink.Guard {
 func (w writes) planOptions() (writeorder.Options, bool) {
 	j := w.job
 	wc := j.Config.Write
-	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows, Ramp: w.ramp}
+	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows}
 	switch j.Config.Target.Type {
 	case config.TypeSpanner:
 		o.Store = record.Spanner
@@ -64,7 +69,7 @@ func (w writes) planOptions() (writeorder.Options, bool) {
 	case config.ShuffleNever:
 		o.Local = true
 	case config.ShuffleAuto:
-		o.Local = o.Ramp.Off() && j.Scatters()
+		o.Local = j.Scatters()
 	}
 	return o, true
 }
@@ -72,7 +77,7 @@ func (w writes) planOptions() (writeorder.Options, bool) {
 // DescribeWrites says in one line how the job's writes are planned (for
 // `rekey run` to print), or "" for targets that are not databases.
 func DescribeWrites(j *migration.Job) string {
-	w := newWrites(j, time.Now())
+	w := newWrites(j, "")
 	o, ok := w.planOptions()
 	if !ok {
 		return ""
@@ -86,8 +91,8 @@ func DescribeWrites(j *migration.Job) string {
 		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", j.Spec.Strategy.Strategy)
 	}
 	s := fmt.Sprintf("write planning: %s; commits of up to %d records sorted from buffers of %d", how, o.BatchRows, o.Buffer)
-	if !o.Ramp.Off() {
-		s += fmt.Sprintf("; ramp-up %s from %g ops/s", o.Ramp.Profile, o.Ramp.Base)
+	if !w.ramp.Off() {
+		s += fmt.Sprintf("; ramp-up %s from %g ops/s, from the first data commit", w.ramp.Profile, w.ramp.Base)
 	}
 	return s
 }

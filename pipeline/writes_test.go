@@ -3,7 +3,6 @@ package pipeline
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
@@ -42,13 +41,13 @@ func TestPlanOptions(t *testing.T) {
 	// Datastore: batches no larger than the sink's entity bound.
 	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
-	if o, ok := newWrites(p, time.Now()).planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
+	if o, ok := newWrites(p, "run").planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
 		t.Errorf("datastore: %+v, %v", o, ok)
 	}
 
 	// Files are written as they come.
 	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}}
-	if _, ok := newWrites(p, time.Now()).planOptions(); ok {
+	if _, ok := newWrites(p, "run").planOptions(); ok {
 		t.Error("a JSON Lines target is planned")
 	}
 }
@@ -74,7 +73,7 @@ func TestPlanShuffle(t *testing.T) {
 		want bool // local planning
 	}{
 		{"auto, hashprefix", spanner(hash, config.ShuffleAuto, config.RampNone), true},
-		{"auto, hashprefix, ramp-up", spanner(hash, config.ShuffleAuto, config.RampDatastore), false},
+		{"auto, hashprefix, ramp-up", spanner(hash, config.ShuffleAuto, config.RampDatastore), true}, // the sinks pace commits wherever they are planned
 		{"auto, swap", spanner(swap, config.ShuffleAuto, config.RampNone), false},
 		{"always, hashprefix", spanner(hash, config.ShuffleAlways, config.RampNone), false},
 		{"never, swap", spanner(swap, config.ShuffleNever, config.RampNone), true},
@@ -93,7 +92,7 @@ func TestPlanShuffle(t *testing.T) {
 			if tc.p.TargetKey.Columns == nil {
 				tc.p.TargetKey = key
 			}
-			o, ok := newWrites(tc.p, time.Now()).planOptions()
+			o, ok := newWrites(tc.p, "run").planOptions()
 			if !ok {
 				t.Fatal("not planned")
 			}

@@ -14,29 +14,12 @@ import (
 // one []byte element, so Beam's per-element cost is paid once per batch.
 // The format is private to rekey and versioned by its first byte.
 
-// Version 2 is a paced batch: version 1's count and records preceded by
-// a pacing tag.
-const (
-	batchVersion = 1
-	pacedVersion = 2
-)
+const batchVersion = 1
 
 // EncodeBatch encodes records into one byte slice.
 func EncodeBatch(recs []Record) []byte {
 	b := make([]byte, 0, 64*len(recs)+8)
 	b = append(b, batchVersion)
-	return appendRecords(b, recs)
-}
-
-// EncodePacedBatch is EncodeBatch with a pacing tag: the commit of the
-// batch spends the ramp-up budget of pacing key key of keys (see
-// transforms/writeplan and throttle.SharedPacer). DecodeBatch reads it as any
-// batch; BatchPacing reads the tag.
-func EncodePacedBatch(recs []Record, key, keys int) []byte {
-	b := make([]byte, 0, 64*len(recs)+16)
-	b = append(b, pacedVersion)
-	b = binary.AppendUvarint(b, uint64(key))
-	b = binary.AppendUvarint(b, uint64(keys))
 	return appendRecords(b, recs)
 }
 
@@ -46,20 +29,6 @@ func appendRecords(b []byte, recs []Record) []byte {
 		b = AppendRecord(b, &recs[i])
 	}
 	return b
-}
-
-// BatchPacing returns the pacing tag of a batch from EncodePacedBatch;
-// ok is false for any other batch.
-func BatchPacing(b []byte) (key, keys int, ok bool) {
-	if len(b) == 0 || b[0] != pacedVersion {
-		return 0, 0, false
-	}
-	d := decoder{b: b, i: 1}
-	k, n := d.uvarint(), d.uvarint()
-	if d.err != nil || n == 0 || k >= n || n > math.MaxInt32 {
-		return 0, 0, false
-	}
-	return int(k), int(n), true
 }
 
 // BatchLen returns the number of records of a batch from its header, or
@@ -72,17 +41,12 @@ func BatchLen(b []byte) int {
 	return n
 }
 
-// openBatch reads the header of a batch from EncodeBatch or
-// EncodePacedBatch: it returns a decoder at the first record and the
+// openBatch reads the header of a batch from EncodeBatch: it returns a decoder at the first record and the
 // number of records.
 func openBatch(b []byte) (decoder, int, error) {
 	d := decoder{b: b, i: 1}
-	switch {
-	case len(b) == 0 || b[0] != batchVersion && b[0] != pacedVersion:
+	if len(b) == 0 || b[0] != batchVersion {
 		return d, 0, errors.New("record batch: unknown format")
-	case b[0] == pacedVersion:
-		d.uvarint() // the pacing tag (BatchPacing)
-		d.uvarint()
 	}
 	n := d.uvarint()
 	if d.err != nil {
@@ -94,7 +58,7 @@ func openBatch(b []byte) (decoder, int, error) {
 	return d, int(n), nil
 }
 
-// DecodeBatch decodes a batch written by EncodeBatch or EncodePacedBatch.
+// DecodeBatch decodes a batch written by EncodeBatch.
 func DecodeBatch(b []byte) ([]Record, error) {
 	d, n, err := openBatch(b)
 	if err != nil {

@@ -13,7 +13,8 @@
 // directions, with metadata, headers, trailers, deadlines and status
 // codes. Only the requests of google.spanner.v1.Spanner/Commit and
 // google.datastore.v1.Datastore/Commit are decoded, to record their
-// mutations' keys.
+// mutations' keys, and, while HoldReads is in force, those of the data
+// reads it holds.
 package committap
 
 import (
@@ -48,6 +49,10 @@ import (
 const (
 	SpannerCommit   = "/google.spanner.v1.Spanner/Commit"
 	DatastoreCommit = "/google.datastore.v1.Datastore/Commit"
+	// The data reads HoldReads may hold.
+	SpannerExecuteStreamingSQL = "/google.spanner.v1.Spanner/ExecuteStreamingSql"
+	SpannerStreamingRead       = "/google.spanner.v1.Spanner/StreamingRead"
+	DatastoreRunQuery          = "/google.datastore.v1.Datastore/RunQuery"
 )
 
 // maxMessage is the largest message the proxy passes in either direction
@@ -121,6 +126,8 @@ type Tap struct {
 	commits []*Commit
 	calls   map[string]int
 	faults  Faults
+	hold    time.Time // HoldReads
+	held    int
 	rnd     *rand.Rand
 	wg      sync.WaitGroup
 }
@@ -132,6 +139,62 @@ func (t *Tap) SetFaults(f Faults) {
 	defer t.mu.Unlock()
 	t.faults = f
 	t.rnd = rand.New(rand.NewPCG(f.Seed, 0x6661756c74))
+}
+
+// HoldReads holds every data read that arrives before until, until then:
+// a source that takes that long to read, so a pipeline's read phase lasts
+// at least until until. Data reads are Spanner queries and reads of a
+// partition (a partition token set: a batch source's reads, not a
+// schema's or a single row's) and Datastore queries of kinds whose names
+// do not start with "Rekey" (rekey's own bookkeeping). A zero time stops.
+func (t *Tap) HoldReads(until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hold = until
+}
+
+// Held returns how many reads HoldReads held.
+func (t *Tap) Held() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held
+}
+
+// holdRead reports until when the read of method with request req is held
+// (zero: it is not).
+func (t *Tap) holdRead(method string, req []byte) time.Time {
+	t.mu.Lock()
+	until := t.hold
+	t.mu.Unlock()
+	if until.IsZero() || !time.Now().Before(until) {
+		return time.Time{}
+	}
+	data := false
+	switch method {
+	case SpannerExecuteStreamingSQL:
+		var r spannerpb.ExecuteSqlRequest
+		data = proto.Unmarshal(req, &r) == nil && len(r.GetPartitionToken()) > 0
+	case SpannerStreamingRead:
+		var r spannerpb.ReadRequest
+		data = proto.Unmarshal(req, &r) == nil && len(r.GetPartitionToken()) > 0
+	case DatastoreRunQuery:
+		var r datastorepb.RunQueryRequest
+		if proto.Unmarshal(req, &r) == nil {
+			data = true
+			for _, k := range r.GetQuery().GetKind() {
+				if strings.HasPrefix(k.GetName(), "Rekey") {
+					data = false
+				}
+			}
+		}
+	}
+	if !data {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	t.held++
+	t.mu.Unlock()
+	return until
 }
 
 // fault draws the fault of a commit (t.mu held).
@@ -273,7 +336,22 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 	t.mu.Unlock()
 	var commit atomic.Pointer[Commit]
 	var first *frame
-	if method == SpannerCommit || method == DatastoreCommit {
+	switch method {
+	case SpannerExecuteStreamingSQL, SpannerStreamingRead, DatastoreRunQuery:
+		// Server-streaming calls: one request, which decides whether the
+		// call is held.
+		first = &frame{}
+		if err := ss.RecvMsg(first); err != nil {
+			return err
+		}
+		if until := t.holdRead(method, first.b); !until.IsZero() {
+			select {
+			case <-time.After(time.Until(until)):
+			case <-ss.Context().Done():
+				return ss.Context().Err()
+			}
+		}
+	case SpannerCommit, DatastoreCommit:
 		// A unary call: its request decides what the tap records and
 		// whether it fails.
 		first = &frame{}

@@ -412,15 +412,6 @@ write: {shuffle: sometimes}
 			want: []string{`write.shuffle: must be one of auto, always, never, got "sometimes"`},
 		},
 		{
-			name: "write shuffle never with a ramp-up",
-			yaml: spannerPair + `
-rewrite: {strategy: shard}
-write: {shuffle: never}
-ramp: {profile: datastore}
-`,
-			want: []string{`write.shuffle: never cannot go with ramp.profile datastore: the ramp-up's budget is shared among the shuffle's shard keys; use auto or always`},
-		},
-		{
 			name: "write buffer smaller than a commit",
 			yaml: spannerPair + `
 rewrite: {strategy: shard}

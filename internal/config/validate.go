@@ -420,9 +420,7 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 func (c *Config) validateWrite(p *problems) {
 	w := c.Write
 	p.enum("write.mode", w.Mode, ModeUpsert, ModeInsert)
-	if p.enum("write.shuffle", w.Shuffle, ShuffleAuto, ShuffleAlways, ShuffleNever) && w.Shuffle == ShuffleNever && c.Ramp.Profile != RampNone && c.Ramp.Profile != "" {
-		p.add("write.shuffle", "never cannot go with ramp.profile %s: the ramp-up's budget is shared among the shuffle's shard keys; use auto or always", c.Ramp.Profile)
-	}
+	p.enum("write.shuffle", w.Shuffle, ShuffleAuto, ShuffleAlways, ShuffleNever)
 	positive := func(key string, v int) bool {
 		if v <= 0 {
 			p.add("write."+key, "must be > 0, got %d", v)

@@ -82,6 +82,11 @@ type Writer struct {
 	// before each attempt and told its outcome.
 	Retry    retry.Policy
 	Throttle retry.Throttle
+	// Pacer, if set, paces the commits under a ramp-up: a flush is sent
+	// in commits of at most Pacer.Size entities, sized as each goes, each
+	// waiting for its budget right before it is sent (inside any slot the
+	// caller holds).
+	Pacer storewrite.Pacer
 
 	buf      []pending
 	bufBytes int
@@ -253,7 +258,7 @@ func (w *Writer) write(ctx context.Context, batch []pending, out *storewrite.Out
 			return fmt.Errorf("datastore commit of %d entities: %w", n, err)
 		},
 	}
-	return h.Write(ctx, batch)
+	return storewrite.Chunks(batch, w.Pacer, func(b []pending) error { return h.Write(ctx, b) })
 }
 
 // settle resolves what it can of a failed commit of batch: client-side
@@ -293,6 +298,9 @@ func (w *Writer) commit(ctx context.Context, batch []pending, out *storewrite.Ou
 	for i := range batch {
 		ents[i] = datastore.Entity{Key: batch[i].key, Properties: batch[i].props}
 		bytes += batch[i].size
+	}
+	if err := storewrite.Pace(ctx, w.Pacer, len(batch), out); err != nil {
+		return fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
 	}
 	start := time.Now()
 	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) error { return w.Commit(actx, w.insert(), ents) })

@@ -107,6 +107,11 @@ type Writer struct {
 	// retries included, the wait for it not part of any attempt's
 	// deadline): the cap of commits in flight shared by all who hold it.
 	Slots chan struct{}
+	// Pacer, if set, paces the commits under a ramp-up: a batch is sent in
+	// commits of at most Pacer.Size rows, sized as each goes, and each
+	// commit waits for its budget right before it is sent (holding its
+	// slot, so commits queued for a slot do not go out together).
+	Pacer storewrite.Pacer
 
 	pending Batch
 }
@@ -248,7 +253,7 @@ func (w *Writer) WriteBatch(ctx context.Context, b *Batch) (storewrite.Outcome, 
 			return fmt.Errorf("commit of %d rows to %s failed for a reason that is not the row's: %w", n, w.Table.Name, err)
 		},
 	}
-	err := h.Write(ctx, b.rows)
+	err := storewrite.Chunks(b.rows, w.Pacer, func(rows []row) error { return h.Write(ctx, rows) })
 	return out, err
 }
 
@@ -270,11 +275,18 @@ func (w *Writer) commit(ctx context.Context, rows []row, out *storewrite.Outcome
 			return fmt.Errorf("waiting to commit to %s: %w", w.Table.Name, ctx.Err())
 		}
 	}
+	paced := out.Paced
+	if err := storewrite.Pace(ctx, w.Pacer, len(rows), out); err != nil {
+		if w.Slots != nil {
+			<-w.Slots
+		}
+		return fmt.Errorf("committing to %s: %w", w.Table.Name, err)
+	}
 	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) error { return w.Commit(actx, w.insert(), rs) })
 	if w.Slots != nil {
 		<-w.Slots
 	}
-	out.Commits = append(out.Commits, storewrite.Commit{Records: len(rows), Mutations: cells, Bytes: size, Took: time.Since(start), OK: err == nil})
+	out.Commits = append(out.Commits, storewrite.Commit{Records: len(rows), Mutations: cells, Bytes: size, Took: time.Since(start) - (out.Paced - paced), OK: err == nil})
 	if err == nil {
 		out.Written += len(rows)
 	}

@@ -47,7 +47,8 @@ var infrastructure = []string{"database not found", "table not found", "session 
 
 // Classify returns the class of err, a commit's error under ctx.
 func Classify(ctx context.Context, err error) Class {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+	var pe *PaceError
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.As(err, &pe) {
 		return Fatal
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

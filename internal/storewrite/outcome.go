@@ -28,6 +28,8 @@ type Outcome struct {
 	Retries, Throttled []time.Duration
 	// Splits counts the commits cut in halves to isolate refused records.
 	Splits int
+	// Paced is the time commits waited for the ramp-up's budget (Pacer).
+	Paced time.Duration
 	// Commits are the commits tried, with their size and time.
 	Commits []Commit
 }
@@ -56,6 +58,7 @@ func (o *Outcome) Merge(p Outcome) {
 	o.Retries = append(o.Retries, p.Retries...)
 	o.Throttled = append(o.Throttled, p.Throttled...)
 	o.Splits += p.Splits
+	o.Paced += p.Paced
 	o.Commits = append(o.Commits, p.Commits...)
 }
 
@@ -77,3 +80,53 @@ func Retry(ctx context.Context, p retry.Policy, th retry.Throttle, o *Outcome, c
 	})
 	return err
 }
+
+// Pacer paces a writer's commits under a ramp-up (throttle.Bound): each
+// commit carries at most Size records, sized when it is sent, and waits
+// for its records' budget right before it goes (after any slot it needs),
+// so nothing between planning and committing bunches commits up.
+type Pacer interface {
+	// Size is the most records one commit may carry now, at most limit.
+	Size(limit int) int
+	// Wait blocks until n records fit in the budget and spends them.
+	Wait(ctx context.Context, n int) (time.Duration, error)
+}
+
+// Chunks calls write with consecutive pieces of items: all of them when p
+// is nil, else pieces of at most p.Size(len) items, each sized when its
+// turn comes. It stops at write's first error.
+func Chunks[T any](items []T, p Pacer, write func([]T) error) error {
+	for len(items) > 0 {
+		n := len(items)
+		if p != nil {
+			n = max(1, min(p.Size(n), n))
+		}
+		if err := write(items[:n]); err != nil {
+			return err
+		}
+		items = items[n:]
+	}
+	return nil
+}
+
+// Pace waits for n records of p's budget (p nil: none), recording the
+// wait in o. Its error is a *PaceError.
+func Pace(ctx context.Context, p Pacer, n int, o *Outcome) error {
+	if p == nil {
+		return nil
+	}
+	d, err := p.Wait(ctx, n)
+	o.Paced += d
+	if err != nil {
+		return &PaceError{err}
+	}
+	return nil
+}
+
+// PaceError is a pacer's failure (its lease unreadable, the context
+// done): never the records' fault, so Classify finds it Fatal whatever
+// status it wraps, and no commit is isolated or dead-lettered over it.
+type PaceError struct{ Err error }
+
+func (e *PaceError) Error() string { return "ramp-up: " + e.Err.Error() }
+func (e *PaceError) Unwrap() error { return e.Err }

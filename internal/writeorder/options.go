@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -56,22 +55,13 @@ type Options struct {
 	// Seed makes the plan reproducible; 0 picks a random seed when the
 	// pipeline is built.
 	Seed int64 `json:"seed,omitempty"`
-	// Ramp paces the planned batches (see throttle): the schedule's
-	// budget is shared by the shard keys, each spending Rate(t)/keys, so
-	// the job's total stays within it whatever the number of workers.
-	// Each batch carries its shard key (record.EncodePacedBatch), and the
-	// sink waits for that key's budget (throttle.SharedPacer) just before
-	// committing it.
-	Ramp Ramp `json:"ramp,omitempty"`
 	// Local plans each worker's records where they are, without the
 	// global shuffle (see Writes): only for records whose new keys are
-	// scattered already (rewrite.Info.Scatters), and without a ramp-up,
-	// whose budget is shared through the shard keys.
+	// scattered already (rewrite.Info.Scatters). (A ramp-up paces the
+	// commits, not the plan: the sinks size and pace each commit as it is
+	// sent, see throttle.)
 	Local bool `json:"local,omitempty"`
 }
-
-// Ramp is a ramp-up schedule in plain data.
-type Ramp = throttle.Ramp
 
 // WithDefaults fills in zero knobs.
 func (o Options) WithDefaults() Options {
@@ -115,9 +105,6 @@ func (o Options) Validate() error {
 	}
 	if o.Buffer < 1 || o.Buffer > MaxBuffer {
 		add("buffer %d: want 1..%d", o.Buffer, MaxBuffer)
-	}
-	if o.Local && o.Ramp.Profile != "" && o.Ramp.Profile != "none" {
-		add("local: a ramp-up (%s) needs the global shuffle, which shares its budget among the shard keys", o.Ramp.Profile)
 	}
 	if o.BatchRows < 1 {
 		add("batch_rows %d: want at least 1", o.BatchRows)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/storewrite"
-	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -123,6 +122,8 @@ type datastoreWriteFn struct {
 	// is recorded in out and reported after each element.
 	w   *datastoredb.Writer
 	out outcome
+	// pacer paces every Writer's commits under a ramp-up (nil without).
+	pacer storewrite.Pacer
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
 	// goroutines, each with a Writer of its own from idle and an outcome
@@ -165,6 +166,9 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 		return err
 	}
 	f.client = c
+	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: f.Cfg.Namespace}); err != nil {
+		return fmt.Errorf("sink.Datastore: %w", err)
+	}
 	f.w = f.newWriter()
 	if f.parallel() {
 		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
@@ -190,6 +194,7 @@ func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
 	}
 	w.Retry = f.Cfg.Guard.Retry
 	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
+	w.Pacer = f.pacer
 	return w
 }
 
@@ -219,10 +224,6 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 	if err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
-	pacer, err := f.Cfg.Guard.pacer(batch)
-	if err != nil {
-		return fmt.Errorf("sink.Datastore: %w", err)
-	}
 	if f.parallel() {
 		f.queued <- struct{}{} // at most Parallelism batches in flight, as many waiting
 		if err := f.done.report(ctx, emit, datastoreMetrics); err != nil {
@@ -230,13 +231,8 @@ func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emi
 			return err
 		}
 		f.inflight.Add(1)
-		go f.commitBatch(ctx, recs, pacer)
+		go f.commitBatch(ctx, recs)
 		return nil
-	}
-	if f.Cfg.CommitPerElement {
-		if f.out.paced, f.out.err = pace(ctx, pacer, len(recs)); f.out.err != nil {
-			return f.out.report(ctx, emit, datastoreMetrics)
-		}
 	}
 	f.out.err = f.write(ctx, f.w, recs, f.Cfg.CommitPerElement, &f.out.Outcome)
 	return f.out.report(ctx, emit, datastoreMetrics)
@@ -258,21 +254,19 @@ func (f *datastoreWriteFn) write(ctx context.Context, w *datastoredb.Writer, rec
 }
 
 // commitBatch takes a Writer from the idle pool and commits recs with it
-// (as one planned commit), after waiting for pacer's budget (if not nil),
-// and records the outcome; it runs on its own goroutine and returns the
-// Writer to the pool.
-func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record, pacer *throttle.Pacer) {
+// (as one planned commit, in paced pieces under a ramp-up), and records
+// the outcome; it runs on its own goroutine and returns the Writer to the
+// pool.
+func (f *datastoreWriteFn) commitBatch(ctx context.Context, recs []record.Record) {
 	defer f.inflight.Done()
 	defer func() { <-f.queued }()
 	w := <-f.idle
 	o := &outcome{}
-	if o.paced, o.err = pace(ctx, pacer, len(recs)); o.err == nil {
-		f.slots <- struct{}{}
-		if o.err = f.write(ctx, w, recs, true, &o.Outcome); o.err != nil {
-			w.Reset()
-		}
-		<-f.slots
+	f.slots <- struct{}{}
+	if o.err = f.write(ctx, w, recs, true, &o.Outcome); o.err != nil {
+		w.Reset()
 	}
+	<-f.slots
 	f.done.add(o)
 	f.idle <- w
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
-	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -26,32 +25,25 @@ type Guard struct {
 	AdaptiveOff    bool          `json:"adaptive_off,omitempty"`
 	AdaptiveK      float64       `json:"adaptive_k,omitempty"`
 	AdaptiveWindow time.Duration `json:"adaptive_window,omitempty"`
-	// Ramp is the ramp-up that paced batches (record.EncodePacedBatch,
-	// from transforms/writeplan) spend: each waits for its pacing key's share
-	// of the budget just before its commit, so no delay between planning
-	// and committing bunches commits up.
+	// Ramp is the job's ramp-up: the writers size each commit by the rate
+	// in force as it is sent and wait for its budget right before it goes
+	// (storewrite.Pacer), sharing one budget with every process writing
+	// the run (throttle, "One ramp for the whole job").
 	Ramp throttle.Ramp `json:"ramp,omitempty"`
 }
 
-// pacer returns the pacer batch's commit waits for, nil if none.
-func (g Guard) pacer(batch []byte) (*throttle.Pacer, error) {
+// pacer is the writers' pacer under the ramp-up, reaching the run's
+// state through lease (nil when there is no ramp-up): one per process and
+// run, shared by every writer (throttle.SharedPacer).
+func (g Guard) pacer(lease throttle.Lease) (storewrite.Pacer, error) {
 	if g.Ramp.Off() {
 		return nil, nil
 	}
-	key, keys, ok := record.BatchPacing(batch)
-	if !ok {
-		return nil, nil
+	p, err := throttle.SharedPacer(g.Ramp)
+	if err != nil {
+		return nil, err
 	}
-	return throttle.SharedPacer(g.Ramp, key, keys)
-}
-
-// pace waits for n operations of p's budget (p nil: none) and returns the
-// wait.
-func pace(ctx context.Context, p *throttle.Pacer, n int) (time.Duration, error) {
-	if p == nil {
-		return 0, nil
-	}
-	return p.Wait(ctx, n)
+	return p.With(lease), nil
 }
 
 // throttle is the process's adaptive throttle for target and these
@@ -65,13 +57,12 @@ func (g Guard) throttle(target string) retry.Throttle {
 }
 
 // outcome is what a sink's commit did: the writer's storewrite.Outcome
-// (dead letters, counts, retry and throttle waits, splits, commits), the
-// ramp-up's wait before it, and its error. It is filled on the goroutine
+// (dead letters, counts, retry, throttle and ramp-up waits, splits,
+// commits) and its error. It is filled on the goroutine
 // that commits and reported on the bundle's.
 type outcome struct {
 	storewrite.Outcome
-	paced time.Duration
-	err   error
+	err error
 }
 
 // storeMetrics counts a store's own metrics of an outcome (commit sizes
@@ -91,8 +82,8 @@ func (o *outcome) report(ctx context.Context, emit func(string), m storeMetrics)
 	for _, d := range o.Throttled {
 		transforms.CountThrottled(ctx, d, true)
 	}
-	if o.paced > 0 {
-		transforms.CountThrottled(ctx, o.paced, false)
+	if o.Paced > 0 {
+		transforms.CountThrottled(ctx, o.Paced, false)
 	}
 	m(ctx, &o.Outcome)
 	transforms.CountWritten(ctx, int64(o.Written))
@@ -101,7 +92,7 @@ func (o *outcome) report(ctx context.Context, emit func(string), m storeMetrics)
 	}
 	err := o.err
 	o.Reset()
-	o.paced, o.err = 0, nil
+	o.err = nil
 	return err
 }
 

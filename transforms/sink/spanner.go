@@ -181,8 +181,8 @@ type spannerWriteFn struct {
 	// element.
 	w        *spannerdb.Writer
 	newW     func(ctx context.Context) (*spannerdb.Writer, error) // tests replace it
+	lease    throttle.Lease                                       // the ramp-up's state (tests replace it)
 	out      outcome
-	pacer    *throttle.Pacer // the buffered rows' pacer (Guard.Ramp), or nil
 	ahead    chan struct{}
 	inflight sync.WaitGroup
 	done     finished
@@ -214,6 +214,7 @@ func (f *spannerWriteFn) Setup(ctx context.Context) error {
 	f.newW = func(ctx context.Context) (*spannerdb.Writer, error) {
 		return spannerdb.NewWriter(ctx, c, f.Cfg.Table)
 	}
+	f.lease = spannerdb.RampLease{Client: c}
 	f.ahead = make(chan struct{}, spannerAhead)
 	return nil
 }
@@ -231,6 +232,9 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 	w.Source = "spanner:" + f.Cfg.DatabasePath() + "/" + f.Cfg.Table
 	w.Retry = f.Cfg.Guard.Retry
 	w.Throttle = f.Cfg.Guard.throttle(w.Source)
+	if w.Pacer, err = f.Cfg.Guard.pacer(f.lease); err != nil {
+		return nil, fmt.Errorf("spanner sink: %w", err)
+	}
 	n := f.Cfg.Parallelism
 	if n == 0 && os.Getenv("SPANNER_EMULATOR_HOST") != "" {
 		n = 1
@@ -255,7 +259,7 @@ func (f *spannerWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	if f.w != nil {
 		f.w.Reset()
 	}
-	f.pacer, f.out = nil, outcome{}
+	f.out = outcome{}
 	f.inflight.Wait()
 	f.done.drop()
 }
@@ -268,17 +272,6 @@ func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead 
 	recs, err := record.DecodeBatch(batch)
 	if err != nil {
 		return fmt.Errorf("spanner sink: %w", err)
-	}
-	pacer, err := f.Cfg.Guard.pacer(batch)
-	if err != nil {
-		return fmt.Errorf("spanner sink: %w", err)
-	}
-	if pacer != f.pacer {
-		// Rows are committed under the pacer of the batch they came in.
-		if err := f.flush(ctx, w.Cut(), dead); err != nil {
-			return err
-		}
-		f.pacer = pacer
 	}
 	for i := range recs {
 		if full := w.Add(&recs[i], &f.out.Outcome); full != nil {
@@ -311,13 +304,13 @@ func (f *spannerWriteFn) FinishBundle(ctx context.Context, dead func(string)) er
 
 // flush hands batch (nil: none) to a commit of its own, once fewer than
 // spannerAhead commits of this bundle are in flight, and reports the
-// commits finished meanwhile (returning the first error among them). The
-// commit waits for the pacer's budget first, right before it starts.
+// commits finished meanwhile (returning the first error among them). Under
+// a ramp-up the writer sizes and paces each commit as it is sent.
 func (f *spannerWriteFn) flush(ctx context.Context, batch *spannerdb.Batch, dead func(string)) error {
 	if batch == nil {
 		return nil
 	}
-	w, pacer := f.w, f.pacer
+	w := f.w
 	select {
 	case f.ahead <- struct{}{}:
 	case <-ctx.Done():
@@ -331,11 +324,8 @@ func (f *spannerWriteFn) flush(ctx context.Context, batch *spannerdb.Batch, dead
 	go func() {
 		defer f.inflight.Done()
 		o := &outcome{}
-		if o.paced, o.err = pace(ctx, pacer, batch.Len()); o.err == nil {
-			o.Outcome, o.err = w.WriteBatch(ctx, batch)
-			if o.err != nil {
-				o.err = fmt.Errorf("spanner sink: %w", o.err)
-			}
+		if o.Outcome, o.err = w.WriteBatch(ctx, batch); o.err != nil {
+			o.err = fmt.Errorf("spanner sink: %w", o.err)
 		}
 		f.done.add(o)
 		<-f.ahead

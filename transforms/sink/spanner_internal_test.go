@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,27 +92,35 @@ func TestFlushErrorsMidBundleAreReturned(t *testing.T) {
 	}
 }
 
-// TestPacedBatchesWaitBeforeCommitting: a batch tagged with a pacing key
-// waits for that key's budget just before its commit: 4 batches of 50
-// rows under 200 rows/s for one key cannot all commit in less than a
-// second (the budget starts empty); untagged batches do not wait.
-func TestPacedBatchesWaitBeforeCommitting(t *testing.T) {
-	ramp := throttle.Ramp{Profile: throttle.ProfileCustom, Base: 200, Growth: 1, IntervalSeconds: 60, StartUnixNano: time.Now().UnixNano()}
-	recs, err := record.DecodeBatch(batchOf(50))
-	if err != nil {
-		t.Fatal(err)
+// oneProcess is a ramp-up lease of a run only this process writes.
+type oneProcess struct{ start time.Time }
+
+func (l *oneProcess) Beat(_ context.Context, _, _ string, now time.Time, _ time.Duration) (throttle.Beat, error) {
+	started := l.start.IsZero()
+	if started {
+		l.start = now
 	}
-	for _, paced := range []bool{true, false} {
+	return throttle.Beat{Start: l.start, Started: started, WasLive: !started, Live: 1}, nil
+}
+
+// TestRampUpPacesCommits: under a ramp-up the sink cuts batches into
+// commits of an eighth of a second of the budget, sized as each is sent,
+// and each waits for its budget: 4 batches of 50 rows under 200 rows/s
+// go as 8 commits of 25 and take at least 0.85 s (the first commit goes
+// at once); without a ramp-up they go as they are, at once.
+func TestRampUpPacesCommits(t *testing.T) {
+	for i, paced := range []bool{true, false} {
+		var ramp throttle.Ramp
+		if paced {
+			ramp = throttle.Ramp{Profile: throttle.ProfileCustom, Base: 200, Growth: 1, IntervalSeconds: 60, Run: fmt.Sprintf("sink-test-%d-%d", i, time.Now().UnixNano())}
+		}
 		f, commits := fakeSink(SpannerSinkConfig{Table: "T", CommitPerElement: true, Guard: Guard{Ramp: ramp}}, func(int64) error { return nil })
+		f.lease = &oneProcess{}
 		ctx := context.Background()
 		f.StartBundle(ctx, nil)
 		start := time.Now()
 		for range 4 {
-			b := record.EncodeBatch(recs)
-			if paced {
-				b = record.EncodePacedBatch(recs, 0, 1)
-			}
-			if err := f.ProcessElement(ctx, b, func(string) {}); err != nil {
+			if err := f.ProcessElement(ctx, batchOf(50), func(string) {}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -119,11 +128,20 @@ func TestPacedBatchesWaitBeforeCommitting(t *testing.T) {
 			t.Fatal(err)
 		}
 		took := time.Since(start)
-		if len(*commits) != 4 {
-			t.Fatalf("paced %v: %d commits, want 4", paced, len(*commits))
+		want, rows := 4, 50
+		if paced {
+			want, rows = 8, 25
 		}
-		if paced && took < 950*time.Millisecond {
-			t.Errorf("200 paced rows at 200 rows/s committed in %s, want at least 1s", took)
+		if len(*commits) != want {
+			t.Fatalf("paced %v: %d commits, want %d", paced, len(*commits), want)
+		}
+		for _, c := range *commits {
+			if len(c) != rows {
+				t.Errorf("paced %v: a commit of %d rows, want %d", paced, len(c), rows)
+			}
+		}
+		if paced && took < 850*time.Millisecond {
+			t.Errorf("200 paced rows at 200 rows/s committed in %s, want at least 0.85 s", took)
 		}
 		if !paced && took > 500*time.Millisecond {
 			t.Errorf("200 unpaced rows took %s: they waited", took)

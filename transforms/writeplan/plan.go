@@ -54,13 +54,11 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sync/atomic"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
-	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/record"
 )
@@ -197,23 +195,12 @@ type planFn struct {
 }
 
 func (f *planFn) Setup() error {
-	if _, err := f.Opts.Ramp.Schedule(); err != nil {
-		return err
-	}
 	var err error
 	f.keyer, err = writeorder.NewKeyer(f.Opts)
 	return err
 }
 
 func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, total int64, emit func([]byte)) error {
-	keys := f.Opts.ShardKeys(total)
-	var pacer *throttle.Pacer
-	if !f.Opts.Ramp.Off() {
-		var err error
-		if pacer, err = throttle.SharedPacer(f.Opts.Ramp, shard, keys); err != nil {
-			return err
-		}
-	}
 	if !f.phased {
 		// One phase per worker, drawn from its first shard: its buffers'
 		// orders continue each other, and workers differ.
@@ -224,21 +211,10 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 		if len(f.items) == 0 {
 			return
 		}
-		rows := f.Opts.BatchRows
-		if pacer != nil {
-			// Under a ramp, a batch is at most a quarter second of this
-			// key's budget, so no commit lands as a burst over it.
-			rows = pacer.MaxBatch(time.Now(), rows)
-		}
-		for _, b := range writeorder.Plan(f.items, rows, f.phase) {
-			if pacer != nil {
-				// The sink waits for the key's budget right before the
-				// commit, so delays between here and there do not bunch
-				// commits up.
-				emit(record.EncodePacedBatch(b, shard, keys))
-			} else {
-				emit(record.EncodeBatch(b))
-			}
+		// Under a ramp-up, the sink cuts each batch into commits sized
+		// by the rate in force as each is sent (storewrite.Pacer).
+		for _, b := range writeorder.Plan(f.items, f.Opts.BatchRows, f.phase) {
+			emit(record.EncodeBatch(b))
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
 		f.reset()

@@ -1,0 +1,99 @@
+package spannerdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/internal/throttle"
+)
+
+// RampTable holds the ramp-ups' leases (throttle.Lease): per run, a row
+// with an empty Process whose BeatAt is the run's start, and a row per
+// process writing the run's data, BeatAt its last beat.
+const RampTable = "RekeyRamp"
+
+// RampDDL creates RampTable.
+const RampDDL = `CREATE TABLE RekeyRamp (
+  Run STRING(MAX) NOT NULL,
+  Process STRING(MAX) NOT NULL,
+  BeatAt TIMESTAMP NOT NULL
+) PRIMARY KEY (Run, Process)`
+
+var rampColumns = []string{"Run", "Process", "BeatAt"}
+
+// RampLease keeps ramp-up leases in a database's RampTable.
+type RampLease struct{ Client *spanner.Client }
+
+// Beat implements throttle.Lease: a strong read of the run's rows, a
+// transaction only when the run has no start yet, and one blind write of
+// the process's row.
+func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, ttl time.Duration) (throttle.Beat, error) {
+	var b throttle.Beat
+	err := l.Client.Single().Read(ctx, RampTable, spanner.Key{run}.AsPrefix(), rampColumns).Do(func(r *spanner.Row) error {
+		var rn, p string
+		var at time.Time
+		if err := r.Columns(&rn, &p, &at); err != nil {
+			return err
+		}
+		switch live := now.Sub(at) < ttl; {
+		case p == "":
+			b.Start = at
+		case p == proc:
+			b.WasLive = live
+		case live:
+			b.Live++
+		}
+		return nil
+	})
+	if err != nil {
+		return b, fmt.Errorf("reading %s: %w", RampTable, err)
+	}
+	for attempt := 0; b.Start.IsZero(); attempt++ {
+		_, err := l.Client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			row, err := txn.ReadRow(ctx, RampTable, spanner.Key{run, ""}, []string{"BeatAt"})
+			switch {
+			case spanner.ErrCode(err) == codes.NotFound:
+				b.Start, b.Started = now, true
+				return txn.BufferWrite([]*spanner.Mutation{spanner.Insert(RampTable, rampColumns, []any{run, "", now})})
+			case err != nil:
+				return err
+			}
+			b.Started = false
+			return row.Columns(&b.Start)
+		})
+		if err != nil && emulatorAborted(err) && attempt < 20 {
+			// The emulator runs one read-write transaction at a time
+			// and refuses a concurrent one this way; Spanner aborts it
+			// instead, which ReadWriteTransaction retries itself.
+			b = throttle.Beat{Live: b.Live, WasLive: b.WasLive}
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return b, fmt.Errorf("starting run %s in %s: %w", run, RampTable, err)
+		}
+	}
+	if _, err := l.Client.Apply(ctx, []*spanner.Mutation{spanner.InsertOrUpdate(RampTable, rampColumns, []any{run, proc, now})}, spanner.ApplyAtLeastOnce()); err != nil {
+		return b, fmt.Errorf("writing %s: %w", RampTable, err)
+	}
+	b.Live++
+	return b, nil
+}
+
+// emulatorAborted reports the Spanner emulator's refusals of a read-write
+// transaction concurrent with another ("Invalid transaction ID", or
+// "Transaction not found" for one it dropped).
+func emulatorAborted(err error) bool {
+	switch spanner.ErrCode(err) {
+	case codes.FailedPrecondition:
+		return strings.Contains(err.Error(), "Invalid transaction ID")
+	case codes.NotFound:
+		return strings.Contains(err.Error(), "Transaction not found")
+	}
+	return false
+}
