@@ -53,8 +53,8 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 	if err != nil {
 		return b, fmt.Errorf("reading %s: %w", RampTable, err)
 	}
-	for attempt := 0; b.Start.IsZero(); attempt++ {
-		_, err := l.Client.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	if b.Start.IsZero() {
+		_, err := Transact(ctx, l.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 			row, err := txn.ReadRow(ctx, RampTable, spanner.Key{run, ""}, []string{"BeatAt"})
 			switch {
 			case spanner.ErrCode(err) == codes.NotFound:
@@ -66,14 +66,6 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 			b.Started = false
 			return row.Columns(&b.Start)
 		})
-		if err != nil && emulatorAborted(err) && attempt < 20 {
-			// The emulator runs one read-write transaction at a time
-			// and refuses a concurrent one this way; Spanner aborts it
-			// instead, which ReadWriteTransaction retries itself.
-			b = throttle.Beat{Live: b.Live, WasLive: b.WasLive}
-			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
-			continue
-		}
 		if err != nil {
 			return b, fmt.Errorf("starting run %s in %s: %w", run, RampTable, err)
 		}
@@ -83,6 +75,26 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 	}
 	b.Live++
 	return b, nil
+}
+
+// Transact runs f in a read-write transaction of c and returns its commit
+// time. Spanner aborts a transaction that conflicts with another and
+// ReadWriteTransaction runs f again; the emulator, which runs one
+// read-write transaction at a time, refuses a concurrent one with other
+// errors ("Invalid transaction ID", "Transaction not found"), which
+// Transact retries the same way (f must be safe to run again).
+func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
+	for attempt := 0; ; attempt++ {
+		ts, err := c.ReadWriteTransaction(ctx, f)
+		if err == nil || !emulatorAborted(err) || attempt >= 50 {
+			return ts, err
+		}
+		select {
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond):
+		case <-ctx.Done():
+			return ts, ctx.Err()
+		}
+	}
 }
 
 // emulatorAborted reports the Spanner emulator's refusals of a read-write

@@ -1,0 +1,180 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"cloud.google.com/go/datastore"
+
+	"github.com/rekeyio/rekey/cohort"
+)
+
+// The Datastore kinds of the phase store: an entity per migration (named
+// by it: its version and number of cohorts) and, under it, its spans and
+// its audit records, so that a move reads and writes one entity group in
+// one transaction.
+const (
+	DatastoreMigrationKind = "RekeyCutover"
+	DatastorePhaseKind     = "RekeyCohortPhase"
+	DatastoreAuditKind     = "RekeyCohortAudit"
+)
+
+type dsMigration struct {
+	Buckets   int64     `datastore:",noindex"`
+	Version   int64     `datastore:",noindex"`
+	UpdatedAt time.Time `datastore:",noindex"`
+}
+
+type dsSpan struct {
+	FirstCohort int64     `datastore:",noindex"`
+	LastCohort  int64     `datastore:",noindex"`
+	Phase       string    `datastore:",noindex"`
+	Since       time.Time `datastore:",noindex"`
+	ChangedBy   string    `datastore:",noindex"`
+}
+
+type dsAudit struct {
+	Version   int64     `datastore:",noindex"`
+	ChangedAt time.Time `datastore:",noindex"`
+	Who       string    `datastore:",noindex"`
+	Why       string    `datastore:",noindex"`
+	Cohorts   string    `datastore:",noindex"`
+	FromPhase string    `datastore:",noindex"`
+	ToPhase   string    `datastore:",noindex"`
+	Forced    bool      `datastore:",noindex"`
+}
+
+// DatastoreStore is a Store in a Datastore namespace. The Go client does
+// not return commit times, so a move's time is the client's clock when
+// its transaction reads: Rules.DualWriteHold's skew margin covers the
+// clocks of the machines that move cohorts.
+type DatastoreStore struct {
+	Client    *datastore.Client
+	Namespace string
+	// now is the clock (tests replace it).
+	now func() time.Time
+}
+
+func (s DatastoreStore) root(migration string) *datastore.Key {
+	k := datastore.NameKey(DatastoreMigrationKind, migration, nil)
+	k.Namespace = s.Namespace
+	return k
+}
+
+func (s DatastoreStore) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now().UTC()
+}
+
+// load reads a migration's map, in tx if not nil; it returns the span
+// entities' keys too.
+func (s DatastoreStore) load(ctx context.Context, tx *datastore.Transaction, migration string) (*Map, []*datastore.Key, error) {
+	m := &Map{Migration: migration}
+	root := s.root(migration)
+	var mig dsMigration
+	var err error
+	if tx != nil {
+		err = tx.Get(root, &mig)
+	} else {
+		err = s.Client.Get(ctx, root, &mig)
+	}
+	switch {
+	case errors.Is(err, datastore.ErrNoSuchEntity):
+		return m, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading %s %s: %w", DatastoreMigrationKind, migration, err)
+	}
+	m.Buckets, m.Version = int(mig.Buckets), mig.Version
+	q := datastore.NewQuery(DatastorePhaseKind).Namespace(s.Namespace).Ancestor(root)
+	if tx != nil {
+		q = q.Transaction(tx)
+	}
+	var spans []dsSpan
+	keys, err := s.Client.GetAll(ctx, q, &spans)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the %s of %s: %w", DatastorePhaseKind, migration, err)
+	}
+	for _, e := range spans {
+		p, err := ParsePhase(e.Phase)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s cohorts %d-%d: %w", DatastorePhaseKind, migration, e.FirstCohort, e.LastCohort, err)
+		}
+		m.Spans = append(m.Spans, Span{Range: cohort.Range{First: int(e.FirstCohort), Last: int(e.LastCohort)}, Phase: p, Since: e.Since, By: e.ChangedBy})
+	}
+	sort.Slice(m.Spans, func(i, j int) bool { return m.Spans[i].First < m.Spans[j].First })
+	return m, keys, nil
+}
+
+// Load implements Store: a get and a strongly consistent ancestor query.
+func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error) {
+	m, _, err := s.load(ctx, nil, migration)
+	return m, err
+}
+
+// Move implements Store.
+func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
+	var m *Map
+	var a Audit
+	var refusal error
+	_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		refusal = nil
+		var old []*datastore.Key
+		var err error
+		if m, old, err = s.load(ctx, tx, mv.Migration); err != nil {
+			return err
+		}
+		now := s.clock()
+		if a, refusal = m.apply(mv, now); refusal != nil {
+			return errRefused
+		}
+		m.settle(now)
+		a.At = now
+		root := s.root(mv.Migration)
+		if err := tx.DeleteMulti(old); err != nil {
+			return err
+		}
+		keys := make([]*datastore.Key, len(m.Spans))
+		ents := make([]dsSpan, len(m.Spans))
+		for i, sp := range m.Spans {
+			keys[i] = datastore.IDKey(DatastorePhaseKind, int64(sp.First)+1, root)
+			keys[i].Namespace = s.Namespace
+			ents[i] = dsSpan{FirstCohort: int64(sp.First), LastCohort: int64(sp.Last), Phase: string(sp.Phase), Since: sp.Since, ChangedBy: sp.By}
+		}
+		if _, err := tx.PutMulti(keys, ents); err != nil {
+			return err
+		}
+		if _, err := tx.Put(root, &dsMigration{Buckets: int64(m.Buckets), Version: m.Version, UpdatedAt: now}); err != nil {
+			return err
+		}
+		ak := datastore.IDKey(DatastoreAuditKind, a.Version, root)
+		ak.Namespace = s.Namespace
+		_, err = tx.Put(ak, &dsAudit{Version: a.Version, ChangedAt: now, Who: a.Who, Why: a.Why, Cohorts: a.Cohorts, FromPhase: a.From, ToPhase: string(a.To), Forced: a.Forced})
+		return err
+	})
+	if refusal != nil {
+		return nil, Audit{}, refusal
+	}
+	if err != nil {
+		return nil, Audit{}, fmt.Errorf("moving cohorts of %s: %w", mv.Migration, err)
+	}
+	return m, a, nil
+}
+
+// Audits implements Store.
+func (s DatastoreStore) Audits(ctx context.Context, migration string) ([]Audit, error) {
+	var ents []dsAudit
+	if _, err := s.Client.GetAll(ctx, datastore.NewQuery(DatastoreAuditKind).Namespace(s.Namespace).Ancestor(s.root(migration)), &ents); err != nil {
+		return nil, fmt.Errorf("reading the %s of %s: %w", DatastoreAuditKind, migration, err)
+	}
+	out := make([]Audit, len(ents))
+	for i, e := range ents {
+		out[i] = Audit{Migration: migration, Version: e.Version, At: e.ChangedAt, Who: e.Who, Why: e.Why, Cohorts: e.Cohorts, From: e.FromPhase, To: Phase(e.ToPhase), Forced: e.Forced}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}

@@ -1,0 +1,185 @@
+// Package storetest checks a cutover.Store against its contract, for each
+// store's implementation to run against its emulator.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+)
+
+// Run checks s: moves follow the rules, at the store's time; a move and
+// its audit record are one transaction (a refused move leaves neither);
+// compare-and-set on the version; of two racing moves exactly one wins;
+// spans come back as ranges; migrations are apart.
+func Run(t *testing.T, s cutover.Store) {
+	ctx := context.Background()
+	mig := fmt.Sprintf("storetest-%d", time.Now().UnixNano())
+	hold := cutover.Rules{DualWriteHold: 1500 * time.Millisecond}
+	move := func(cohorts string, to cutover.Phase, why string) (*cutover.Map, cutover.Audit, error) {
+		rs, err := cohort.Parse(cohorts, cohort.DefaultBuckets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs, To: to, Who: "tester", Why: why, Rules: hold})
+	}
+	mustMove := func(cohorts string, to cutover.Phase) *cutover.Map {
+		t.Helper()
+		m, _, err := move(cohorts, to, "test")
+		if err != nil {
+			t.Fatalf("move %s to %s: %v", cohorts, to, err)
+		}
+		return m
+	}
+	refused := func(cohorts string, to cutover.Phase, want string) {
+		t.Helper()
+		_, _, err := move(cohorts, to, "refused")
+		if !errors.Is(err, cutover.ErrIllegal) || !strings.Contains(err.Error(), want) {
+			t.Errorf("move %s to %s: %v, want ErrIllegal saying %q", cohorts, to, err, want)
+		}
+	}
+
+	m, err := s.Load(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != 0 || len(m.Spans) != 0 || m.Phase(42) != cutover.Old {
+		t.Fatalf("a new migration's map = %+v, want version 0, every cohort old", m)
+	}
+	m = mustMove("0-99", cutover.DualWrite)
+	if m.Version != 1 || len(m.Spans) != 1 || m.Spans[0].Range != (cohort.Range{First: 0, Last: 99}) || m.Spans[0].Since.IsZero() {
+		t.Errorf("after 0-99 to dual_write: %+v", m)
+	}
+	// Too early: dual_write must be held for the hold.
+	refused("0-99", cutover.Backfilled, "dual_write held")
+	refused("0-99", cutover.ReadNew, "read_new needs verified or shadow")
+	refused("100-199", cutover.Backfilled, "backfilled needs dual_write")
+	time.Sleep(1600 * time.Millisecond)
+	mustMove("0-49", cutover.Backfilled)
+	mustMove("0-49", cutover.Verified)
+	refused("0-49", cutover.NewOnly, "new_only needs read_new")
+	mustMove("0-49", cutover.ReadNew)
+	mustMove("0-49", cutover.NewOnly)
+	refused("0-49", cutover.DualWrite, "reverse backfill")
+	mustMove("60-69", cutover.Old) // a rollback from dual_write
+	m, err = s.Load(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "0-49 new_only; 50-59 dual_write; 60-69 old; 70-99 dual_write"
+	if got := spans(m); got != want || m.Version != 6 {
+		t.Errorf("map %q at version %d, want %q at version 6", got, m.Version, want)
+	}
+	if m.Phase(55) != cutover.DualWrite || m.Phase(5) != cutover.NewOnly || m.Phase(65) != cutover.Old || m.Phase(5000) != cutover.Old {
+		t.Errorf("phases of 55, 5, 65, 5000: %s %s %s %s", m.Phase(55), m.Phase(5), m.Phase(65), m.Phase(5000))
+	}
+	// A move over mixed phases is judged per segment.
+	refused("40-59", cutover.Old, "reverse backfill")
+	// Compare-and-set: a move decided on an older version fails.
+	rs, _ := cohort.Parse("200-299", cohort.DefaultBuckets)
+	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs, To: cutover.DualWrite, Version: m.Version - 1}); !errors.Is(err, cutover.ErrConflict) {
+		t.Errorf("a move on a stale version: %v, want ErrConflict", err)
+	}
+	// Another number of cohorts is refused.
+	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Buckets: 100, Cohorts: []cohort.Range{{First: 0, Last: 1}}, To: cutover.Old}); !errors.Is(err, cutover.ErrIllegal) {
+		t.Errorf("a move counting 100 cohorts in a migration of 10000: %v, want ErrIllegal", err)
+	}
+	// Two racing moves of the same cohorts: exactly one wins, with and
+	// without a version.
+	for _, cas := range []bool{false, true} {
+		cur, err := s.Load(ctx, mig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := cutover.Backfilled
+		if cas {
+			target = cutover.Verified
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mv := cutover.Move{Migration: mig, Cohorts: []cohort.Range{{First: 70, Last: 99}}, To: target, Who: fmt.Sprintf("racer-%d", i), Rules: hold}
+				if cas {
+					mv.Version = cur.Version
+				}
+				_, _, errs[i] = s.Move(ctx, mv)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, cutover.ErrIllegal), errors.Is(err, cutover.ErrConflict):
+			default:
+				t.Errorf("a racing move failed otherwise: %v", err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("cas %v: %d of 4 racing moves won (%v), want exactly 1", cas, won, errs)
+		}
+	}
+	// The audit: one record per move that happened, in order, none for
+	// the refused ones.
+	audits, err := s.Audits(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audits) != 8 {
+		t.Fatalf("%d audit records, want 8 (6 moves and the 2 race winners): %+v", len(audits), audits)
+	}
+	for i, a := range audits {
+		if a.Version != int64(i+1) || a.At.IsZero() || a.Migration != mig {
+			t.Errorf("audit %d: %+v", i, a)
+		}
+		if i > 0 && a.At.Before(audits[i-1].At) {
+			t.Errorf("audit %d at %s before audit %d at %s", i, a.At, i-1, audits[i-1].At)
+		}
+	}
+	first, fifth := audits[0], audits[4]
+	if first.Cohorts != "0-99" || first.From != "old" || first.To != cutover.DualWrite || first.Who != "tester" || first.Why != "test" {
+		t.Errorf("first audit %+v, want 0-99 old to dual_write by tester", first)
+	}
+	if fifth.Cohorts != "0-49" || fifth.From != "read_new" || fifth.To != cutover.NewOnly {
+		t.Errorf("fifth audit %+v, want 0-49 read_new to new_only", fifth)
+	}
+	// Forced moves skip the rules and say so.
+	if _, a, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: []cohort.Range{{First: 0, Last: 9}}, To: cutover.DualWrite, Force: true, Who: "op", Why: "forced"}); err != nil || !a.Forced || a.From != "new_only" {
+		t.Errorf("a forced move: %+v, %v", a, err)
+	}
+	// Migrations are apart.
+	other, err := s.Load(ctx, mig+"-other")
+	if err != nil || other.Version != 0 || len(other.Spans) != 0 {
+		t.Errorf("another migration: %+v, %v", other, err)
+	}
+}
+
+// spans writes m's spans as "0-49 new_only; 50-99 dual_write", merging
+// neighbours of one phase.
+func spans(m *cutover.Map) string {
+	var parts []string
+	var last *cutover.Span
+	for i := range m.Spans {
+		s := m.Spans[i]
+		if last != nil && last.Phase == s.Phase && last.Last+1 == s.First {
+			last.Last = s.Last
+			parts[len(parts)-1] = last.Range.String() + " " + string(last.Phase)
+			continue
+		}
+		cp := s
+		last = &cp
+		parts = append(parts, s.Range.String()+" "+string(s.Phase))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,142 @@
+package cutover
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rekeyio/rekey/cohort"
+)
+
+// Phase is where a cohort stands in a staged cutover.
+type Phase string
+
+// The phases, in order. A cohort no transition has touched is Old.
+const (
+	Old       Phase = "old"        // old keys only
+	DualWrite Phase = "dual_write" // writes go to old, then new; reads old
+	// Backfilled: the backfill copied the cohort's records (while dual
+	// writes went on); writes and reads as in DualWrite.
+	Backfilled Phase = "backfilled"
+	Verified   Phase = "verified" // verify found old and new equal
+	Shadow     Phase = "shadow"   // reads both, return old, compare
+	ReadNew    Phase = "read_new" // new authoritative: writes new then old, reads new (falling back to old)
+	NewOnly    Phase = "new_only" // new keys only
+	Done       Phase = "done"     // the cohort's old records may go
+)
+
+// Phases lists every phase in order.
+var Phases = []Phase{Old, DualWrite, Backfilled, Verified, Shadow, ReadNew, NewOnly, Done}
+
+// ParsePhase reads a phase's name.
+func ParsePhase(s string) (Phase, error) {
+	p := Phase(strings.ToLower(strings.TrimSpace(s)))
+	for _, q := range Phases {
+		if p == q {
+			return p, nil
+		}
+	}
+	names := make([]string, len(Phases))
+	for i, q := range Phases {
+		names[i] = string(q)
+	}
+	return "", fmt.Errorf("unknown phase %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// rank is the phase's place in Phases.
+func (p Phase) rank() int {
+	for i, q := range Phases {
+		if p == q {
+			return i
+		}
+	}
+	return -1
+}
+
+// ErrIllegal is the error of a move the rules refuse (see Check).
+var ErrIllegal = errors.New("illegal phase change")
+
+// ErrConflict is the error of a Move whose expected version is not the
+// stored one: another move came first.
+var ErrConflict = errors.New("phase map changed meanwhile")
+
+// Rules is what Check needs to judge a move besides the phases.
+type Rules struct {
+	// DualWriteHold is how long a cohort must have been in dual_write
+	// before it may be marked backfilled: every application instance's
+	// phase cache must have seen dual_write (its TTL) before the backfill
+	// reads, or an instance still writing old only could write a value
+	// the backfill never copies. Default: DefaultCacheTTL + DefaultSkew.
+	DualWriteHold time.Duration
+}
+
+// Default cache timing: the application library refreshes phases every
+// DefaultCacheTTL; DefaultSkew covers clocks and a refresh in flight.
+const (
+	DefaultCacheTTL = 30 * time.Second
+	DefaultSkew     = 10 * time.Second
+)
+
+func (r Rules) hold() time.Duration {
+	if r.DualWriteHold > 0 {
+		return r.DualWriteHold
+	}
+	return DefaultCacheTTL + DefaultSkew
+}
+
+// Check judges moving cohorts rg from phase from, where they have been
+// since since, to phase to at now (the store's time). Forward, a cohort
+// moves one phase at a time, except that read_new may follow verified
+// directly (shadow is optional); backfilled needs dual_write held for
+// rules' DualWriteHold. Back, any phase before new_only may go to
+// dual_write or old; from new_only on, only a reverse backfill goes back
+// (not a phase move).
+func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) error {
+	if from.rank() < 0 || to.rank() < 0 {
+		return fmt.Errorf("%w: unknown phase (%q to %q)", ErrIllegal, from, to)
+	}
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%w: cohorts %s: %s to %s: %s", ErrIllegal, rg, from, to, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case from == to:
+		return refuse("already %s", to)
+	case to == DualWrite || to == Old:
+		// Forward from old, or a rollback.
+		if from.rank() >= NewOnly.rank() {
+			return refuse("%s cohorts go back only through a reverse backfill (rekey run --reverse)", from)
+		}
+		return nil
+	case to == Backfilled:
+		if from != DualWrite {
+			return refuse("backfilled needs dual_write")
+		}
+		if held := now.Sub(since); held < rules.hold() {
+			return refuse("dual_write held %s of the %s needed (the application's phase-cache TTL plus a skew margin: every instance must dual-write before the backfill reads); retry after %s",
+				held.Round(time.Second), rules.hold(), since.Add(rules.hold()).UTC().Format(time.RFC3339))
+		}
+		return nil
+	case to == Verified:
+		if from != Backfilled {
+			return refuse("verified needs backfilled")
+		}
+	case to == Shadow:
+		if from != Verified {
+			return refuse("shadow needs verified")
+		}
+	case to == ReadNew:
+		if from != Verified && from != Shadow {
+			return refuse("read_new needs verified or shadow")
+		}
+	case to == NewOnly:
+		if from != ReadNew {
+			return refuse("new_only needs read_new")
+		}
+	case to == Done:
+		if from != NewOnly {
+			return refuse("done needs new_only")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package cutover
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rekeyio/rekey/cohort"
+)
+
+// Span is a run of contiguous cohorts in one phase, entered at Since (the
+// store's time of the move) by By.
+type Span struct {
+	cohort.Range
+	Phase Phase
+	Since time.Time
+	By    string
+
+	fresh bool // painted by the move being saved (Since: its commit time)
+}
+
+// Map is a migration's phase map: the spans of cohorts that a move has
+// touched, sorted and apart; a cohort in no span is Old. Version counts
+// the moves; a Move may require it (compare-and-set).
+type Map struct {
+	Migration string
+	Buckets   int
+	Version   int64
+	Spans     []Span
+}
+
+// Phase returns cohort c's phase.
+func (m *Map) Phase(c int) Phase {
+	s := m.span(c)
+	if s == nil {
+		return Old
+	}
+	return s.Phase
+}
+
+// span returns the span holding c, nil if none.
+func (m *Map) span(c int) *Span {
+	i := sort.Search(len(m.Spans), func(i int) bool { return m.Spans[i].Last >= c })
+	if i < len(m.Spans) && m.Spans[i].First <= c {
+		return &m.Spans[i]
+	}
+	return nil
+}
+
+// Segments returns the phases over r: the spans' parts within r, with
+// the gaps between them as Old (Since zero), in order.
+func (m *Map) Segments(r cohort.Range) []Span {
+	var out []Span
+	next := r.First
+	for _, s := range m.Spans {
+		if s.Last < r.First || s.First > r.Last {
+			continue
+		}
+		if s.First > next {
+			out = append(out, Span{Range: cohort.Range{First: next, Last: s.First - 1}, Phase: Old})
+		}
+		part := s
+		part.First, part.Last = max(s.First, r.First), min(s.Last, r.Last)
+		out = append(out, part)
+		next = part.Last + 1
+	}
+	if next <= r.Last {
+		out = append(out, Span{Range: cohort.Range{First: next, Last: r.Last}, Phase: Old})
+	}
+	return out
+}
+
+// paint sets r's cohorts to p, as a fresh span, splitting the spans it
+// overlaps; then merges neighbours of one phase entered at one time.
+func (m *Map) paint(r cohort.Range, p Phase, by string) {
+	var out []Span
+	for _, s := range m.Spans {
+		if s.Last < r.First || s.First > r.Last {
+			out = append(out, s)
+			continue
+		}
+		if s.First < r.First {
+			left := s
+			left.Last = r.First - 1
+			out = append(out, left)
+		}
+		if s.Last > r.Last {
+			right := s
+			right.First = r.Last + 1
+			out = append(out, right)
+		}
+	}
+	out = append(out, Span{Range: r, Phase: p, By: by, fresh: true})
+	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
+	merged := out[:0]
+	for _, s := range out {
+		if n := len(merged); n > 0 {
+			prev := &merged[n-1]
+			if prev.Last+1 == s.First && prev.Phase == s.Phase && prev.fresh == s.fresh && prev.Since.Equal(s.Since) && prev.By == s.By {
+				prev.Last = s.Last
+				continue
+			}
+		}
+		merged = append(merged, s)
+	}
+	m.Spans = merged
+}
+
+// Move is a change of phase of some cohorts of a migration.
+type Move struct {
+	Migration string
+	// Buckets is the migration's number of cohorts: the first move
+	// records it, later ones must give the same (0: cohort.DefaultBuckets).
+	Buckets int
+	Cohorts []cohort.Range
+	To      Phase
+	// From, if set, is the phase every cohort must be in.
+	From Phase
+	// Version, if not 0, is the map's version the move was decided on:
+	// the move fails with ErrConflict if another came first.
+	Version int64
+	// Who and Why go to the audit record.
+	Who, Why string
+	// Force skips the rules (Check), and says so in the audit record.
+	Force bool
+	Rules Rules
+}
+
+// Audit is the record of one move, written in the move's transaction.
+type Audit struct {
+	Migration string
+	// Version is the map's version the move made.
+	Version int64
+	At      time.Time
+	Who     string
+	Why     string
+	// Cohorts are the moved cohorts ("0-99,500"); From their phases
+	// before ("0-49 dual_write; 50-99 old", or one phase).
+	Cohorts string
+	From    string
+	To      Phase
+	Forced  bool
+}
+
+func (mv Move) buckets() int {
+	if mv.Buckets > 0 {
+		return mv.Buckets
+	}
+	return cohort.DefaultBuckets
+}
+
+// apply checks mv against m at now (the store's time) and paints it,
+// returning the audit record (At to be set to the commit time).
+func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
+	a := Audit{Migration: mv.Migration, Who: mv.Who, Why: mv.Why, To: mv.To, Forced: mv.Force}
+	if _, err := ParsePhase(string(mv.To)); err != nil {
+		return a, fmt.Errorf("%w: %v", ErrIllegal, err)
+	}
+	if len(mv.Cohorts) == 0 {
+		return a, fmt.Errorf("%w: no cohorts to move", ErrIllegal)
+	}
+	if m.Buckets == 0 {
+		m.Buckets = mv.buckets()
+	}
+	if m.Buckets != mv.buckets() {
+		return a, fmt.Errorf("%w: migration %s has %d cohorts, the move counts %d", ErrIllegal, mv.Migration, m.Buckets, mv.buckets())
+	}
+	if mv.Version != 0 && mv.Version != m.Version {
+		return a, fmt.Errorf("%w: the move was decided on version %d, the map is at version %d", ErrConflict, mv.Version, m.Version)
+	}
+	cohorts := cohort.Merge(mv.Cohorts)
+	var froms []string
+	for _, r := range cohorts {
+		if r.First < 0 || r.Last >= m.Buckets || r.Last < r.First {
+			return a, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrIllegal, r, m.Buckets-1)
+		}
+		for _, seg := range m.Segments(r) {
+			if mv.From != "" && seg.Phase != mv.From {
+				return a, fmt.Errorf("%w: cohorts %s are %s, not %s", ErrIllegal, seg.Range, seg.Phase, mv.From)
+			}
+			if !mv.Force {
+				if err := Check(seg.Range, seg.Phase, mv.To, seg.Since, now, mv.Rules); err != nil {
+					return a, err
+				}
+			}
+			froms = append(froms, seg.Range.String()+" "+string(seg.Phase))
+		}
+	}
+	for _, r := range cohorts {
+		m.paint(r, mv.To, mv.Who)
+	}
+	m.Version++
+	a.Version = m.Version
+	a.Cohorts = cohort.Format(cohorts)
+	a.From = strings.Join(froms, "; ")
+	if len(froms) == 1 {
+		_, a.From, _ = strings.Cut(froms[0], " ")
+	}
+	return a, nil
+}
+
+// settle gives the fresh spans their commit time.
+func (m *Map) settle(at time.Time) {
+	for i := range m.Spans {
+		if m.Spans[i].fresh {
+			m.Spans[i].Since, m.Spans[i].fresh = at, false
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	database "cloud.google.com/go/spanner/admin/database/apiv1"
+	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+)
+
+// The Spanner tables of the phase store: a row per migration (its
+// version and number of cohorts), its spans interleaved in it, and its
+// audit records.
+const (
+	SpannerMigrationTable = "RekeyCutover"
+	SpannerPhaseTable     = "RekeyCohortPhase"
+	SpannerAuditTable     = "RekeyCohortAudit"
+)
+
+// SpannerDDL creates the phase store's tables.
+var SpannerDDL = []string{
+	`CREATE TABLE RekeyCutover (
+  Migration STRING(MAX) NOT NULL,
+  Buckets INT64 NOT NULL,
+  Version INT64 NOT NULL,
+  UpdatedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+) PRIMARY KEY (Migration)`,
+	`CREATE TABLE RekeyCohortPhase (
+  Migration STRING(MAX) NOT NULL,
+  FirstCohort INT64 NOT NULL,
+  LastCohort INT64 NOT NULL,
+  Phase STRING(16) NOT NULL,
+  Since TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true),
+  ChangedBy STRING(MAX)
+) PRIMARY KEY (Migration, FirstCohort),
+  INTERLEAVE IN PARENT RekeyCutover ON DELETE CASCADE`,
+	`CREATE TABLE RekeyCohortAudit (
+  Migration STRING(MAX) NOT NULL,
+  Version INT64 NOT NULL,
+  ChangedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true),
+  Who STRING(MAX),
+  Why STRING(MAX),
+  Cohorts STRING(MAX) NOT NULL,
+  FromPhase STRING(MAX) NOT NULL,
+  ToPhase STRING(16) NOT NULL,
+  Forced BOOL NOT NULL
+) PRIMARY KEY (Migration, Version),
+  INTERLEAVE IN PARENT RekeyCutover ON DELETE CASCADE`,
+}
+
+var (
+	spannerMigrationColumns = []string{"Migration", "Buckets", "Version", "UpdatedAt"}
+	spannerPhaseColumns     = []string{"Migration", "FirstCohort", "LastCohort", "Phase", "Since", "ChangedBy"}
+	spannerAuditColumns     = []string{"Migration", "Version", "ChangedAt", "Who", "Why", "Cohorts", "FromPhase", "ToPhase", "Forced"}
+)
+
+// SpannerStore is a Store in a Spanner database's tables (SpannerDDL).
+// Times are the database's: a move's spans and audit record carry its
+// commit timestamp, and a move is judged at the transaction's
+// CURRENT_TIMESTAMP().
+type SpannerStore struct {
+	Client *spanner.Client
+}
+
+// CreateSpannerTables creates the phase store's tables in database db
+// (projects/P/instances/I/databases/D) where they are missing; it returns
+// the statements it ran.
+func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]string, error) {
+	have := map[string]bool{}
+	err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"}).Do(func(r *spanner.Row) error {
+		var name string
+		if err := r.Columns(&name); err != nil {
+			return err
+		}
+		have[strings.ToLower(name)] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the tables of %s: %w", db, err)
+	}
+	var missing []string
+	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable} {
+		if !have[strings.ToLower(name)] {
+			missing = append(missing, SpannerDDL[i])
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	admin, err := database.NewDatabaseAdminClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("spanner admin: %w", err)
+	}
+	defer admin.Close()
+	op, err := admin.UpdateDatabaseDdl(ctx, &databasepb.UpdateDatabaseDdlRequest{Database: db, Statements: missing})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the phase store's tables in %s: %w", db, err)
+	}
+	return missing, nil
+}
+
+// spannerReader is what Load and Move read through.
+type spannerReader interface {
+	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
+	Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator
+}
+
+func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, error) {
+	m := &Map{Migration: migration}
+	row, err := r.ReadRow(ctx, SpannerMigrationTable, spanner.Key{migration}, []string{"Buckets", "Version"})
+	switch {
+	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
+		return nil, fmt.Errorf("the database has no phase store (tables %s, %s, %s; CreateSpannerTables creates them): %w", SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+	case spanner.ErrCode(err) == codes.NotFound: // no move yet
+		return m, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s: %w", SpannerMigrationTable, err)
+	}
+	var buckets int64
+	if err := row.Columns(&buckets, &m.Version); err != nil {
+		return nil, err
+	}
+	m.Buckets = int(buckets)
+	err = r.Read(ctx, SpannerPhaseTable, spanner.Key{migration}.AsPrefix(), spannerPhaseColumns).Do(func(row *spanner.Row) error {
+		var mig, phase string
+		var first, last int64
+		var by spanner.NullString
+		var s Span
+		if err := row.Columns(&mig, &first, &last, &phase, &s.Since, &by); err != nil {
+			return err
+		}
+		p, err := ParsePhase(phase)
+		if err != nil {
+			return fmt.Errorf("%s %s cohorts %d-%d: %w", SpannerPhaseTable, migration, first, last, err)
+		}
+		s.Range, s.Phase, s.By = cohort.Range{First: int(first), Last: int(last)}, p, by.StringVal
+		m.Spans = append(m.Spans, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", SpannerPhaseTable, err)
+	}
+	sort.Slice(m.Spans, func(i, j int) bool { return m.Spans[i].First < m.Spans[j].First })
+	return m, nil
+}
+
+// Load implements Store: one strong read-only transaction.
+func (s SpannerStore) Load(ctx context.Context, migration string) (*Map, error) {
+	txn := s.Client.ReadOnlyTransaction()
+	defer txn.Close()
+	return spannerLoad(ctx, txn, migration)
+}
+
+// errRefused aborts a transaction whose move was refused.
+var errRefused = errors.New("move refused")
+
+// Move implements Store.
+func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
+	var m *Map
+	var a Audit
+	var refusal error
+	ts, err := spannerdb.Transact(ctx, s.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		refusal = nil
+		var err error
+		if m, err = spannerLoad(ctx, txn, mv.Migration); err != nil {
+			return err
+		}
+		var now time.Time
+		if err := txn.Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Do(func(r *spanner.Row) error { return r.Columns(&now) }); err != nil {
+			return fmt.Errorf("reading the database's time: %w", err)
+		}
+		if a, refusal = m.apply(mv, now); refusal != nil {
+			return errRefused
+		}
+		muts := []*spanner.Mutation{
+			spanner.InsertOrUpdate(SpannerMigrationTable, spannerMigrationColumns, []any{mv.Migration, int64(m.Buckets), m.Version, spanner.CommitTimestamp}),
+			spanner.Delete(SpannerPhaseTable, spanner.Key{mv.Migration}.AsPrefix()),
+		}
+		for _, sp := range m.Spans {
+			var since any = sp.Since
+			if sp.fresh {
+				since = spanner.CommitTimestamp
+			}
+			muts = append(muts, spanner.Insert(SpannerPhaseTable, spannerPhaseColumns, []any{mv.Migration, int64(sp.First), int64(sp.Last), string(sp.Phase), since, sp.By}))
+		}
+		muts = append(muts, spanner.Insert(SpannerAuditTable, spannerAuditColumns, []any{mv.Migration, a.Version, spanner.CommitTimestamp, a.Who, a.Why, a.Cohorts, a.From, string(a.To), a.Forced}))
+		return txn.BufferWrite(muts)
+	})
+	if refusal != nil {
+		return nil, Audit{}, refusal
+	}
+	if err != nil {
+		return nil, Audit{}, fmt.Errorf("moving cohorts of %s: %w", mv.Migration, err)
+	}
+	m.settle(ts)
+	a.At = ts
+	return m, a, nil
+}
+
+// Audits implements Store.
+func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, error) {
+	var out []Audit
+	err := s.Client.Single().Read(ctx, SpannerAuditTable, spanner.Key{migration}.AsPrefix(), spannerAuditColumns).Do(func(r *spanner.Row) error {
+		var a Audit
+		var who, why spanner.NullString
+		var to string
+		if err := r.Columns(&a.Migration, &a.Version, &a.At, &who, &why, &a.Cohorts, &a.From, &to, &a.Forced); err != nil {
+			return err
+		}
+		a.Who, a.Why, a.To = who.StringVal, why.StringVal, Phase(to)
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", SpannerAuditTable, err)
+	}
+	return out, nil
+}
