@@ -24,6 +24,11 @@ const (
 	SpannerMigrationTable = "RekeyCutover"
 	SpannerPhaseTable     = "RekeyCohortPhase"
 	SpannerAuditTable     = "RekeyCohortAudit"
+	// SpannerRepairTable is the repair log (Repair); SpannerTombstoneTable
+	// the deletes of records whose cohort is between dual_write and
+	// read_new, so that a backfill does not bring them back.
+	SpannerRepairTable    = "RekeyRepair"
+	SpannerTombstoneTable = "RekeyTombstone"
 )
 
 // SpannerDDL creates the phase store's tables.
@@ -55,6 +60,22 @@ var SpannerDDL = []string{
   Forced BOOL NOT NULL
 ) PRIMARY KEY (Migration, Version),
   INTERLEAVE IN PARENT RekeyCutover ON DELETE CASCADE`,
+	`CREATE TABLE RekeyRepair (
+  Migration STRING(MAX) NOT NULL,
+  Cohort INT64 NOT NULL,
+  Id STRING(36) NOT NULL,
+  Op STRING(8) NOT NULL,
+  OldKey STRING(MAX) NOT NULL,
+  Missed STRING(8) NOT NULL,
+  Reason STRING(MAX),
+  LoggedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+) PRIMARY KEY (Migration, Cohort, Id)`,
+	`CREATE TABLE RekeyTombstone (
+  Migration STRING(MAX) NOT NULL,
+  NewKey STRING(MAX) NOT NULL,
+  Cohort INT64 NOT NULL,
+  DeletedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+) PRIMARY KEY (Migration, NewKey)`,
 }
 
 var (
@@ -88,7 +109,7 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 		return nil, fmt.Errorf("reading the tables of %s: %w", db, err)
 	}
 	var missing []string
-	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable} {
+	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTombstoneTable} {
 		if !have[strings.ToLower(name)] {
 			missing = append(missing, SpannerDDL[i])
 		}

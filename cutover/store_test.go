@@ -23,8 +23,8 @@ func TestCreateSpannerTables(t *testing.T) {
 	ctx := context.Background()
 	db := c.DatabaseName()
 	ran, err := cutover.CreateSpannerTables(ctx, c, db)
-	if err != nil || len(ran) != 3 {
-		t.Fatalf("CreateSpannerTables on an empty database ran %d statements, %v; want 3", len(ran), err)
+	if err != nil || len(ran) != len(cutover.SpannerDDL) {
+		t.Fatalf("CreateSpannerTables on an empty database ran %d statements, %v; want %d", len(ran), err, len(cutover.SpannerDDL))
 	}
 	if ran, err := cutover.CreateSpannerTables(ctx, c, db); err != nil || len(ran) != 0 {
 		t.Errorf("CreateSpannerTables again ran %d statements, %v; want none", len(ran), err)

@@ -1,0 +1,102 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrStalePhases is the error of a call made while the library has not
+// read the phases for longer than its cache TTL: it then refuses to act on
+// them (see the package doc, "Phase cache").
+var ErrStalePhases = errors.New("cohort phases are stale")
+
+// phaseCache holds a migration's phase map, refreshed in the background
+// every ttl/3; it serves a phase only while the map was read less than
+// ttl ago.
+type phaseCache struct {
+	store     Store
+	migration string
+	ttl       time.Duration
+	now       func() time.Time
+	onRefresh func(err error)
+
+	mu      sync.RWMutex
+	m       *Map
+	readAt  time.Time // when the read of m started
+	lastErr error
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
+	c := &phaseCache{store: st, migration: migration, ttl: ttl, now: time.Now, onRefresh: onRefresh, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := c.refresh(ctx); err != nil {
+		return nil, err
+	}
+	go c.run()
+	return c, nil
+}
+
+// refresh reads the map once.
+func (c *phaseCache) refresh(ctx context.Context) error {
+	started := c.now()
+	rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+	defer cancel()
+	m, err := c.store.Load(rctx, c.migration)
+	c.mu.Lock()
+	if err == nil {
+		c.m, c.readAt, c.lastErr = m, started, nil
+	} else {
+		c.lastErr = err
+	}
+	c.mu.Unlock()
+	if c.onRefresh != nil {
+		c.onRefresh(err)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the phases of %s: %w", c.migration, err)
+	}
+	return nil
+}
+
+func (c *phaseCache) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			_ = c.refresh(context.Background())
+		}
+	}
+}
+
+func (c *phaseCache) close() {
+	close(c.stop)
+	<-c.done
+}
+
+// phase returns cohort k's phase and the time until which the library may
+// act on it (the map's read time plus the TTL), or ErrStalePhases.
+func (c *phaseCache) phase(k int) (Phase, time.Time, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	until := c.readAt.Add(c.ttl)
+	if !c.now().Before(until) {
+		return "", until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
+	}
+	return c.m.Phase(k), until, nil
+}
+
+// snapshot returns the map held.
+func (c *phaseCache) snapshot() *Map {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m
+}

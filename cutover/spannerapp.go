@@ -1,0 +1,535 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/storewrite"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Options configure the application library.
+type Options struct {
+	// Migration names the migration in the phase store (required).
+	Migration string
+	// UserID returns the user id of a record, whose cohort routes it
+	// (required; a record's key fields suffice for deletes and reads).
+	UserID func(rec *record.Record) (string, error)
+	// Buckets is the number of cohorts (0: cohort.DefaultBuckets).
+	Buckets int
+	// CacheTTL is the longest the library acts on phases it read (0:
+	// DefaultCacheTTL): it refreshes them every CacheTTL/3 and refuses
+	// calls (ErrStalePhases) once they are older. Skew (0: DefaultSkew)
+	// covers clocks and calls in flight: a call's writes get a deadline
+	// of the phases' read time plus CacheTTL plus Skew/2. The operator's
+	// Rules.DualWriteHold must be at least CacheTTL + Skew.
+	CacheTTL, Skew time.Duration
+}
+
+func (o Options) ttl() time.Duration {
+	if o.CacheTTL > 0 {
+		return o.CacheTTL
+	}
+	return DefaultCacheTTL
+}
+
+func (o Options) skew() time.Duration {
+	if o.Skew > 0 {
+		return o.Skew
+	}
+	return DefaultSkew
+}
+
+func (o Options) buckets() int {
+	if o.Buckets > 0 {
+		return o.Buckets
+	}
+	return cohort.DefaultBuckets
+}
+
+// UnrepairedError is the error of a call whose authoritative write
+// succeeded while its second write and the repair log's entry for it both
+// failed: the stores differ on the record until verify finds it.
+type UnrepairedError struct {
+	Key                string
+	Write, RepairError error
+}
+
+func (e *UnrepairedError) Error() string {
+	return fmt.Sprintf("cutover: %s: the authoritative write succeeded; the second failed (%v) and so did its repair-log entry (%v)", e.Key, e.Write, e.RepairError)
+}
+
+// Spanner routes an application's reads and writes of one Spanner table
+// (the migration's source, in old keys) to the old and the new table by
+// the phase of each record's cohort. It is safe for concurrent use.
+type Spanner struct {
+	o          Options
+	oldC, newC *spanner.Client
+	ownNew     bool
+	same       bool // old and new in one database: dual writes are one transaction
+	oldT, newT *spannerdb.Table
+	oldCols    []string
+	newCols    []string
+	rk         *rekeyer.Rekeyer
+	store      SpannerStore
+	cache      *phaseCache
+	stats      *stats
+}
+
+// OpenSpanner is NewSpanner on the migration config file at path (the
+// one `rekey run` is given).
+func OpenSpanner(ctx context.Context, client *spanner.Client, path string, o Options) (*Spanner, error) {
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	job, err := migration.Resolve(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewSpanner(ctx, client, job, o)
+}
+
+// NewSpanner returns the library for job (a Spanner → Spanner migration),
+// reading and writing old through client (the application's client of
+// the source database) and new through a client of the target database
+// (client itself when the target is the same database; else one it opens
+// and Close closes). The phase store, the repair log and the tombstones
+// are in the target database (CreateSpannerTables).
+func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job, o Options) (*Spanner, error) {
+	cfg := job.Config
+	if cfg.Source.Type != config.TypeSpanner || cfg.Target.Type != config.TypeSpanner {
+		return nil, fmt.Errorf("cutover.NewSpanner: the migration goes from %s to %s; want spanner to spanner", cfg.Source.Type, cfg.Target.Type)
+	}
+	if o.Migration == "" || o.UserID == nil {
+		return nil, errors.New("cutover.NewSpanner: Options.Migration and Options.UserID are required")
+	}
+	if len(job.Children) > 0 {
+		return nil, fmt.Errorf("cutover.NewSpanner: interleaved child tables (%d) are not routed by the library yet", len(job.Children))
+	}
+	st, err := rewrite.New(job.Spec.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Info().Deterministic {
+		return nil, fmt.Errorf("cutover.NewSpanner: strategy %s does not give the same new key for the same old key, so the application's calls cannot find the new record", st.Info().Name)
+	}
+	rk, err := job.Spec.Build()
+	if err != nil {
+		return nil, err
+	}
+	s := &Spanner{o: o, oldC: client, rk: rk, stats: newStats(o.Migration)}
+	target := spannerdb.DatabasePath(cfg.Target.Project, cfg.Target.Instance, cfg.Target.Database)
+	if client.DatabaseName() == target {
+		s.newC, s.same = client, true
+	} else if s.newC, err = spanner.NewClient(ctx, target); err != nil {
+		return nil, fmt.Errorf("cutover: client of %s: %w", target, err)
+	} else {
+		s.ownNew = true
+	}
+	if s.oldT, err = spannerdb.ReadTable(ctx, s.oldC, cfg.Source.Table); err != nil {
+		s.Close()
+		return nil, err
+	}
+	newTable := job.Spec.TargetTable
+	if newTable == "" {
+		newTable = cfg.Source.Table
+	}
+	if s.newT, err = spannerdb.ReadTable(ctx, s.newC, newTable); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.same && strings.EqualFold(s.oldT.Name, s.newT.Name) {
+		s.Close()
+		return nil, fmt.Errorf("cutover: old and new are the same table %s", s.oldT.Name)
+	}
+	s.oldCols, s.newCols = columnNames(s.oldT), columnNames(s.newT)
+	s.store = SpannerStore{Client: s.newC}
+	if s.cache, err = newPhaseCache(ctx, s.store, o.Migration, o.ttl(), s.stats.refresh); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func columnNames(t *spannerdb.Table) []string {
+	out := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// Close stops the phase refresh and closes the clients the library
+// opened (not the application's).
+func (s *Spanner) Close() {
+	if s.cache != nil {
+		s.cache.close()
+	}
+	if s.ownNew && s.newC != nil {
+		s.newC.Close()
+	}
+}
+
+// Stats returns a snapshot of the library's counters.
+func (s *Spanner) Stats() Stats { return s.stats.snapshot() }
+
+// Phases returns the phase map the library acts on (its last read).
+func (s *Spanner) Phases() *Map { return s.cache.snapshot() }
+
+// call is one routed call: the record's cohort, phase and route, and the
+// context bounded by the phases' validity.
+type call struct {
+	cohort int
+	phase  Phase
+	route  route
+	ctx    context.Context
+	cancel context.CancelFunc
+	key    string // the old key, for messages and the repair log
+}
+
+func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) {
+	if rec.Table == "" {
+		rec.Table = s.oldT.Name
+	}
+	key, err := spannerdb.KeyOf(rec, s.oldT)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
+	c := &call{key: rewrite.FormatKey(key, false)}
+	user, err := s.o.UserID(rec)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: the user id of %s: %w", c.key, err)
+	}
+	c.cohort = cohort.Of(user, s.o.buckets())
+	var until time.Time
+	if c.phase, until, err = s.cache.phase(c.cohort); err != nil {
+		return nil, err
+	}
+	c.route = routeOf(c.phase)
+	c.ctx, c.cancel = context.WithDeadline(ctx, until.Add(s.o.skew()/2))
+	return c, nil
+}
+
+// newRecord is rec rewritten: its new key and the new table's row.
+func (s *Spanner) newRecord(rec *record.Record) (*record.Record, error) {
+	nr := *rec
+	nr.Fields = append([]record.Field(nil), rec.Fields...)
+	if err := s.rk.Rewrite(&nr); err != nil {
+		return nil, fmt.Errorf("cutover: rewriting %s: %w", rec.Describe(), err)
+	}
+	return &nr, nil
+}
+
+// tombstoneKey is the text of a new record's key in the tombstones.
+func (s *Spanner) tombstoneKey(nr *record.Record) (string, error) {
+	k, err := spannerdb.KeyOf(nr, s.newT)
+	if err != nil {
+		return "", err
+	}
+	return rewrite.FormatKey(k, false), nil
+}
+
+// Write writes rec (a row of the old table, in old keys) where its
+// cohort's phase says: old, new, or both, the authoritative first (see
+// the package doc).
+func (s *Spanner) Write(ctx context.Context, rec record.Record) error {
+	c, err := s.route(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	s.stats.call("write", c.phase)
+	return s.apply(c, "write", func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, &rec) })
+}
+
+// writeMutations are the mutations writing rec on side sd.
+func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spanner.Mutation, error) {
+	if sd == oldSide {
+		m, err := spannerdb.MutationFor(rec, s.oldT, storewrite.ModeUpsert)
+		if err != nil {
+			return nil, fmt.Errorf("cutover: %s: %w", c.key, err)
+		}
+		return []*spanner.Mutation{m}, nil
+	}
+	nr, err := s.newRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	m, err := spannerdb.MutationFor(nr, s.newT, storewrite.ModeUpsert)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, s.newT.Name, err)
+	}
+	muts := []*spanner.Mutation{m}
+	if c.route.tombstones {
+		tk, err := s.tombstoneKey(nr)
+		if err != nil {
+			return nil, err
+		}
+		muts = append(muts, spanner.Delete(SpannerTombstoneTable, spanner.Key{s.o.Migration, tk}))
+	}
+	return muts, nil
+}
+
+// Delete deletes the record with key's key fields (old key columns)
+// where its cohort's phase says; between dual_write and read_new the
+// new side keeps a tombstone, so that a backfill that read the record
+// before the delete does not bring it back.
+func (s *Spanner) Delete(ctx context.Context, key record.Record) error {
+	c, err := s.route(ctx, &key)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	s.stats.call("delete", c.phase)
+	return s.apply(c, "delete", func(sd side) ([]*spanner.Mutation, error) { return s.deleteMutations(c, sd, &key) })
+}
+
+// deleteMutations are the mutations deleting key's record on side sd.
+func (s *Spanner) deleteMutations(c *call, sd side, key *record.Record) ([]*spanner.Mutation, error) {
+	if sd == oldSide {
+		k, err := spannerdb.SpannerKey(key, s.oldT)
+		if err != nil {
+			return nil, fmt.Errorf("cutover: %w", err)
+		}
+		return []*spanner.Mutation{spanner.Delete(s.oldT.Name, k)}, nil
+	}
+	nr, err := s.newRecord(key)
+	if err != nil {
+		return nil, err
+	}
+	k, err := spannerdb.SpannerKey(nr, s.newT)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
+	muts := []*spanner.Mutation{spanner.Delete(s.newT.Name, k)}
+	if c.route.tombstones {
+		tk, err := s.tombstoneKey(nr)
+		if err != nil {
+			return nil, err
+		}
+		muts = append(muts, spanner.InsertOrUpdate(SpannerTombstoneTable, []string{"Migration", "NewKey", "Cohort", "DeletedAt"}, []any{s.o.Migration, tk, int64(c.cohort), spanner.CommitTimestamp}))
+	}
+	return muts, nil
+}
+
+func (s *Spanner) client(sd side) *spanner.Client {
+	if sd == newSide {
+		return s.newC
+	}
+	return s.oldC
+}
+
+// apply commits the call's mutations (of each side, from build): the
+// authoritative side's first — if they cannot be built or committed the
+// call fails and nothing else is written — then the other side's, whose
+// failure (to build them, or to commit them) is logged for repair and
+// does not fail the call. When old and new share a database both go in
+// one transaction, or, if the second side's cannot be built, the first
+// side's with the repair entry.
+func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutation, error)) error {
+	sides := c.route.writes
+	first, err := build(sides[0])
+	if err != nil {
+		return err
+	}
+	fail := func(sd side, err error) error {
+		return fmt.Errorf("cutover: %s %s to %s (%s, cohort %d): %w", op, c.key, sd, c.phase, c.cohort, err)
+	}
+	if len(sides) == 1 {
+		if _, err := s.client(sides[0]).Apply(c.ctx, first); err != nil {
+			return fail(sides[0], err)
+		}
+		return nil
+	}
+	second, berr := build(sides[1])
+	if s.same {
+		all := append(first, second...)
+		if berr != nil {
+			all = append(first, s.repairMutation(c, op, sides[1], berr))
+		}
+		if _, err := s.newC.Apply(c.ctx, all); err != nil {
+			return fail(sides[0], err)
+		}
+		if berr != nil {
+			s.stats.repair(true)
+		}
+		return nil
+	}
+	if _, err := s.client(sides[0]).Apply(c.ctx, first); err != nil {
+		return fail(sides[0], err)
+	}
+	if berr == nil {
+		_, berr = s.client(sides[1]).Apply(c.ctx, second)
+	}
+	if berr == nil {
+		return nil
+	}
+	if lerr := s.logRepair(c, op, sides[1], berr); lerr != nil {
+		s.stats.repair(false)
+		return &UnrepairedError{Key: c.key, Write: berr, RepairError: lerr}
+	}
+	s.stats.repair(true)
+	return nil
+}
+
+// repairMutation is the repair log's entry for op on the call's record,
+// which did not reach side missed because of cause.
+func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *spanner.Mutation {
+	return spanner.Insert(SpannerRepairTable, []string{"Migration", "Cohort", "Id", "Op", "OldKey", "Missed", "Reason", "LoggedAt"},
+		[]any{s.o.Migration, int64(c.cohort), uuid.NewString(), op, c.key, missed.String(), cause.Error(), spanner.CommitTimestamp})
+}
+
+// logRepair records that op on the call's record did not reach side
+// missed, in the repair log (its own deadline: the call's may be what
+// failed).
+func (s *Spanner) logRepair(c *call, op string, missed side, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.newC.Apply(ctx, []*spanner.Mutation{s.repairMutation(c, op, missed, cause)})
+	return err
+}
+
+// Read reads the record with key's key fields (old key columns) where its
+// cohort's phase says, and returns it as a row of the old table; found is
+// false when the authoritative store has none.
+func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Record, found bool, err error) {
+	c, err := s.route(ctx, &key)
+	if err != nil {
+		return record.Record{}, false, err
+	}
+	defer c.cancel()
+	s.stats.call("read", c.phase)
+	r := c.route
+	switch {
+	case r.shadow:
+		s.stats.call("shadow_read", c.phase)
+		var oldRec, newRec *record.Record
+		err := s.readBoth(c, &key, &oldRec, &newRec)
+		if err != nil {
+			return record.Record{}, false, err
+		}
+		if (oldRec == nil) != (newRec == nil) || oldRec != nil && !record.Same(newRec, oldRec) {
+			s.stats.mismatch(c.key)
+		}
+		if oldRec == nil {
+			return record.Record{}, false, nil
+		}
+		return *oldRec, true, nil
+	case r.read == newSide:
+		got, err := s.readNew(c.ctx, s.newC.Single(), &key)
+		if err != nil || got != nil || !r.fallback {
+			if got == nil {
+				return record.Record{}, false, err
+			}
+			return *got, true, err
+		}
+		s.stats.fallback()
+		fallthrough
+	default:
+		got, err := s.readOld(c.ctx, s.oldC.Single(), &key)
+		if err != nil || got == nil {
+			return record.Record{}, false, err
+		}
+		return *got, true, nil
+	}
+}
+
+// readBoth reads old and new, from one snapshot when they share a
+// database.
+func (s *Spanner) readBoth(c *call, key *record.Record, oldRec, newRec **record.Record) error {
+	var err error
+	if s.same {
+		txn := s.newC.ReadOnlyTransaction()
+		defer txn.Close()
+		if *oldRec, err = s.readOld(c.ctx, txn, key); err != nil {
+			return err
+		}
+		*newRec, err = s.readNew(c.ctx, txn, key)
+		return err
+	}
+	if *oldRec, err = s.readOld(c.ctx, s.oldC.Single(), key); err != nil {
+		return err
+	}
+	*newRec, err = s.readNew(c.ctx, s.newC.Single(), key)
+	return err
+}
+
+type rowReader interface {
+	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
+}
+
+func (s *Spanner) readOld(ctx context.Context, r rowReader, key *record.Record) (*record.Record, error) {
+	k, err := spannerdb.SpannerKey(key, s.oldT)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
+	row, err := r.ReadRow(ctx, s.oldT.Name, k, s.oldCols)
+	if spanner.ErrCode(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, s.oldT.Name, err)
+	}
+	rec, err := spannerdb.RowToRecord(row, s.oldT)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// readNew reads the new record of key and returns it as a row of the old
+// table: the old table's columns, the key as asked.
+func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) (*record.Record, error) {
+	nk, err := s.newRecord(key)
+	if err != nil {
+		return nil, err
+	}
+	k, err := spannerdb.SpannerKey(nk, s.newT)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
+	row, err := r.ReadRow(ctx, s.newT.Name, k, s.newCols)
+	if spanner.ErrCode(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, s.newT.Name, err)
+	}
+	nr, err := spannerdb.RowToRecord(row, s.newT)
+	if err != nil {
+		return nil, err
+	}
+	out := record.Record{Table: s.oldT.Name}
+	keyCols := map[string]bool{}
+	for _, kc := range s.oldT.Key.Columns {
+		keyCols[kc.Name] = true
+	}
+	old, err := spannerdb.Normalize(key, s.oldT)
+	if err != nil {
+		return nil, err
+	}
+	for _, col := range s.oldCols {
+		from := &nr
+		if keyCols[col] {
+			from = &old
+		}
+		if v, ok := from.Get(col); ok {
+			out.Fields = append(out.Fields, record.Field{Name: col, Value: v})
+		}
+	}
+	return &out, nil
+}
