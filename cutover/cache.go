@@ -82,16 +82,20 @@ func (c *phaseCache) close() {
 	<-c.done
 }
 
-// phase returns cohort k's phase and the time until which the library may
-// act on it (the map's read time plus the TTL), or ErrStalePhases.
-func (c *phaseCache) phase(k int) (Phase, time.Time, error) {
+// phase returns cohort k's phase, since when (zero for a cohort never
+// moved) and the time until which the library may act on it (the map's
+// read time plus the TTL), or ErrStalePhases.
+func (c *phaseCache) phase(k int) (p Phase, since, until time.Time, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	until := c.readAt.Add(c.ttl)
+	until = c.readAt.Add(c.ttl)
 	if !c.now().Before(until) {
-		return "", until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
+		return "", time.Time{}, until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
 	}
-	return c.m.Phase(k), until, nil
+	if s := c.m.span(k); s != nil {
+		return s.Phase, s.Since, until, nil
+	}
+	return Old, time.Time{}, until, nil
 }
 
 // snapshot returns the map held.

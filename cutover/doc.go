@@ -1,7 +1,9 @@
 // Package cutover moves a live application's users onto a migration's new
 // keys a cohort at a time (package cohort: a hash of the user id), while
 // the pipeline backfills each cohort: the phase store that the
-// application and the operator share.
+// application and the operator share, and the library through which the
+// application reads and writes (Spanner; the Datastore library is not
+// built yet).
 //
 // # Phases
 //
@@ -40,5 +42,91 @@
 //
 // Spans entered at different times stay apart even when their phase is
 // the same: each span's Since is when its cohorts entered the phase (the
-// move's commit time), which the dual_write hold is measured from.
+// move's commit time), which the holds are measured from.
+//
+// # The application library
+//
+// The application keeps speaking in old keys and records of the old
+// table; the library (NewSpanner, OpenSpanner) computes each record's new
+// record with the very rekeyer the pipeline uses, and routes every call by
+// the phase of the record's cohort:
+//
+//	phase                         writes, deletes               reads
+//	old                           old                           old
+//	dual_write, backfilled,       old, then new                 old
+//	  verified                      (old authoritative)
+//	shadow                        old, then new                 both; returns old; compares
+//	read_new                      new, then old                 new; old when new has none
+//	                                (new authoritative)           (counted: a fallback)
+//	new_only                      new (deletes: new, then old)  new
+//	done                          new                           new
+//
+// When old and new are in one database the two writes are one
+// transaction. Across databases the authoritative write goes first; if it
+// fails the call fails and nothing else is written; if the second fails
+// the call succeeds and the record goes to the repair log (RekeyRepair,
+// for part 2's verify and repair); if that fails too the call fails with
+// an *UnrepairedError. In dual_write through read_new every write and
+// delete on the new side also marks its key touched (RekeyTouched, with
+// the commit time), in the same transaction.
+//
+// # Phase cache
+//
+// The library reads the phase map at start and every CacheTTL/3, and acts
+// on a map only while it was read less than CacheTTL ago: once the store
+// cannot be read for longer, every call, in every phase, fails with
+// ErrStalePhases — writing on a phase that may have moved could lose a
+// write, reading on one could miss it. A call's context gets a deadline of
+// the map's read time plus CacheTTL plus Skew/2, so no call acts on a
+// phase past that. Every instance of an application must use the same
+// CacheTTL and Skew, and the operator's hold (Rules.DualWriteHold) must be
+// at least CacheTTL + Skew.
+//
+// # Why no acknowledged write is lost
+//
+// Let M be the commit time of a move and H = CacheTTL + Skew. An instance
+// acts on a map read at some R > now − CacheTTL, so after M + CacheTTL
+// (+ clock skew, under Skew/2) every instance acts on the moved phase, and
+// calls that acted on the earlier phase ended by M + H (their deadline).
+//
+//   - Old is authoritative until read_new, new from read_new on; in every
+//     phase each acknowledged write is in the authoritative store (it was
+//     written there first, or in the same transaction), and reads go to the
+//     authoritative store (read_new falls back to old only for a record new
+//     has never held, see below).
+//   - An instance still on an older phase. For its first CacheTTL + Skew/2
+//     a dual_write cohort writes old only, as old does, and those calls end
+//     by M + H: so no instance writes new before every instance writes
+//     both, and no old-only write lands after M + H. Later moves keep both
+//     stores written by every instance in both the old and the new phase
+//     (backfilled, verified, shadow, read_new all write both), except
+//     new_only, which needs read_new held for H (no instance reads old as
+//     authoritative by then) and still deletes from old (an instance in
+//     read_new falling back to old must not find a deleted record), and
+//     done, which needs new_only held for H. Rolling back from read_new
+//     goes to dual_write first (instances in read_new read new, which
+//     old-only writes would no longer reach).
+//   - A backfill copying a value older than a dual write. The backfill
+//     reads old after M + H (BackfillRow, the backfill's write, refuses
+//     any earlier) and writes a record in one transaction with a read of
+//     its touched mark, only if the application has not touched
+//     the key since M. Every new-side write or delete of the application
+//     in this dual_write is at or after M + CacheTTL + Skew/2 > M and marks
+//     the key in its transaction: if it committed before the backfill's
+//     transaction, the backfill skips the key (the application's value is
+//     newer); if after, it overwrites the backfill's. Marks from before M
+//     (an earlier dual_write rolled back since) do not stop the backfill,
+//     which then replaces what new held from then.
+//   - A delete during dual_write that a backfill would resurrect. The
+//     delete marks the key touched (deleted) in the transaction that
+//     deletes the new record, so a backfill that read the record before the
+//     delete skips it, whichever commits first.
+//
+// Not covered: two instances writing the same record at once while they
+// act on different phases, across databases, can leave old and new
+// holding different values (each write reaches both stores, in opposite
+// orders); verify finds such records. A new-side record left from an
+// earlier, rolled-back dual_write whose old record was deleted meanwhile
+// is not visited by a backfill that reads old; verify reports it as extra
+// in new.
 package cutover

@@ -64,10 +64,11 @@ var ErrConflict = errors.New("phase map changed meanwhile")
 // Rules is what Check needs to judge a move besides the phases.
 type Rules struct {
 	// DualWriteHold is how long a cohort must have been in dual_write
-	// before it may be marked backfilled: every application instance's
-	// phase cache must have seen dual_write (its TTL) before the backfill
-	// reads, or an instance still writing old only could write a value
-	// the backfill never copies. Default: DefaultCacheTTL + DefaultSkew.
+	// before it may be marked backfilled, and in read_new before
+	// new_only: every application instance's phase cache must have seen
+	// the phase (its TTL) — or an instance still writing old only could
+	// write a value the backfill never copies, or one still reading old
+	// could miss a new-only write. Default: DefaultCacheTTL + DefaultSkew.
 	DualWriteHold time.Duration
 }
 
@@ -88,16 +89,27 @@ func (r Rules) hold() time.Duration {
 // Check judges moving cohorts rg from phase from, where they have been
 // since since, to phase to at now (the store's time). Forward, a cohort
 // moves one phase at a time, except that read_new may follow verified
-// directly (shadow is optional); backfilled needs dual_write held for
-// rules' DualWriteHold. Back, any phase before new_only may go to
-// dual_write or old; from new_only on, only a reverse backfill goes back
-// (not a phase move).
+// directly (shadow is optional); backfilled needs dual_write, and
+// new_only read_new, held for rules' DualWriteHold (the phase-cache TTL
+// plus a skew margin: every instance acts on the earlier phase by then).
+// Back, any phase before new_only may go to dual_write or old, except
+// read_new, which goes to dual_write first; from new_only on, only a
+// reverse backfill goes back (not a phase move).
 func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) error {
 	if from.rank() < 0 || to.rank() < 0 {
 		return fmt.Errorf("%w: unknown phase (%q to %q)", ErrIllegal, from, to)
 	}
 	refuse := func(format string, args ...any) error {
 		return fmt.Errorf("%w: cohorts %s: %s to %s: %s", ErrIllegal, rg, from, to, fmt.Sprintf(format, args...))
+	}
+	// hold refuses a move out of from before it has been held for the
+	// rules' hold (why: what every instance must be doing by then).
+	hold := func(why string) error {
+		if held := now.Sub(since); held < rules.hold() {
+			return refuse("%s held %s of the %s needed (the application's phase-cache TTL plus a skew margin: %s); retry after %s",
+				from, held.Round(time.Second), rules.hold(), why, since.Add(rules.hold()).UTC().Format(time.RFC3339))
+		}
+		return nil
 	}
 	switch {
 	case from == to:
@@ -107,16 +119,15 @@ func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) e
 		if from.rank() >= NewOnly.rank() {
 			return refuse("%s cohorts go back only through a reverse backfill (rekey run --reverse)", from)
 		}
+		if from == ReadNew && to == Old {
+			return refuse("roll back to dual_write first: instances still in read_new (for up to the phase-cache TTL) read new, which old-only writes no longer reach")
+		}
 		return nil
 	case to == Backfilled:
 		if from != DualWrite {
 			return refuse("backfilled needs dual_write")
 		}
-		if held := now.Sub(since); held < rules.hold() {
-			return refuse("dual_write held %s of the %s needed (the application's phase-cache TTL plus a skew margin: every instance must dual-write before the backfill reads); retry after %s",
-				held.Round(time.Second), rules.hold(), since.Add(rules.hold()).UTC().Format(time.RFC3339))
-		}
-		return nil
+		return hold("every instance must dual-write before the backfill reads")
 	case to == Verified:
 		if from != Backfilled {
 			return refuse("verified needs backfilled")
@@ -133,10 +144,12 @@ func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) e
 		if from != ReadNew {
 			return refuse("new_only needs read_new")
 		}
+		return hold("every instance must read new before old stops receiving writes")
 	case to == Done:
 		if from != NewOnly {
 			return refuse("done needs new_only")
 		}
+		return hold("no instance may still be in read_new, which falls back to old")
 	}
 	return nil
 }

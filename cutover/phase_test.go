@@ -18,7 +18,7 @@ func TestCheck(t *testing.T) {
 		{ReadNew, NewOnly}: true, {NewOnly, Done}: true,
 	}
 	for _, p := range []Phase{DualWrite, Backfilled, Verified, Shadow, ReadNew} {
-		legal[[2]Phase{p, Old}] = true
+		legal[[2]Phase{p, Old}] = p != ReadNew // read_new goes back through dual_write
 		if p != DualWrite {
 			legal[[2]Phase{p, DualWrite}] = true
 		}
@@ -42,6 +42,10 @@ func TestCheck(t *testing.T) {
 	}
 	if err := Check(rg, DualWrite, Backfilled, t0, t0.Add(2*time.Second), Rules{DualWriteHold: time.Second}); err != nil {
 		t.Errorf("backfilled after a configured hold: %v", err)
+	}
+	// new_only likewise needs read_new held.
+	if err := Check(rg, ReadNew, NewOnly, t0, t0.Add(time.Second), Rules{}); err == nil || !strings.Contains(err.Error(), "read_new held 1s of the 40s") {
+		t.Errorf("new_only after 1 s of read_new: %v", err)
 	}
 	if _, err := ParsePhase("Read_New "); err != nil {
 		t.Error(err)

@@ -18,30 +18,40 @@ func (s side) String() string {
 // route is what a phase does with an application's calls (the package
 // doc's table).
 type route struct {
-	// writes are the stores written (and deletes applied to), the
+	// writes are the stores written, deletes those deleted from, the
 	// authoritative one first.
-	writes []side
+	writes, deletes []side
 	// read is the store read (the authoritative one).
 	read side
 	// shadow reads the other store too and compares; fallback reads old
 	// when new has no record.
 	shadow, fallback bool
-	// tombstones: deletes in new leave a tombstone (the backfill may still
-	// copy the cohort's records).
-	tombstones bool
+	// touch: writes and deletes in new mark the key touched (the backfill
+	// may still copy the cohort's records).
+	touch bool
 }
 
-// routeOf returns phase p's route.
-func routeOf(p Phase) route {
+// routeOf returns phase p's route; warming is a dual_write cohort within
+// its hold (Since + TTL + skew), which writes old only, as in old.
+func routeOf(p Phase, warming bool) route {
+	if p == DualWrite && warming {
+		p = Old
+	}
+	both, old, newOld, new := []side{oldSide, newSide}, []side{oldSide}, []side{newSide, oldSide}, []side{newSide}
 	switch p {
 	case DualWrite, Backfilled, Verified:
-		return route{writes: []side{oldSide, newSide}, read: oldSide, tombstones: true}
+		return route{writes: both, deletes: both, read: oldSide, touch: true}
 	case Shadow:
-		return route{writes: []side{oldSide, newSide}, read: oldSide, shadow: true, tombstones: true}
+		return route{writes: both, deletes: both, read: oldSide, shadow: true, touch: true}
 	case ReadNew:
-		return route{writes: []side{newSide, oldSide}, read: newSide, fallback: true, tombstones: true}
-	case NewOnly, Done:
-		return route{writes: []side{newSide}, read: newSide}
+		return route{writes: newOld, deletes: newOld, read: newSide, fallback: true, touch: true}
+	case NewOnly:
+		// Deletes still reach old: an instance still in read_new (for
+		// up to the cache TTL) falls back to old for a record new lacks,
+		// and would find the deleted one there.
+		return route{writes: new, deletes: newOld, read: newSide}
+	case Done:
+		return route{writes: new, deletes: new, read: newSide}
 	}
-	return route{writes: []side{oldSide}, read: oldSide}
+	return route{writes: old, deletes: old, read: oldSide}
 }

@@ -24,11 +24,13 @@ const (
 	SpannerMigrationTable = "RekeyCutover"
 	SpannerPhaseTable     = "RekeyCohortPhase"
 	SpannerAuditTable     = "RekeyCohortAudit"
-	// SpannerRepairTable is the repair log (Repair); SpannerTombstoneTable
-	// the deletes of records whose cohort is between dual_write and
-	// read_new, so that a backfill does not bring them back.
-	SpannerRepairTable    = "RekeyRepair"
-	SpannerTombstoneTable = "RekeyTombstone"
+	// SpannerRepairTable is the repair log; SpannerTouchedTable marks,
+	// per new key, the application's last write or delete of a record
+	// whose cohort is between dual_write and read_new, with its commit
+	// time, so that a backfill neither overwrites a newer write nor brings
+	// back a deleted record (see the package doc).
+	SpannerRepairTable  = "RekeyRepair"
+	SpannerTouchedTable = "RekeyTouched"
 )
 
 // SpannerDDL creates the phase store's tables.
@@ -70,11 +72,12 @@ var SpannerDDL = []string{
   Reason STRING(MAX),
   LoggedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
 ) PRIMARY KEY (Migration, Cohort, Id)`,
-	`CREATE TABLE RekeyTombstone (
+	`CREATE TABLE RekeyTouched (
   Migration STRING(MAX) NOT NULL,
   NewKey STRING(MAX) NOT NULL,
   Cohort INT64 NOT NULL,
-  DeletedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+  Deleted BOOL NOT NULL,
+  TouchedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
 ) PRIMARY KEY (Migration, NewKey)`,
 }
 
@@ -109,7 +112,7 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 		return nil, fmt.Errorf("reading the tables of %s: %w", db, err)
 	}
 	var missing []string
-	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTombstoneTable} {
+	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTouchedTable} {
 		if !have[strings.ToLower(name)] {
 			missing = append(missing, SpannerDDL[i])
 		}
@@ -144,7 +147,7 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 	switch {
 	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
 		return nil, fmt.Errorf("the database has no phase store (tables %s, %s, %s; CreateSpannerTables creates them): %w", SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
-	case spanner.ErrCode(err) == codes.NotFound: // no move yet
+	case errors.Is(err, spanner.ErrRowNotFound): // no move yet
 		return m, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", SpannerMigrationTable, err)
@@ -179,9 +182,13 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 
 // Load implements Store: one strong read-only transaction.
 func (s SpannerStore) Load(ctx context.Context, migration string) (*Map, error) {
-	txn := s.Client.ReadOnlyTransaction()
-	defer txn.Close()
-	return spannerLoad(ctx, txn, migration)
+	var m *Map
+	err := spannerdb.ReadOnly(ctx, s.Client, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) error {
+		var err error
+		m, err = spannerLoad(ctx, txn, migration)
+		return err
+	})
+	return m, err
 }
 
 // errRefused aborts a transaction whose move was refused.

@@ -9,7 +9,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
-	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/config"
@@ -199,6 +198,7 @@ type call struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	key    string // the old key, for messages and the repair log
+	since  time.Time
 }
 
 func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) {
@@ -215,12 +215,23 @@ func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) 
 		return nil, fmt.Errorf("cutover: the user id of %s: %w", c.key, err)
 	}
 	c.cohort = cohort.Of(user, s.o.buckets())
-	var until time.Time
-	if c.phase, until, err = s.cache.phase(c.cohort); err != nil {
+	var since, until time.Time
+	if c.phase, since, until, err = s.cache.phase(c.cohort); err != nil {
 		return nil, err
 	}
-	c.route = routeOf(c.phase)
-	c.ctx, c.cancel = context.WithDeadline(ctx, until.Add(s.o.skew()/2))
+	c.since = since
+	// A dual_write cohort writes old only for its first TTL + skew/2 (by
+	// then every instance knows it is in dual_write), and those calls end
+	// by TTL + skew after it entered dual_write, before the backfill may
+	// read (Rules.DualWriteHold ≥ TTL + skew): see the package doc.
+	deadline := until.Add(s.o.skew() / 2)
+	warmEnd := since.Add(s.o.ttl() + s.o.skew()/2)
+	warming := c.phase == DualWrite && time.Now().Before(warmEnd)
+	if warming && warmEnd.Add(s.o.skew()/2).Before(deadline) {
+		deadline = warmEnd.Add(s.o.skew() / 2)
+	}
+	c.route = routeOf(c.phase, warming)
+	c.ctx, c.cancel = context.WithDeadline(ctx, deadline)
 	return c, nil
 }
 
@@ -234,8 +245,8 @@ func (s *Spanner) newRecord(rec *record.Record) (*record.Record, error) {
 	return &nr, nil
 }
 
-// tombstoneKey is the text of a new record's key in the tombstones.
-func (s *Spanner) tombstoneKey(nr *record.Record) (string, error) {
+// touchedKey is the text of a new record's key in the touched marks.
+func (s *Spanner) touchedKey(nr *record.Record) (string, error) {
 	k, err := spannerdb.KeyOf(nr, s.newT)
 	if err != nil {
 		return "", err
@@ -253,7 +264,7 @@ func (s *Spanner) Write(ctx context.Context, rec record.Record) error {
 	}
 	defer c.cancel()
 	s.stats.call("write", c.phase)
-	return s.apply(c, "write", func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, &rec) })
+	return s.apply(c, "write", c.route.writes, func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, &rec) })
 }
 
 // writeMutations are the mutations writing rec on side sd.
@@ -274,20 +285,20 @@ func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spann
 		return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, s.newT.Name, err)
 	}
 	muts := []*spanner.Mutation{m}
-	if c.route.tombstones {
-		tk, err := s.tombstoneKey(nr)
+	if c.route.touch {
+		t, err := s.touch(c, nr, false)
 		if err != nil {
 			return nil, err
 		}
-		muts = append(muts, spanner.Delete(SpannerTombstoneTable, spanner.Key{s.o.Migration, tk}))
+		muts = append(muts, t)
 	}
 	return muts, nil
 }
 
 // Delete deletes the record with key's key fields (old key columns)
 // where its cohort's phase says; between dual_write and read_new the
-// new side keeps a tombstone, so that a backfill that read the record
-// before the delete does not bring it back.
+// new side marks the key touched (deleted), so that a backfill that read
+// the record before the delete does not bring it back.
 func (s *Spanner) Delete(ctx context.Context, key record.Record) error {
 	c, err := s.route(ctx, &key)
 	if err != nil {
@@ -295,7 +306,7 @@ func (s *Spanner) Delete(ctx context.Context, key record.Record) error {
 	}
 	defer c.cancel()
 	s.stats.call("delete", c.phase)
-	return s.apply(c, "delete", func(sd side) ([]*spanner.Mutation, error) { return s.deleteMutations(c, sd, &key) })
+	return s.apply(c, "delete", c.route.deletes, func(sd side) ([]*spanner.Mutation, error) { return s.deleteMutations(c, sd, &key) })
 }
 
 // deleteMutations are the mutations deleting key's record on side sd.
@@ -316,14 +327,23 @@ func (s *Spanner) deleteMutations(c *call, sd side, key *record.Record) ([]*span
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
 	muts := []*spanner.Mutation{spanner.Delete(s.newT.Name, k)}
-	if c.route.tombstones {
-		tk, err := s.tombstoneKey(nr)
+	if c.route.touch {
+		t, err := s.touch(c, nr, true)
 		if err != nil {
 			return nil, err
 		}
-		muts = append(muts, spanner.InsertOrUpdate(SpannerTombstoneTable, []string{"Migration", "NewKey", "Cohort", "DeletedAt"}, []any{s.o.Migration, tk, int64(c.cohort), spanner.CommitTimestamp}))
+		muts = append(muts, t)
 	}
 	return muts, nil
+}
+
+// touch marks nr's key touched by the application now (its commit time).
+func (s *Spanner) touch(c *call, nr *record.Record, deleted bool) (*spanner.Mutation, error) {
+	tk, err := s.touchedKey(nr)
+	if err != nil {
+		return nil, err
+	}
+	return spanner.InsertOrUpdate(SpannerTouchedTable, []string{"Migration", "NewKey", "Cohort", "Deleted", "TouchedAt"}, []any{s.o.Migration, tk, int64(c.cohort), deleted, spanner.CommitTimestamp}), nil
 }
 
 func (s *Spanner) client(sd side) *spanner.Client {
@@ -340,8 +360,7 @@ func (s *Spanner) client(sd side) *spanner.Client {
 // does not fail the call. When old and new share a database both go in
 // one transaction, or, if the second side's cannot be built, the first
 // side's with the repair entry.
-func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutation, error)) error {
-	sides := c.route.writes
+func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
 	first, err := build(sides[0])
 	if err != nil {
 		return err
@@ -350,7 +369,7 @@ func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutatio
 		return fmt.Errorf("cutover: %s %s to %s (%s, cohort %d): %w", op, c.key, sd, c.phase, c.cohort, err)
 	}
 	if len(sides) == 1 {
-		if _, err := s.client(sides[0]).Apply(c.ctx, first); err != nil {
+		if err := applyMutations(c.ctx, s.client(sides[0]), first); err != nil {
 			return fail(sides[0], err)
 		}
 		return nil
@@ -361,7 +380,7 @@ func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutatio
 		if berr != nil {
 			all = append(first, s.repairMutation(c, op, sides[1], berr))
 		}
-		if _, err := s.newC.Apply(c.ctx, all); err != nil {
+		if err := applyMutations(c.ctx, s.newC, all); err != nil {
 			return fail(sides[0], err)
 		}
 		if berr != nil {
@@ -369,11 +388,11 @@ func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutatio
 		}
 		return nil
 	}
-	if _, err := s.client(sides[0]).Apply(c.ctx, first); err != nil {
+	if err := applyMutations(c.ctx, s.client(sides[0]), first); err != nil {
 		return fail(sides[0], err)
 	}
 	if berr == nil {
-		_, berr = s.client(sides[1]).Apply(c.ctx, second)
+		berr = applyMutations(c.ctx, s.client(sides[1]), second)
 	}
 	if berr == nil {
 		return nil
@@ -384,6 +403,15 @@ func (s *Spanner) apply(c *call, op string, build func(side) ([]*spanner.Mutatio
 	}
 	s.stats.repair(true)
 	return nil
+}
+
+// applyMutations commits ms in one read-write transaction (replay
+// protected: a retried commit is not applied twice).
+func applyMutations(ctx context.Context, c *spanner.Client, ms []*spanner.Mutation) error {
+	_, err := spannerdb.Transact(ctx, c, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return txn.BufferWrite(ms)
+	})
+	return err
 }
 
 // repairMutation is the repair log's entry for op on the call's record,
@@ -399,8 +427,7 @@ func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *
 func (s *Spanner) logRepair(c *call, op string, missed side, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := s.newC.Apply(ctx, []*spanner.Mutation{s.repairMutation(c, op, missed, cause)})
-	return err
+	return applyMutations(ctx, s.newC, []*spanner.Mutation{s.repairMutation(c, op, missed, cause)})
 }
 
 // Read reads the record with key's key fields (old key columns) where its
@@ -422,8 +449,15 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 		if err != nil {
 			return record.Record{}, false, err
 		}
-		if (oldRec == nil) != (newRec == nil) || oldRec != nil && !record.Same(newRec, oldRec) {
-			s.stats.mismatch(c.key)
+		switch {
+		case oldRec == nil && newRec != nil:
+			s.stats.mismatch(c.key + ": only in new")
+		case oldRec != nil && newRec == nil:
+			s.stats.mismatch(c.key + ": only in old")
+		case oldRec != nil:
+			if d := record.Diff(newRec, oldRec); d != "" {
+				s.stats.mismatch(c.key + ": " + d)
+			}
 		}
 		if oldRec == nil {
 			return record.Record{}, false, nil
@@ -453,13 +487,13 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 func (s *Spanner) readBoth(c *call, key *record.Record, oldRec, newRec **record.Record) error {
 	var err error
 	if s.same {
-		txn := s.newC.ReadOnlyTransaction()
-		defer txn.Close()
-		if *oldRec, err = s.readOld(c.ctx, txn, key); err != nil {
+		return spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) error {
+			if *oldRec, err = s.readOld(ctx, txn, key); err != nil {
+				return err
+			}
+			*newRec, err = s.readNew(ctx, txn, key)
 			return err
-		}
-		*newRec, err = s.readNew(c.ctx, txn, key)
-		return err
+		})
 	}
 	if *oldRec, err = s.readOld(c.ctx, s.oldC.Single(), key); err != nil {
 		return err
@@ -478,7 +512,7 @@ func (s *Spanner) readOld(ctx context.Context, r rowReader, key *record.Record) 
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
 	row, err := r.ReadRow(ctx, s.oldT.Name, k, s.oldCols)
-	if spanner.ErrCode(err) == codes.NotFound {
+	if errors.Is(err, spanner.ErrRowNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -503,7 +537,7 @@ func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) 
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
 	row, err := r.ReadRow(ctx, s.newT.Name, k, s.newCols)
-	if spanner.ErrCode(err) == codes.NotFound {
+	if errors.Is(err, spanner.ErrRowNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -532,4 +566,63 @@ func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) 
 		}
 	}
 	return &out, nil
+}
+
+// BackfillRow is a backfill's write of rec (a row of the old table, as
+// the backfill read it, after its cohort's dual_write hold): one
+// transaction in the new database that writes rec's new record unless
+// the application touched that key (wrote or deleted it) since the cohort
+// entered dual_write. So a backfill never overwrites a value the
+// application dual-wrote after the backfill read the old one, nor brings
+// back a record the application deleted meanwhile, while it does replace
+// what new holds from an earlier dual_write rolled back since (see the
+// package doc). The cohort must be in dual_write. It reports whether it
+// wrote.
+func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, error) {
+	c, err := s.route(ctx, &rec)
+	if err != nil {
+		return false, err
+	}
+	defer c.cancel()
+	if c.phase != DualWrite {
+		return false, fmt.Errorf("cutover: backfilling %s: cohort %d is %s, not dual_write", c.key, c.cohort, c.phase)
+	}
+	if time.Now().Before(c.since.Add(s.o.ttl() + s.o.skew())) {
+		return false, fmt.Errorf("cutover: backfilling %s: cohort %d entered dual_write at %s, less than the cache TTL plus skew (%s) ago: instances may still write old only", c.key, c.cohort, c.since.Format(time.RFC3339Nano), s.o.ttl()+s.o.skew())
+	}
+	nr, err := s.newRecord(&rec)
+	if err != nil {
+		return false, err
+	}
+	m, err := spannerdb.MutationFor(nr, s.newT, storewrite.ModeUpsert)
+	if err != nil {
+		return false, fmt.Errorf("cutover: %s: %w", rec.Describe(), err)
+	}
+	tk, err := s.touchedKey(nr)
+	if err != nil {
+		return false, err
+	}
+	var wrote bool
+	_, err = spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		wrote = false
+		row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"TouchedAt"})
+		switch {
+		case err == nil:
+			var at time.Time
+			if err := row.Columns(&at); err != nil {
+				return err
+			}
+			if at.After(c.since) {
+				return nil // the application's write or delete is newer
+			}
+		case !errors.Is(err, spanner.ErrRowNotFound):
+			return err
+		}
+		wrote = true
+		return txn.BufferWrite([]*spanner.Mutation{m})
+	})
+	if err != nil {
+		return false, fmt.Errorf("cutover: backfilling %s: %w", rec.Describe(), err)
+	}
+	return wrote, nil
 }

@@ -18,6 +18,12 @@ import (
 	"github.com/rekeyio/rekey/record"
 )
 
+// The library's cache timing in these tests.
+const (
+	envTTL  = 2 * time.Second
+	envSkew = 500 * time.Millisecond
+)
+
 const (
 	logsDDL   = `CREATE TABLE Logs (UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (UserId, Seq)`
 	logsV2DDL = `CREATE TABLE LogsV2 (ShardId INT64 NOT NULL, UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (ShardId, UserId, Seq)`
@@ -62,7 +68,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 	}
 	mig := fmt.Sprintf("logs-%d", time.Now().UnixNano())
 	lib, err := cutover.OpenSpanner(ctx, oldC, path, cutover.Options{
-		Migration: mig, CacheTTL: 900 * time.Millisecond, Skew: 300 * time.Millisecond,
+		Migration: mig, CacheTTL: envTTL, Skew: envSkew,
 		UserID: func(r *record.Record) (string, error) {
 			v, ok := r.Get("UserId")
 			if !ok {
@@ -92,6 +98,11 @@ func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 			t.Fatalf("the library did not see cohort %d move to %s", c, p)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if p == cutover.DualWrite {
+		// The library writes new only once dual_write has been held for
+		// its cache TTL plus skew (every instance dual-writes by then).
+		time.Sleep(envTTL + envSkew)
 	}
 }
 
@@ -161,13 +172,13 @@ func TestSpannerRouting(t *testing.T) {
 				if _, found, err := e.lib.Read(ctx, logKey(user, 1)); err != nil || found {
 					t.Errorf("%s: read after delete: found %v, %v", p, found, err)
 				}
-				var tombstones int64
-				if err := e.new.Single().Query(ctx, spanner.Statement{SQL: "SELECT COUNT(*) FROM RekeyTombstone WHERE Migration = @m AND NewKey LIKE @k",
-					Params: map[string]any{"m": e.migration, "k": "%" + user + "%"}}).Do(func(r *spanner.Row) error { return r.Columns(&tombstones) }); err != nil {
+				var deleted int64
+				if err := e.new.Single().Query(ctx, spanner.Statement{SQL: "SELECT COUNT(*) FROM RekeyTouched WHERE Migration = @m AND NewKey LIKE @k AND Deleted",
+					Params: map[string]any{"m": e.migration, "k": "%" + user + "%"}}).Do(func(r *spanner.Row) error { return r.Columns(&deleted) }); err != nil {
 					t.Fatal(err)
 				}
-				if wantTomb := w.old && w.new; (tombstones == 1) != wantTomb {
-					t.Errorf("%s: %d tombstones after the delete, want one: %v", p, tombstones, wantTomb)
+				if want := w.old && w.new; (deleted == 1) != want {
+					t.Errorf("%s: %d keys marked deleted after the delete, want one: %v", p, deleted, want)
 				}
 			}
 			st := e.lib.Stats()
@@ -184,6 +195,39 @@ func TestSpannerRouting(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSpannerDualWriteWarmsUp: for its first TTL + skew/2 a dual_write
+// cohort writes old only (instances that have not yet seen dual_write
+// write old only too, and a new-side value written meanwhile could be
+// left stale by them); then old and new.
+func TestSpannerDualWriteWarmsUp(t *testing.T) {
+	ctx := context.Background()
+	e := newSpannerEnv(t, false, "")
+	user := "user-warm"
+	c := cohort.Of(user, cohort.DefaultBuckets)
+	if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: cutover.DualWrite, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for e.lib.Phases().Phase(c) != cutover.DualWrite {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := e.lib.Write(ctx, logRow(user, 1, "early")); err != nil {
+		t.Fatal(err)
+	}
+	if got := pages(t, e.new, "LogsV2", user); len(got) != 0 {
+		t.Errorf("a write in dual_write's first moments reached new: %q", got)
+	}
+	if _, err := e.lib.BackfillRow(ctx, logRow(user, 1, "early")); err == nil || !strings.Contains(err.Error(), "less than the cache TTL plus skew") {
+		t.Errorf("a backfill within the hold: %v, want it refused", err)
+	}
+	time.Sleep(envTTL + envSkew)
+	if err := e.lib.Write(ctx, logRow(user, 1, "later")); err != nil {
+		t.Fatal(err)
+	}
+	if got := pages(t, e.new, "LogsV2", user); len(got) != 1 || got[0] != "later" {
+		t.Errorf("after the hold new holds %q, want the write", got)
+	}
+}
 
 // TestSpannerReadNewFallsBack: in read_new a record the backfill has not
 // copied is read from old, and counted.

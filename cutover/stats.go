@@ -15,7 +15,8 @@ type Stats struct {
 	Reads, Writes, Deletes map[Phase]int64
 	// Fallbacks counts read_new reads that found no new record and read
 	// old; ShadowReads the shadow reads, ShadowMismatches those where old
-	// and new differed, with up to MismatchSamples of their old keys.
+	// and new differed, with the first of them in MismatchSamples (the old
+	// key and how new differs).
 	Fallbacks, ShadowReads, ShadowMismatches int64
 	MismatchSamples                          []string
 	// Repairs counts records written to the repair log (a second write

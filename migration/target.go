@@ -117,7 +117,7 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 		if err := updateDDL(ctx, admin, endpointPath(tgt), []string{manifestDDL}); err != nil {
 			return fmt.Errorf("creating %s: %w", ManifestTable, err)
 		}
-	case spanner.ErrCode(err) == codes.NotFound:
+	case errors.Is(err, spanner.ErrRowNotFound):
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", ManifestTable, err)
 	default:
@@ -145,7 +145,7 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 			if err := updateDDL(ctx, admin, endpointPath(tgt), []string{spannerdb.RampDDL}); err != nil {
 				return fmt.Errorf("creating %s: %w", spannerdb.RampTable, err)
 			}
-		case err != nil && spanner.ErrCode(err) != codes.NotFound:
+		case err != nil && !errors.Is(err, spanner.ErrRowNotFound):
 			return fmt.Errorf("reading %s: %w", spannerdb.RampTable, err)
 		}
 	}

@@ -2,6 +2,7 @@ package spannerdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 		_, err := Transact(ctx, l.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 			row, err := txn.ReadRow(ctx, RampTable, spanner.Key{run, ""}, []string{"BeatAt"})
 			switch {
-			case spanner.ErrCode(err) == codes.NotFound:
+			case errors.Is(err, spanner.ErrRowNotFound):
 				b.Start, b.Started = now, true
 				return txn.BufferWrite([]*spanner.Mutation{spanner.Insert(RampTable, rampColumns, []any{run, "", now})})
 			case err != nil:
@@ -86,7 +87,7 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
 	for attempt := 0; ; attempt++ {
 		ts, err := c.ReadWriteTransaction(ctx, f)
-		if err == nil || !emulatorAborted(err) || attempt >= 50 {
+		if err == nil || !EmulatorAborted(err) || attempt >= 50 {
 			return ts, err
 		}
 		select {
@@ -97,13 +98,33 @@ func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *s
 	}
 }
 
-// emulatorAborted reports the Spanner emulator's refusals of a read-write
-// transaction concurrent with another ("Invalid transaction ID", or
-// "Transaction not found" for one it dropped).
-func emulatorAborted(err error) bool {
+// ReadOnly runs f in a read-only transaction of c, again when the
+// emulator refused the transaction for one running concurrently (see
+// Transact).
+func ReadOnly(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadOnlyTransaction) error) error {
+	for attempt := 0; ; attempt++ {
+		txn := c.ReadOnlyTransaction()
+		err := f(ctx, txn)
+		txn.Close()
+		if err == nil || !EmulatorAborted(err) || attempt >= 50 {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// EmulatorAborted reports the Spanner emulator's refusals of a transaction
+// concurrent with another ("Invalid transaction ID", "Cannot commit a
+// transaction after it has been rolled back", or "Transaction not found"
+// for one it dropped).
+func EmulatorAborted(err error) bool {
 	switch spanner.ErrCode(err) {
 	case codes.FailedPrecondition:
-		return strings.Contains(err.Error(), "Invalid transaction ID")
+		return strings.Contains(err.Error(), "Invalid transaction ID") || strings.Contains(err.Error(), "Cannot commit a transaction after it has been rolled back")
 	case codes.NotFound:
 		return strings.Contains(err.Error(), "Transaction not found")
 	}

@@ -66,6 +66,9 @@ func Run(t *testing.T, s cutover.Store) {
 	mustMove("0-49", cutover.Verified)
 	refused("0-49", cutover.NewOnly, "new_only needs read_new")
 	mustMove("0-49", cutover.ReadNew)
+	refused("0-49", cutover.NewOnly, "read_new held")
+	refused("0-49", cutover.Old, "roll back to dual_write first")
+	time.Sleep(1600 * time.Millisecond)
 	mustMove("0-49", cutover.NewOnly)
 	refused("0-49", cutover.DualWrite, "reverse backfill")
 	mustMove("60-69", cutover.Old) // a rollback from dual_write

@@ -1,0 +1,80 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rekeyio/rekey/cohort"
+)
+
+// flakyStore serves a map until down is set, then fails every Load.
+type flakyStore struct {
+	Store
+	m     *Map
+	down  atomic.Bool
+	loads atomic.Int64
+}
+
+func (f *flakyStore) Load(context.Context, string) (*Map, error) {
+	f.loads.Add(1)
+	if f.down.Load() {
+		return nil, errors.New("store unreachable")
+	}
+	return f.m, nil
+}
+
+// TestPhaseCacheFailsSafe: the cache refreshes every TTL/3; when the
+// store cannot be read it serves the last phases until they are TTL old,
+// then refuses (ErrStalePhases), in every phase; it serves again once a
+// refresh succeeds. A call's deadline is the phases' read time plus TTL.
+func TestPhaseCacheFailsSafe(t *testing.T) {
+	m := &Map{Migration: "m", Buckets: 100}
+	for i, p := range Phases {
+		m.paint(cohort.Range{First: i, Last: i}, p, "t")
+	}
+	st := &flakyStore{m: m}
+	var refreshErrs atomic.Int64
+	const ttl = 300 * time.Millisecond
+	c, err := newPhaseCache(context.Background(), st, "m", ttl, func(err error) {
+		if err != nil {
+			refreshErrs.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	time.Sleep(250 * time.Millisecond)
+	if n := st.loads.Load(); n < 2 {
+		t.Errorf("%d loads in 250 ms with a TTL of 300 ms, want a refresh every 100 ms", n)
+	}
+	st.down.Store(true)
+	downAt := time.Now()
+	for i, p := range Phases {
+		got, _, until, err := c.phase(i)
+		if err != nil || got != p {
+			t.Errorf("cohort %d just after the store went down: %s, %v; want %s", i, got, err, p)
+		}
+		if d := time.Until(until); d <= 0 || d > ttl {
+			t.Errorf("act-until %s from now, want within the TTL", d)
+		}
+	}
+	time.Sleep(ttl + 50*time.Millisecond)
+	for i := range Phases {
+		if _, _, _, err := c.phase(i); !errors.Is(err, ErrStalePhases) || !strings.Contains(err.Error(), "store unreachable") {
+			t.Errorf("cohort %d %s after the store went down: %v, want ErrStalePhases with the last error", i, time.Since(downAt).Round(time.Millisecond), err)
+		}
+	}
+	if refreshErrs.Load() == 0 {
+		t.Error("no failed refresh reported")
+	}
+	st.down.Store(false)
+	time.Sleep(ttl / 2)
+	if p, _, _, err := c.phase(1); err != nil || p != DualWrite {
+		t.Errorf("after the store came back: %s, %v", p, err)
+	}
+}

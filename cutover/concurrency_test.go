@@ -1,0 +1,253 @@
+package cutover_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/record"
+)
+
+// TestSpannerConcurrentCutover runs two application instances (two
+// libraries, each with its own phase cache) under six goroutines that
+// write, delete and read random records of their own users while an
+// operator walks the users' cohorts from old to new_only by the rules,
+// with a backfill (BackfillRow) racing the application's writes and
+// deletes. Every read must return the latest acknowledged write of its
+// record (or nothing after a delete), every call must succeed, no shadow
+// read may differ, and at the end new — the authoritative store — must
+// hold exactly every acknowledged write. Old and new in one database, and
+// in two.
+func TestSpannerConcurrentCutover(t *testing.T) {
+	for _, same := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
+			concurrentCutover(t, same)
+		})
+	}
+}
+
+func concurrentCutover(t *testing.T, same bool) {
+	ctx := context.Background()
+	e := newSpannerEnv(t, same, "")
+	second, err := cutover.OpenSpanner(ctx, e.old, e.configPath, cutover.Options{
+		Migration: e.migration, CacheTTL: envTTL, Skew: envSkew,
+		UserID: func(r *record.Record) (string, error) { v, _ := r.Get("UserId"); return v.Str, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	libs := []*cutover.Spanner{e.lib, second}
+	const workers, usersPerWorker, seqs = 4, 5, 3
+	hold := cutover.Rules{DualWriteHold: envTTL + envSkew}
+
+	// Seed: every record exists in old before the cutover starts.
+	expect := map[string]*string{} // "user/seq" -> value, nil when deleted
+	var users []string
+	var cohorts []cohort.Range
+	var seed []*spanner.Mutation
+	for w := range workers {
+		for u := range usersPerWorker {
+			user := fmt.Sprintf("cc-%d-%d", w, u)
+			users = append(users, user)
+			c := cohort.Of(user, cohort.DefaultBuckets)
+			cohorts = append(cohorts, cohort.Range{First: c, Last: c})
+			for q := range seqs {
+				v := "seed"
+				expect[fmt.Sprintf("%s/%d", user, q)] = &v
+				seed = append(seed, spanner.Insert("Logs", []string{"UserId", "Seq", "Page"}, []any{user, int64(q), v}))
+			}
+		}
+	}
+	cohorts = cohort.Merge(cohorts)
+	if _, err := e.old.Apply(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) < 20 {
+			failures = append(failures, fmt.Sprintf(format, args...))
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	ops := make([]int, workers)
+	retried := make([]int, workers)
+	// do retries a call until it succeeds, as an application does (a
+	// call may fail while the emulator, one transaction at a time, is
+	// busy: a deadline, stale phases); one that never succeeds fails the
+	// test.
+	do := func(w int, what string, f func() error) bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := f()
+			if err == nil {
+				return true
+			}
+			if time.Now().After(deadline) {
+				fail("%s: %v (no success in 10 s)", what, err)
+				return false
+			}
+			retried[w]++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			n := 0
+			for {
+				select {
+				case <-stop:
+					ops[w] = n
+					return
+				default:
+				}
+				n++
+				time.Sleep(3 * time.Millisecond)
+				user := fmt.Sprintf("cc-%d-%d", w, rnd.IntN(usersPerWorker))
+				q := rnd.IntN(seqs)
+				k := fmt.Sprintf("%s/%d", user, q)
+				lib := libs[rnd.IntN(len(libs))]
+				mu.Lock()
+				want := expect[k]
+				mu.Unlock()
+				switch r := rnd.IntN(100); {
+				case r < 45:
+					v := fmt.Sprintf("w%d-%d", w, n)
+					if !do(w, "write "+k, func() error { return lib.Write(ctx, logRow(user, int64(q), v)) }) {
+						continue
+					}
+					mu.Lock()
+					expect[k] = &v
+					mu.Unlock()
+				case r < 60:
+					if !do(w, "delete "+k, func() error { return lib.Delete(ctx, logKey(user, int64(q))) }) {
+						continue
+					}
+					mu.Lock()
+					expect[k] = nil
+					mu.Unlock()
+				default:
+					var got record.Record
+					var found bool
+					if !do(w, "read "+k, func() (err error) { got, found, err = lib.Read(ctx, logKey(user, int64(q))); return err }) {
+						continue
+					}
+					page, _ := got.Get("Page")
+					switch {
+					case want == nil && found:
+						fail("read %s: %q, want nothing (deleted)", k, page.Str)
+					case want != nil && !found:
+						fail("read %s: nothing, want %q", k, *want)
+					case want != nil && page.Str != *want:
+						fail("read %s: %q, want %q", k, page.Str, *want)
+					}
+				}
+			}
+		}()
+	}
+
+	move := func(to cutover.Phase) {
+		t.Helper()
+		if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: cohorts, To: to, Who: "operator", Rules: hold}); err != nil {
+			t.Errorf("move to %s: %v", to, err)
+		}
+	}
+	backfill := func() (copied, skipped int) {
+		// Read old as a backfill does, then copy what new lacks.
+		var rows []record.Record
+		err := e.old.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM Logs WHERE UserId IN UNNEST(@u)", Params: map[string]any{"u": users}}).Do(func(r *spanner.Row) error {
+			var u, p string
+			var q int64
+			if err := r.Columns(&u, &q, &p); err != nil {
+				return err
+			}
+			rows = append(rows, logRow(u, q, p))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			time.Sleep(5 * time.Millisecond) // leave the application time to race the copy
+			wrote, err := e.lib.BackfillRow(ctx, r)
+			if err != nil {
+				t.Errorf("backfill: %v", err)
+			}
+			if wrote {
+				copied++
+			} else {
+				skipped++
+			}
+		}
+		return copied, skipped
+	}
+	time.Sleep(300 * time.Millisecond)
+	move(cutover.DualWrite)
+	time.Sleep(hold.DualWriteHold)
+	copied, skipped := backfill()
+	move(cutover.Backfilled)
+	move(cutover.Verified)
+	move(cutover.Shadow)
+	time.Sleep(1500 * time.Millisecond)
+	move(cutover.ReadNew)
+	time.Sleep(hold.DualWriteHold + 300*time.Millisecond)
+	move(cutover.NewOnly)
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	total, retries := 0, 0
+	for w := range ops {
+		total += ops[w]
+		retries += retried[w]
+	}
+	var st [2]cutover.Stats
+	for i, l := range libs {
+		st[i] = l.Stats()
+	}
+	t.Logf("%d calls (%d retried); backfill copied %d, skipped %d; instance stats: shadow reads %d+%d, fallbacks %d+%d, repairs %d+%d",
+		total, retries, copied, skipped, st[0].ShadowReads, st[1].ShadowReads, st[0].Fallbacks, st[1].Fallbacks, st[0].Repairs, st[1].Repairs)
+	for _, f := range failures {
+		t.Error(f)
+	}
+	for i, s := range st {
+		if s.ShadowMismatches != 0 || s.Unrepaired != 0 {
+			t.Errorf("instance %d: %d shadow mismatches (%q), %d unrepaired; want none", i, s.ShadowMismatches, s.MismatchSamples, s.Unrepaired)
+		}
+	}
+	if total < 200 {
+		t.Errorf("only %d calls were made: the test did not exercise the library", total)
+	}
+	// new is authoritative now: it holds every acknowledged write.
+	for k, want := range expect {
+		user, seq, _ := strings.Cut(k, "/")
+		q, _ := strconv.ParseInt(seq, 10, 64)
+		got, found, err := e.lib.Read(ctx, logKey(user, q))
+		page, _ := got.Get("Page")
+		switch {
+		case err != nil:
+			t.Errorf("final read %s: %v", k, err)
+		case want == nil && found:
+			t.Errorf("new holds %s = %q, deleted by an acknowledged delete", k, page.Str)
+		case want != nil && (!found || page.Str != *want):
+			t.Errorf("new holds %s = %q (found %v), want the acknowledged %q", k, page.Str, found, *want)
+		}
+	}
+}
