@@ -31,8 +31,11 @@ func Of(id string, buckets int) int {
 		panic(fmt.Sprintf("cohort: %d buckets", buckets))
 	}
 	b := int64(buckets)
-	fp := int64(farm.Fingerprint64([]byte(id)))
-	return int(((fp % b) + b) % b)
+	c := int64(farm.Fingerprint64([]byte(id))) % b
+	if c < 0 {
+		c += b // as MOD(c + b, b), without overflowing for b above 2^62
+	}
+	return int(c)
 }
 
 // SQL returns the Spanner (and BigQuery) expression of the cohort of the
