@@ -10,6 +10,10 @@
 // filter on one cohort's rows), in BigQuery, and in any language with
 // farmhash. B is DefaultBuckets (10,000: 0.01% of the users each) unless
 // configured.
+//
+// User says where a record's user id is (the config's cohort.user: a
+// column or property, an element of the record's Datastore key, or of the
+// key a property points to) and gives its text.
 package cohort
 
 import (
@@ -23,6 +27,10 @@ import (
 
 // DefaultBuckets is the number of cohorts unless configured.
 const DefaultBuckets = 10_000
+
+// MaxBuckets is the most cohorts a config or the CLI takes: 0.0001% of
+// the users each.
+const MaxBuckets = 1_000_000
 
 // Of returns the cohort of user id among buckets cohorts (0 ≤ cohort <
 // buckets). It panics if buckets < 1.
