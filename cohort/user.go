@@ -11,6 +11,9 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
+// Source says where a User spec finds the user id.
+type Source uint8
+
 // Where a User spec finds the user id.
 const (
 	// FromField: a Spanner column or Datastore property.
@@ -20,9 +23,6 @@ const (
 	// FromRef: the key a key-valued property points to.
 	FromRef
 )
-
-// Source says where a User spec finds the user id.
-type Source uint8
 
 // User says where a record's user id is, as the config's cohort.user
 // writes it:
