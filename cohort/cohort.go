@@ -10,6 +10,10 @@
 // filter on one cohort's rows), in BigQuery, and in any language with
 // farmhash. B is DefaultBuckets (10,000: 0.01% of the users each) unless
 // configured.
+//
+// User says where a record's user id is (the config's cohort.user: a
+// column or property, an element of the record's Datastore key, or of the
+// key a property points to) and gives its text.
 package cohort
 
 import (
@@ -24,6 +28,10 @@ import (
 // DefaultBuckets is the number of cohorts unless configured.
 const DefaultBuckets = 10_000
 
+// MaxBuckets is the most cohorts a config or the CLI takes: 0.0001% of
+// the users each.
+const MaxBuckets = 1_000_000
+
 // Of returns the cohort of user id among buckets cohorts (0 ≤ cohort <
 // buckets). It panics if buckets < 1.
 func Of(id string, buckets int) int {
@@ -31,8 +39,11 @@ func Of(id string, buckets int) int {
 		panic(fmt.Sprintf("cohort: %d buckets", buckets))
 	}
 	b := int64(buckets)
-	fp := int64(farm.Fingerprint64([]byte(id)))
-	return int(((fp % b) + b) % b)
+	c := int64(farm.Fingerprint64([]byte(id))) % b
+	if c < 0 {
+		c += b // as MOD(c + b, b), without overflowing for b above 2^62
+	}
+	return int(c)
 }
 
 // SQL returns the Spanner (and BigQuery) expression of the cohort of the

@@ -116,6 +116,7 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdStrategies(f, nil),
 		newCmdRewrite(f, nil),
 		newCmdValidate(f, nil),
+		newCmdCohort(f, nil),
 		newCmdVersion(f, nil),
 	)
 	// cobra's help and completion commands; an unknown topic or shell is a

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
@@ -121,6 +122,33 @@ type Config struct {
 	Write WriteConfig `mapstructure:"write"`
 	// Ramp throttles the write rate at the start of a run.
 	Ramp RampConfig `mapstructure:"ramp"`
+	// Cohort says who each record's user is, for a staged cutover that
+	// moves users to the new keys a cohort at a time.
+	Cohort CohortConfig `mapstructure:"cohort"`
+}
+
+// CohortConfig assigns records to users and users to cohorts (package
+// cohort): cohort = MOD(MOD(FARM_FINGERPRINT(user id), Buckets) +
+// Buckets, Buckets).
+type CohortConfig struct {
+	// User is where a record's user id is (cohort.ParseUser): a column or
+	// property ("UserId"), the element of a kind in the record's Datastore
+	// key ("key:User"), the last element of the key a property holds
+	// ("ref:owner") or its element of a kind ("ref:owner:User"). Empty
+	// when the migration has no cohorts.
+	User string `mapstructure:"user"`
+	// Buckets is the number of cohorts, 1..cohort.MaxBuckets (default
+	// cohort.DefaultBuckets, 10,000).
+	Buckets int `mapstructure:"buckets"`
+}
+
+// UserSpec parses User; ok is false when no user is configured.
+func (c CohortConfig) UserSpec() (u cohort.User, ok bool, err error) {
+	if strings.TrimSpace(c.User) == "" {
+		return cohort.User{}, false, nil
+	}
+	u, err = cohort.ParseUser(c.User)
+	return u, err == nil, err
 }
 
 // Endpoint is a source or a target.
@@ -329,7 +357,7 @@ type RampConfig struct {
 // defaults: ancestors "all", write mode "upsert", the target's batch sizes,
 // write planning's shards and buffer,
 // ramp profile "none" and the named ramp profiles' parameters, csv
-// delimiter ",". Load calls it; Validate expects it to have run.
+// delimiter ",", cohort buckets 10,000. Load calls it; Validate expects it to have run.
 func (c *Config) SetDefaults() {
 	for _, e := range []*Endpoint{&c.Source, &c.Target} {
 		e.Type = lowerTrim(e.Type)
@@ -371,6 +399,10 @@ func (c *Config) SetDefaults() {
 		c.Write.AdaptiveThrottle.K = DefaultAdaptiveK
 	}
 	c.Write.AdaptiveThrottle.Window = orDefaultDuration(c.Write.AdaptiveThrottle.Window, DefaultAdaptiveWindow)
+	c.Cohort.User = strings.TrimSpace(c.Cohort.User)
+	if c.Cohort.Buckets == 0 {
+		c.Cohort.Buckets = cohort.DefaultBuckets
+	}
 	c.Ramp.Profile = orDefault(lowerTrim(c.Ramp.Profile), RampNone)
 	if base, growth, interval, ok := throttle.ProfileDefaults(c.Ramp.Profile); ok {
 		if c.Ramp.Base == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -573,7 +574,7 @@ bogus: 1
 		t.Fatal("Load accepted unknown keys")
 	}
 	checkProblems(t, err, []string{
-		`bogus: unknown key (known: source, target, rewrite, ancestors, references, references_to, keep_original_key, interleaved, descendants, dead_letter, write, ramp)`,
+		`bogus: unknown key (known: source, target, rewrite, ancestors, references, references_to, keep_original_key, interleaved, descendants, dead_letter, write, ramp, cohort)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
 		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, parallelism, retry, adaptive_throttle)`,
@@ -603,6 +604,7 @@ ramp: {profile: Datastore, base: 100}
 		Ancestors: "all",
 		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
+		Cohort:    CohortConfig{Buckets: 10_000},
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("got  %+v\nwant %+v", *c, want)
@@ -731,5 +733,115 @@ dead_letter: ../dead.jsonl
 	}
 	if c.Target.Path != "gs://b/out.jsonl" {
 		t.Errorf("target.path %q changed", c.Target.Path)
+	}
+}
+
+func TestCohortConfig(t *testing.T) {
+	datastorePair := `
+source: {type: datastore, project: p, kind: Order}
+target: {type: datastore, project: p, kind: Order, namespace: v2}
+rewrite: {strategy: hashprefix}
+`
+	for _, tc := range []struct {
+		name, yaml string
+		want       CohortConfig
+		spec       cohort.User
+	}{
+		{"column", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: UserId}\n",
+			CohortConfig{User: "UserId", Buckets: 10_000}, cohort.User{From: cohort.FromField, Name: "UserId"}},
+		{"buckets", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: ' UserId ', buckets: 1000000}\n",
+			CohortConfig{User: "UserId", Buckets: 1_000_000}, cohort.User{From: cohort.FromField, Name: "UserId"}},
+		{"key element", datastorePair + "cohort: {user: 'key:User', buckets: 1}\n",
+			CohortConfig{User: "key:User", Buckets: 1}, cohort.User{From: cohort.FromKey, Kind: "User"}},
+		{"reference", datastorePair + "cohort: {user: 'ref:owner'}\n",
+			CohortConfig{User: "ref:owner", Buckets: 10_000}, cohort.User{From: cohort.FromRef, Name: "owner"}},
+		{"reference element", datastorePair + "cohort: {user: 'ref:owner:User', buckets: 100}\n",
+			CohortConfig{User: "ref:owner:User", Buckets: 100}, cohort.User{From: cohort.FromRef, Name: "owner", Kind: "User"}},
+		{"jsonl records may be entities", `
+source: {type: jsonl, path: in.jsonl}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: hashprefix}
+cohort: {user: 'key:User'}
+`, CohortConfig{User: "key:User", Buckets: 10_000}, cohort.User{From: cohort.FromKey, Kind: "User"}},
+		{"buckets without a user", spannerPair + "rewrite: {strategy: shard}\ncohort: {buckets: 7}\n",
+			CohortConfig{Buckets: 7}, cohort.User{}},
+		{"no cohort section", spannerPair + "rewrite: {strategy: shard}\n",
+			CohortConfig{Buckets: 10_000}, cohort.User{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustLoad(t, tc.yaml)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate:\n%v", err)
+			}
+			if c.Cohort != tc.want {
+				t.Errorf("cohort = %+v, want %+v", c.Cohort, tc.want)
+			}
+			u, ok, err := c.Cohort.UserSpec()
+			if err != nil || ok != (tc.want.User != "") || u != tc.spec {
+				t.Errorf("UserSpec() = %+v, %t, %v; want %+v", u, ok, err, tc.spec)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"buckets too many", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: UserId, buckets: 1000001}\n",
+			[]string{`cohort.buckets: must be 1..1000000, got 1000001`}},
+		{"buckets negative", spannerPair + "rewrite: {strategy: shard}\ncohort: {buckets: -1}\n",
+			[]string{`cohort.buckets: must be 1..1000000, got -1`}},
+		{"bad spec", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: 'key:'}\n",
+			[]string{`cohort.user: "key:": key: needs the kind of the key element, e.g. key:User (want COLUMN, key:KIND, ref:PROPERTY or ref:PROPERTY:KIND)`}},
+		{"unknown form", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: 'col:UserId', buckets: 0}\n",
+			[]string{`cohort.user: "col:UserId": unknown form "col:" (want COLUMN, key:KIND, ref:PROPERTY or ref:PROPERTY:KIND)`}},
+		{"key of a spanner row", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: 'key:User'}\n",
+			[]string{`cohort.user: key:User reads a Datastore key, which the rows of a spanner source do not have; name the column that holds the user id`}},
+		{"reference in a csv row", `
+source: {type: csv, path: in.csv, key: "Id INT64"}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T}
+rewrite: {strategy: bitreverse}
+cohort: {user: 'ref:owner:User'}
+`, []string{`cohort.user: ref:owner:User reads a Datastore key, which the rows of a csv source do not have; name the column that holds the user id`}},
+		{"not a spanner column name", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: 'User Id'}\n",
+			[]string{`cohort.user: must be a Spanner identifier (a letter, then up to 127 letters, digits or underscores), got "User Id"`}},
+		{"a key column of the wrong type", spannerPair + "rewrite: {strategy: shard}\ncohort: {user: lastaccess}\n",
+			[]string{`cohort.user: lastaccess is a TIMESTAMP key column (source.key); a user id must be STRING, INT64 or BYTES`}},
+		{"projected away", `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T, columns: [LastAccess, UserId, Page]}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T2}
+rewrite: {strategy: shard}
+cohort: {user: Owner}
+`,
+			[]string{`cohort.user: Owner is not among source.columns, so the records would not have it`}},
+		{"reference projected away", `
+source: {type: datastore, project: p, kind: Order, columns: [total]}
+target: {type: datastore, project: p, kind: Order2}
+rewrite: {strategy: hashprefix}
+cohort: {user: 'ref:owner'}
+`, []string{`cohort.user: owner is not among source.columns, so the records would not have it`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustLoad(t, tc.yaml)
+			checkProblems(t, c.Validate(), tc.want)
+		})
+	}
+
+	if _, err := load(t, datastorePair+"cohort: {user: x, bucket: 5}\n"); err == nil || !strings.Contains(err.Error(), `cohort.bucket: unknown key (did you mean "buckets"?) (known: user, buckets)`) {
+		t.Errorf("an unknown cohort key: %v", err)
+	}
+	if _, err := load(t, datastorePair+"cohort: {buckets: many}\n"); err == nil || !strings.Contains(err.Error(), `cohort.buckets: must be an integer, got "many"`) {
+		t.Errorf("buckets not a number: %v", err)
+	}
+
+	// From the environment, like every key.
+	t.Setenv("REKEY_COHORT_USER", "key:Account")
+	t.Setenv("REKEY_COHORT_BUCKETS", "500")
+	c := mustLoad(t, datastorePair)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cohort != (CohortConfig{User: "key:Account", Buckets: 500}) {
+		t.Errorf("cohort from the environment = %+v", c.Cohort)
 	}
 }

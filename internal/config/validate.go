@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
@@ -30,6 +31,7 @@ func (c *Config) Validate() error {
 	c.validateWrite(&p)
 	c.validateRetry(&p)
 	c.validateRamp(&p)
+	c.validateCohort(&p, schema, schemaOK)
 	return errors.Join(p...)
 }
 
@@ -538,6 +540,39 @@ func (c *Config) validateRamp(p *problems) {
 				p.add(path, "must be >= %g (%s), got %g", q.min, q.doc, q.v)
 			}
 		}
+	}
+}
+
+func (c *Config) validateCohort(p *problems, schema rewrite.KeySchema, schemaOK bool) {
+	if b := c.Cohort.Buckets; b < 1 || b > cohort.MaxBuckets {
+		p.add("cohort.buckets", "must be 1..%d, got %d", cohort.MaxBuckets, b)
+	}
+	u, ok, err := c.Cohort.UserSpec()
+	if err != nil {
+		p.add("cohort.user", "%v", err)
+	}
+	if !ok {
+		return
+	}
+	if u.From == cohort.FromKey || u.From == cohort.FromRef {
+		switch c.Source.Type {
+		case TypeSpanner, TypeCSV, TypeAvro:
+			p.add("cohort.user", "%s reads a Datastore key, which the rows of a %s source do not have; name the column that holds the user id", u, c.Source.Type)
+		}
+	}
+	if u.From == cohort.FromKey {
+		return
+	}
+	if c.Source.Type == TypeSpanner {
+		checkIdent(p, "cohort.user", u.Name)
+		if i := schema.Index(u.Name); schemaOK && i >= 0 {
+			if _, err := cohort.SQLExpr(u, schema.Columns[i].Type); err != nil {
+				p.add("cohort.user", "%s is a %s key column (source.key); a user id must be STRING, INT64 or BYTES", u.Name, schema.Columns[i].Type)
+			}
+		}
+	}
+	if len(c.Source.Columns) > 0 && !slices.ContainsFunc(c.Source.Columns, func(s string) bool { return strings.EqualFold(s, u.Name) }) {
+		p.add("cohort.user", "%s is not among source.columns, so the records would not have it", u.Name)
 	}
 }
 
