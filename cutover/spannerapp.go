@@ -24,10 +24,11 @@ import (
 type Options struct {
 	// Migration names the migration in the phase store (required).
 	Migration string
-	// UserID returns the user id of a record, whose cohort routes it
-	// (required; a record's key fields suffice for deletes and reads).
+	// UserID returns the user id of a record, whose cohort routes it (nil:
+	// the config's cohort.user). For deletes and reads the record holds
+	// only the old key, so the user id must come from it.
 	UserID func(rec *record.Record) (string, error)
-	// Buckets is the number of cohorts (0: cohort.DefaultBuckets).
+	// Buckets is the number of cohorts (0: the config's cohort.buckets).
 	Buckets int
 	// CacheTTL is the longest the library acts on phases it read (0:
 	// DefaultCacheTTL): it refreshes them every CacheTTL/3 and refuses
@@ -113,8 +114,21 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	if cfg.Source.Type != config.TypeSpanner || cfg.Target.Type != config.TypeSpanner {
 		return nil, fmt.Errorf("cutover.NewSpanner: the migration goes from %s to %s; want spanner to spanner", cfg.Source.Type, cfg.Target.Type)
 	}
-	if o.Migration == "" || o.UserID == nil {
-		return nil, errors.New("cutover.NewSpanner: Options.Migration and Options.UserID are required")
+	if o.Migration == "" {
+		return nil, errors.New("cutover.NewSpanner: Options.Migration is required")
+	}
+	if o.UserID == nil {
+		u, ok, err := cfg.Cohort.UserSpec()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("cutover.NewSpanner: cohort.user: %w", err)
+		case !ok:
+			return nil, errors.New("cutover.NewSpanner: no user id: set cohort.user in the migration's config, or Options.UserID")
+		}
+		o.UserID = u.ID
+	}
+	if o.Buckets == 0 {
+		o.Buckets = cfg.Cohort.Buckets
 	}
 	if len(job.Children) > 0 {
 		return nil, fmt.Errorf("cutover.NewSpanner: interleaved child tables (%d) are not routed by the library yet", len(job.Children))

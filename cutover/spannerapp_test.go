@@ -2,7 +2,6 @@ package cutover_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,20 +61,14 @@ func newSpannerEnv(t *testing.T, sameDB bool, newDDL string) *spannerEnv {
 source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
 target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: LogsV2}
 rewrite: {strategy: shard, params: {n: 8, mode: abs}}
+cohort: {user: UserId}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC))
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	mig := fmt.Sprintf("logs-%d", time.Now().UnixNano())
 	lib, err := cutover.OpenSpanner(ctx, oldC, path, cutover.Options{
-		Migration: mig, CacheTTL: envTTL, Skew: envSkew,
-		UserID: func(r *record.Record) (string, error) {
-			v, ok := r.Get("UserId")
-			if !ok {
-				return "", errors.New("no UserId")
-			}
-			return v.Str, nil
-		},
+		Migration: mig, CacheTTL: envTTL, Skew: envSkew, // the user id: the config's cohort.user
 	})
 	if err != nil {
 		t.Fatal(err)
