@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -118,15 +119,23 @@ func ReadOnly(ctx context.Context, c *spanner.Client, f func(context.Context, *s
 }
 
 // EmulatorAborted reports the Spanner emulator's refusals of a transaction
-// concurrent with another ("Invalid transaction ID", "Cannot commit a
-// transaction after it has been rolled back", or "Transaction not found"
-// for one it dropped).
+// concurrent with another, which it runs one at a time: FailedPrecondition
+// errors about the transaction ("Invalid transaction ID", "Cannot commit
+// a transaction after it has been rolled back", "Cannot read or query
+// using a transaction after it has been committed or rolledback"), or
+// NotFound "Transaction not found" for one it dropped. Only against the
+// emulator (SPANNER_EMULATOR_HOST set): Spanner itself aborts such a
+// transaction with Aborted, which its client retries.
 func EmulatorAborted(err error) bool {
+	if err == nil || os.Getenv("SPANNER_EMULATOR_HOST") == "" {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
 	switch spanner.ErrCode(err) {
 	case codes.FailedPrecondition:
-		return strings.Contains(err.Error(), "Invalid transaction ID") || strings.Contains(err.Error(), "Cannot commit a transaction after it has been rolled back")
+		return strings.Contains(msg, "transaction")
 	case codes.NotFound:
-		return strings.Contains(err.Error(), "Transaction not found")
+		return strings.Contains(msg, "transaction not found")
 	}
 	return false
 }
