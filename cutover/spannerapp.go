@@ -76,7 +76,7 @@ func (e *UnrepairedError) Error() string {
 // (the migration's source, in old keys) to the old and the new table by
 // the phase of each record's cohort. It is safe for concurrent use.
 type Spanner struct {
-	o          Options
+	router
 	oldC, newC *spanner.Client
 	ownNew     bool
 	same       bool // old and new in one database: dual writes are one transaction
@@ -85,8 +85,6 @@ type Spanner struct {
 	newCols    []string
 	rk         *rekeyer.Rekeyer
 	store      SpannerStore
-	cache      *phaseCache
-	stats      *stats
 }
 
 // OpenSpanner is NewSpanner on the migration config file at path (the
@@ -144,7 +142,7 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	if err != nil {
 		return nil, err
 	}
-	s := &Spanner{o: o, oldC: client, rk: rk, stats: newStats(o.Migration)}
+	s := &Spanner{router: router{o: o, stats: newStats(o.Migration)}, oldC: client, rk: rk}
 	target := spannerdb.DatabasePath(cfg.Target.Project, cfg.Target.Instance, cfg.Target.Database)
 	if client.DatabaseName() == target {
 		s.newC, s.same = client, true
@@ -197,24 +195,6 @@ func (s *Spanner) Close() {
 	}
 }
 
-// Stats returns a snapshot of the library's counters.
-func (s *Spanner) Stats() Stats { return s.stats.snapshot() }
-
-// Phases returns the phase map the library acts on (its last read).
-func (s *Spanner) Phases() *Map { return s.cache.snapshot() }
-
-// call is one routed call: the record's cohort, phase and route, and the
-// context bounded by the phases' validity.
-type call struct {
-	cohort int
-	phase  Phase
-	route  route
-	ctx    context.Context
-	cancel context.CancelFunc
-	key    string // the old key, for messages and the repair log
-	since  time.Time
-}
-
 func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) {
 	if rec.Table == "" {
 		rec.Table = s.oldT.Name
@@ -223,30 +203,7 @@ func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
-	c := &call{key: rewrite.FormatKey(key, false)}
-	user, err := s.o.UserID(rec)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: the user id of %s: %w", c.key, err)
-	}
-	c.cohort = cohort.Of(user, s.o.buckets())
-	var since, until time.Time
-	if c.phase, since, until, err = s.cache.phase(c.cohort); err != nil {
-		return nil, err
-	}
-	c.since = since
-	// A dual_write cohort writes old only for its first TTL + skew/2 (by
-	// then every instance knows it is in dual_write), and those calls end
-	// by TTL + skew after it entered dual_write, before the backfill may
-	// read (Rules.DualWriteHold ≥ TTL + skew): see the package doc.
-	deadline := until.Add(s.o.skew() / 2)
-	warmEnd := since.Add(s.o.ttl() + s.o.skew()/2)
-	warming := c.phase == DualWrite && time.Now().Before(warmEnd)
-	if warming && warmEnd.Add(s.o.skew()/2).Before(deadline) {
-		deadline = warmEnd.Add(s.o.skew() / 2)
-	}
-	c.route = routeOf(c.phase, warming)
-	c.ctx, c.cancel = context.WithDeadline(ctx, deadline)
-	return c, nil
+	return s.router.route(ctx, rec, rewrite.FormatKey(key, false))
 }
 
 // newRecord is rec rewritten: its new key and the new table's row.
@@ -367,56 +324,20 @@ func (s *Spanner) client(sd side) *spanner.Client {
 	return s.oldC
 }
 
-// apply commits the call's mutations (of each side, from build): the
-// authoritative side's first — if they cannot be built or committed the
-// call fails and nothing else is written — then the other side's, whose
-// failure (to build them, or to commit them) is logged for repair and
-// does not fail the call. When old and new share a database both go in
-// one transaction, or, if the second side's cannot be built, the first
-// side's with the repair entry.
+// apply commits the call's mutations on sides (applyCall).
 func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
-	first, err := build(sides[0])
-	if err != nil {
-		return err
+	st := store[*spanner.Mutation]{
+		build:  build,
+		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error { return applyMutations(ctx, s.client(sd), ms) },
+		repair: s.repairMutation,
+		logRepair: func(c *call, op string, missed side, cause error) error {
+			return s.logRepair(c, op, missed, cause)
+		},
 	}
-	fail := func(sd side, err error) error {
-		return fmt.Errorf("cutover: %s %s to %s (%s, cohort %d): %w", op, c.key, sd, c.phase, c.cohort, err)
-	}
-	if len(sides) == 1 {
-		if err := applyMutations(c.ctx, s.client(sides[0]), first); err != nil {
-			return fail(sides[0], err)
-		}
-		return nil
-	}
-	second, berr := build(sides[1])
 	if s.same {
-		all := append(first, second...)
-		if berr != nil {
-			all = append(first, s.repairMutation(c, op, sides[1], berr))
-		}
-		if err := applyMutations(c.ctx, s.newC, all); err != nil {
-			return fail(sides[0], err)
-		}
-		if berr != nil {
-			s.stats.repair(true)
-		}
-		return nil
+		st.atomic = func(ctx context.Context, ms []*spanner.Mutation) error { return applyMutations(ctx, s.newC, ms) }
 	}
-	if err := applyMutations(c.ctx, s.client(sides[0]), first); err != nil {
-		return fail(sides[0], err)
-	}
-	if berr == nil {
-		berr = applyMutations(c.ctx, s.client(sides[1]), second)
-	}
-	if berr == nil {
-		return nil
-	}
-	if lerr := s.logRepair(c, op, sides[1], berr); lerr != nil {
-		s.stats.repair(false)
-		return &UnrepairedError{Key: c.key, Write: berr, RepairError: lerr}
-	}
-	s.stats.repair(true)
-	return nil
+	return applyCall(&s.router, c, op, sides, st)
 }
 
 // applyMutations commits ms in one read-write transaction (replay
@@ -463,16 +384,7 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 		if err != nil {
 			return record.Record{}, false, err
 		}
-		switch {
-		case oldRec == nil && newRec != nil:
-			s.stats.mismatch(c.key + ": only in new")
-		case oldRec != nil && newRec == nil:
-			s.stats.mismatch(c.key + ": only in old")
-		case oldRec != nil:
-			if d := record.Diff(newRec, oldRec); d != "" {
-				s.stats.mismatch(c.key + ": " + d)
-			}
-		}
+		s.shadowCompare(c, oldRec, newRec)
 		if oldRec == nil {
 			return record.Record{}, false, nil
 		}
@@ -598,11 +510,8 @@ func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, err
 		return false, err
 	}
 	defer c.cancel()
-	if c.phase != DualWrite {
-		return false, fmt.Errorf("cutover: backfilling %s: cohort %d is %s, not dual_write", c.key, c.cohort, c.phase)
-	}
-	if time.Now().Before(c.since.Add(s.o.ttl() + s.o.skew())) {
-		return false, fmt.Errorf("cutover: backfilling %s: cohort %d entered dual_write at %s, less than the cache TTL plus skew (%s) ago: instances may still write old only", c.key, c.cohort, c.since.Format(time.RFC3339Nano), s.o.ttl()+s.o.skew())
+	if err := s.backfillable(c); err != nil {
+		return false, err
 	}
 	nr, err := s.newRecord(&rec)
 	if err != nil {
