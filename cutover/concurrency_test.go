@@ -30,23 +30,70 @@ import (
 func TestSpannerConcurrentCutover(t *testing.T) {
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
-			concurrentCutover(t, same)
+			ctx := context.Background()
+			e := newSpannerEnv(t, same, "")
+			second, err := cutover.OpenSpanner(ctx, e.old, e.configPath, cutover.Options{Migration: e.migration, CacheTTL: envTTL, Skew: envSkew})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			concurrentCutover(t, fixture{
+				libs: []app{e.lib, second}, store: e.store, migration: e.migration, row: logRow, key: logKey,
+				seed: func(recs []record.Record) error {
+					var ms []*spanner.Mutation
+					for _, r := range recs {
+						u, _ := r.Get("UserId")
+						q, _ := r.Get("Seq")
+						p, _ := r.Get("Page")
+						ms = append(ms, spanner.Insert("Logs", []string{"UserId", "Seq", "Page"}, []any{u.Str, q.Int, p.Str}))
+					}
+					_, err := e.old.Apply(ctx, ms)
+					return err
+				},
+				oldRows: func(users []string) ([]record.Record, error) {
+					var rows []record.Record
+					err := e.old.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM Logs WHERE UserId IN UNNEST(@u)", Params: map[string]any{"u": users}}).Do(func(r *spanner.Row) error {
+						var u, p string
+						var q int64
+						if err := r.Columns(&u, &q, &p); err != nil {
+							return err
+						}
+						rows = append(rows, logRow(u, q, p))
+						return nil
+					})
+					return rows, err
+				},
+			})
 		})
 	}
 }
 
-func concurrentCutover(t *testing.T, same bool) {
+// app is the library, for either store.
+type app interface {
+	Write(ctx context.Context, rec record.Record) error
+	Delete(ctx context.Context, key record.Record) error
+	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
+	BackfillRow(ctx context.Context, rec record.Record) (bool, error)
+	Stats() cutover.Stats
+	Phases() *cutover.Map
+}
+
+// fixture is one store's setup for concurrentCutover: two instances of
+// the library, the phase store, how records of a user look, how to seed
+// old and how a backfill reads it.
+type fixture struct {
+	libs      []app
+	store     cutover.Store
+	migration string
+	row       func(user string, seq int64, page string) record.Record
+	key       func(user string, seq int64) record.Record
+	seed      func([]record.Record) error
+	oldRows   func(users []string) ([]record.Record, error)
+}
+
+func concurrentCutover(t *testing.T, f fixture) {
 	ctx := context.Background()
-	e := newSpannerEnv(t, same, "")
-	second, err := cutover.OpenSpanner(ctx, e.old, e.configPath, cutover.Options{
-		Migration: e.migration, CacheTTL: envTTL, Skew: envSkew,
-		UserID: func(r *record.Record) (string, error) { v, _ := r.Get("UserId"); return v.Str, nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
-	libs := []*cutover.Spanner{e.lib, second}
+	libs := f.libs
 	const workers, usersPerWorker, seqs = 4, 5, 3
 	hold := cutover.Rules{DualWriteHold: envTTL + envSkew}
 
@@ -54,7 +101,7 @@ func concurrentCutover(t *testing.T, same bool) {
 	expect := map[string]*string{} // "user/seq" -> value, nil when deleted
 	var users []string
 	var cohorts []cohort.Range
-	var seed []*spanner.Mutation
+	var seed []record.Record
 	for w := range workers {
 		for u := range usersPerWorker {
 			user := fmt.Sprintf("cc-%d-%d", w, u)
@@ -64,12 +111,12 @@ func concurrentCutover(t *testing.T, same bool) {
 			for q := range seqs {
 				v := "seed"
 				expect[fmt.Sprintf("%s/%d", user, q)] = &v
-				seed = append(seed, spanner.Insert("Logs", []string{"UserId", "Seq", "Page"}, []any{user, int64(q), v}))
+				seed = append(seed, f.row(user, int64(q), v))
 			}
 		}
 	}
 	cohorts = cohort.Merge(cohorts)
-	if _, err := e.old.Apply(ctx, seed); err != nil {
+	if err := f.seed(seed); err != nil {
 		t.Fatal(err)
 	}
 
@@ -130,14 +177,14 @@ func concurrentCutover(t *testing.T, same bool) {
 				switch r := rnd.IntN(100); {
 				case r < 45:
 					v := fmt.Sprintf("w%d-%d", w, n)
-					if !do(w, "write "+k, func() error { return lib.Write(ctx, logRow(user, int64(q), v)) }) {
+					if !do(w, "write "+k, func() error { return lib.Write(ctx, f.row(user, int64(q), v)) }) {
 						continue
 					}
 					mu.Lock()
 					expect[k] = &v
 					mu.Unlock()
 				case r < 60:
-					if !do(w, "delete "+k, func() error { return lib.Delete(ctx, logKey(user, int64(q))) }) {
+					if !do(w, "delete "+k, func() error { return lib.Delete(ctx, f.key(user, int64(q))) }) {
 						continue
 					}
 					mu.Lock()
@@ -146,7 +193,7 @@ func concurrentCutover(t *testing.T, same bool) {
 				default:
 					var got record.Record
 					var found bool
-					if !do(w, "read "+k, func() (err error) { got, found, err = lib.Read(ctx, logKey(user, int64(q))); return err }) {
+					if !do(w, "read "+k, func() (err error) { got, found, err = lib.Read(ctx, f.key(user, int64(q))); return err }) {
 						continue
 					}
 					page, _ := got.Get("Page")
@@ -165,28 +212,19 @@ func concurrentCutover(t *testing.T, same bool) {
 
 	move := func(to cutover.Phase) {
 		t.Helper()
-		if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: cohorts, To: to, Who: "operator", Rules: hold}); err != nil {
+		if _, _, err := f.store.Move(ctx, cutover.Move{Migration: f.migration, Cohorts: cohorts, To: to, Who: "operator", Rules: hold}); err != nil {
 			t.Errorf("move to %s: %v", to, err)
 		}
 	}
 	backfill := func() (copied, skipped int) {
-		// Read old as a backfill does, then copy what new lacks.
-		var rows []record.Record
-		err := e.old.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM Logs WHERE UserId IN UNNEST(@u)", Params: map[string]any{"u": users}}).Do(func(r *spanner.Row) error {
-			var u, p string
-			var q int64
-			if err := r.Columns(&u, &q, &p); err != nil {
-				return err
-			}
-			rows = append(rows, logRow(u, q, p))
-			return nil
-		})
+		// Read old as a backfill does, then copy.
+		rows, err := f.oldRows(users)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
 			time.Sleep(5 * time.Millisecond) // leave the application time to race the copy
-			wrote, err := e.lib.BackfillRow(ctx, r)
+			wrote, err := libs[0].BackfillRow(ctx, r)
 			if err != nil {
 				t.Errorf("backfill: %v", err)
 			}
@@ -239,7 +277,7 @@ func concurrentCutover(t *testing.T, same bool) {
 	for k, want := range expect {
 		user, seq, _ := strings.Cut(k, "/")
 		q, _ := strconv.ParseInt(seq, 10, 64)
-		got, found, err := e.lib.Read(ctx, logKey(user, q))
+		got, found, err := libs[0].Read(ctx, f.key(user, q))
 		page, _ := got.Get("Page")
 		switch {
 		case err != nil:

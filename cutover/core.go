@@ -6,8 +6,19 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 )
+
+// resolveFile loads, validates and resolves the migration config at path.
+func resolveFile(ctx context.Context, path string) (*migration.Job, error) {
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return migration.Resolve(ctx, cfg)
+}
 
 // router is what the Spanner and the Datastore libraries share: the
 // options, the phase cache and the counters, and how a call is routed.

@@ -2,8 +2,8 @@
 // keys a cohort at a time (package cohort: a hash of the user id), while
 // the pipeline backfills each cohort: the phase store that the
 // application and the operator share, and the library through which the
-// application reads and writes (Spanner; the Datastore library is not
-// built yet).
+// application reads and writes (Spanner: NewSpanner; Datastore:
+// NewDatastore).
 //
 // # Phases
 //
@@ -47,7 +47,7 @@
 // # The application library
 //
 // The application keeps speaking in old keys and records of the old
-// table; the library (NewSpanner, OpenSpanner) computes each record's new
+// table or kind; the library (NewSpanner, NewDatastore) computes each record's new
 // record with the very rekeyer the pipeline uses, and routes every call by
 // the phase of the record's cohort:
 //

@@ -90,11 +90,7 @@ type Spanner struct {
 // OpenSpanner is NewSpanner on the migration config file at path (the
 // one `rekey run` is given).
 func OpenSpanner(ctx context.Context, client *spanner.Client, path string, o Options) (*Spanner, error) {
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	job, err := migration.Resolve(ctx, cfg)
+	job, err := resolveFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -105,38 +101,19 @@ func OpenSpanner(ctx context.Context, client *spanner.Client, path string, o Opt
 // reading and writing old through client (the application's client of
 // the source database) and new through a client of the target database
 // (client itself when the target is the same database; else one it opens
-// and Close closes). The phase store, the repair log and the tombstones
-// are in the target database (CreateSpannerTables).
+// and Close closes). The phase store, the repair log and the touched
+// marks are in the target database (CreateSpannerTables).
 func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job, o Options) (*Spanner, error) {
 	cfg := job.Config
 	if cfg.Source.Type != config.TypeSpanner || cfg.Target.Type != config.TypeSpanner {
 		return nil, fmt.Errorf("cutover.NewSpanner: the migration goes from %s to %s; want spanner to spanner", cfg.Source.Type, cfg.Target.Type)
 	}
-	if o.Migration == "" {
-		return nil, errors.New("cutover.NewSpanner: Options.Migration is required")
-	}
-	if o.UserID == nil {
-		u, ok, err := cfg.Cohort.UserSpec()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("cutover.NewSpanner: cohort.user: %w", err)
-		case !ok:
-			return nil, errors.New("cutover.NewSpanner: no user id: set cohort.user in the migration's config, or Options.UserID")
-		}
-		o.UserID = u.ID
-	}
-	if o.Buckets == 0 {
-		o.Buckets = cfg.Cohort.Buckets
-	}
 	if len(job.Children) > 0 {
 		return nil, fmt.Errorf("cutover.NewSpanner: interleaved child tables (%d) are not routed by the library yet", len(job.Children))
 	}
-	st, err := rewrite.New(job.Spec.Strategy)
+	o, err := optionsFor(job, o)
 	if err != nil {
-		return nil, err
-	}
-	if !st.Info().Deterministic {
-		return nil, fmt.Errorf("cutover.NewSpanner: strategy %s does not give the same new key for the same old key, so the application's calls cannot find the new record", st.Info().Name)
+		return nil, fmt.Errorf("cutover.NewSpanner: %w", err)
 	}
 	rk, err := job.Spec.Build()
 	if err != nil {
@@ -327,8 +304,10 @@ func (s *Spanner) client(sd side) *spanner.Client {
 // apply commits the call's mutations on sides (applyCall).
 func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
 	st := store[*spanner.Mutation]{
-		build:  build,
-		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error { return applyMutations(ctx, s.client(sd), ms) },
+		build: build,
+		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error {
+			return applyMutations(ctx, s.client(sd), ms)
+		},
 		repair: s.repairMutation,
 		logRepair: func(c *call, op string, missed side, cause error) error {
 			return s.logRepair(c, op, missed, cause)

@@ -1,0 +1,406 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"github.com/google/uuid"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// The Datastore kinds of the repair log and the touched marks (see
+// SpannerRepairTable and SpannerTouchedTable), in the target namespace.
+const (
+	DatastoreRepairKind  = "RekeyRepair"
+	DatastoreTouchedKind = "RekeyTouched"
+)
+
+type dsTouched struct {
+	Migration string    `datastore:",noindex"`
+	Deleted   bool      `datastore:",noindex"`
+	TouchedAt time.Time `datastore:",noindex"`
+}
+
+type dsRepair struct {
+	Migration string
+	Cohort    int64
+	Op        string    `datastore:",noindex"`
+	OldKey    string    `datastore:",noindex"`
+	Missed    string    `datastore:",noindex"`
+	Reason    string    `datastore:",noindex"`
+	LoggedAt  time.Time `datastore:",noindex"`
+}
+
+// Datastore routes an application's reads, writes and deletes of one kind
+// (the migration's source, in old keys) to the old and the new entities by
+// the phase of each entity's cohort, as Spanner does for rows. Times are
+// the instance's clock (the Datastore client returns no commit times):
+// the touched marks' and the repair log's; Skew covers the clocks of the
+// machines involved. It is safe for concurrent use.
+type Datastore struct {
+	router
+	oldC, newC *datastore.Client
+	ownNew     bool
+	same       bool // one database: dual writes are one transaction
+	namespace  string
+	rk         *rekeyer.Rekeyer
+	store      DatastoreStore
+}
+
+// OpenDatastore is NewDatastore on the migration config file at path.
+func OpenDatastore(ctx context.Context, client *datastore.Client, path string, o Options) (*Datastore, error) {
+	job, err := resolveFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return NewDatastore(ctx, client, job, o)
+}
+
+// NewDatastore returns the library for job (a Datastore → Datastore
+// migration), reading and writing old entities through client (the
+// application's client of the source database) and new ones through a
+// client of the target database (client itself when it is the same). The
+// phase store, the repair log and the touched marks are in the target
+// namespace.
+func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.Job, o Options) (*Datastore, error) {
+	cfg := job.Config
+	if cfg.Source.Type != config.TypeDatastore || cfg.Target.Type != config.TypeDatastore {
+		return nil, fmt.Errorf("cutover.NewDatastore: the migration goes from %s to %s; want datastore to datastore", cfg.Source.Type, cfg.Target.Type)
+	}
+	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 || len(job.Spec.DescendantKinds) > 0 || job.Spec.KeepOriginalKey != "" {
+		return nil, errors.New("cutover.NewDatastore: references, descendants and keep_original_key are not routed by the library yet")
+	}
+	o, err := optionsFor(job, o)
+	if err != nil {
+		return nil, fmt.Errorf("cutover.NewDatastore: %w", err)
+	}
+	rk, err := job.Spec.Build()
+	if err != nil {
+		return nil, err
+	}
+	d := &Datastore{router: router{o: o, stats: newStats(o.Migration)}, oldC: client, rk: rk, namespace: cfg.Target.Namespace}
+	if cfg.Target.Project == cfg.Source.Project && cfg.Target.Database == cfg.Source.Database {
+		d.newC, d.same = client, true
+	} else if d.newC, err = datastoredb.Client(ctx, cfg.Target.Project, cfg.Target.Database); err != nil {
+		return nil, err
+	} else {
+		d.ownNew = true
+	}
+	d.store = DatastoreStore{Client: d.newC, Namespace: d.namespace}
+	if d.cache, err = newPhaseCache(ctx, d.store, o.Migration, o.ttl(), d.stats.refresh); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// optionsFor checks o and fills its defaults from job's config.
+func optionsFor(job *migration.Job, o Options) (Options, error) {
+	if o.Migration == "" {
+		return o, errors.New("Options.Migration is required")
+	}
+	st, err := rewrite.New(job.Spec.Strategy)
+	if err != nil {
+		return o, err
+	}
+	if !st.Info().Deterministic {
+		return o, fmt.Errorf("strategy %s does not give the same new key for the same old key, so the application's calls cannot find the new record", st.Info().Name)
+	}
+	if o.UserID == nil {
+		u, ok, err := job.Config.Cohort.UserSpec()
+		switch {
+		case err != nil:
+			return o, fmt.Errorf("cohort.user: %w", err)
+		case !ok:
+			return o, errors.New("no user id: set cohort.user in the migration's config, or Options.UserID")
+		}
+		o.UserID = u.ID
+	}
+	if o.Buckets == 0 {
+		o.Buckets = job.Config.Cohort.Buckets
+	}
+	return o, nil
+}
+
+// Close stops the phase refresh and closes the client the library opened.
+func (d *Datastore) Close() {
+	if d.cache != nil {
+		d.cache.close()
+	}
+	if d.ownNew && d.newC != nil {
+		d.newC.Close()
+	}
+}
+
+func (d *Datastore) route(ctx context.Context, rec *record.Record) (*call, error) {
+	if rec.Key == nil {
+		return nil, errors.New("cutover: the record has no key")
+	}
+	return d.router.route(ctx, rec, rec.Key.String())
+}
+
+// newRecord is rec rewritten: its new key and properties.
+func (d *Datastore) newRecord(rec *record.Record) (*record.Record, error) {
+	nr := *rec
+	k := rec.Key.Clone()
+	nr.Key = &k
+	nr.Fields = append([]record.Field(nil), rec.Fields...)
+	if err := d.rk.Rewrite(&nr); err != nil {
+		return nil, fmt.Errorf("cutover: rewriting %s: %w", rec.Key, err)
+	}
+	return &nr, nil
+}
+
+// dsMut is one Datastore mutation with its key, for a transaction or a
+// batch.
+type dsMut struct {
+	key    *datastore.Key
+	put    any // nil: delete
+	delete bool
+}
+
+func (d *Datastore) client(sd side) *datastore.Client {
+	if sd == newSide {
+		return d.newC
+	}
+	return d.oldC
+}
+
+func toMutations(ms []dsMut) []*datastore.Mutation {
+	out := make([]*datastore.Mutation, len(ms))
+	for i, m := range ms {
+		if m.delete {
+			out[i] = datastore.NewDelete(m.key)
+		} else {
+			out[i] = datastore.NewUpsert(m.key, m.put)
+		}
+	}
+	return out
+}
+
+func commitDS(ctx context.Context, c *datastore.Client, ms []dsMut) error {
+	_, err := c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		_, err := tx.Mutate(toMutations(ms)...)
+		return err
+	})
+	return err
+}
+
+func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
+	k := datastore.NameKey(DatastoreTouchedKind, d.o.Migration+"|"+nr.Key.String(), nil)
+	k.Namespace = d.namespace
+	return k
+}
+
+// Write writes rec (an entity of the old kind, in old keys) where its
+// cohort's phase says (see the package doc).
+func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
+	c, err := d.route(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	d.stats.call("write", c.phase)
+	return d.apply(c, "write", c.route.writes, func(sd side) ([]dsMut, error) {
+		r := &rec
+		if sd == newSide {
+			if r, err = d.newRecord(&rec); err != nil {
+				return nil, err
+			}
+		}
+		k, props, err := datastoredb.ToEntity(r)
+		if err != nil {
+			return nil, fmt.Errorf("cutover: %s on %s: %w", c.key, sd, err)
+		}
+		pl := props
+		ms := []dsMut{{key: k, put: &pl}}
+		if sd == newSide && c.route.touch {
+			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, TouchedAt: time.Now().UTC()}})
+		}
+		return ms, nil
+	})
+}
+
+// Delete deletes the entity with key's key where its cohort's phase says
+// (marking the new key touched while a backfill may copy the cohort).
+func (d *Datastore) Delete(ctx context.Context, key record.Record) error {
+	c, err := d.route(ctx, &key)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	d.stats.call("delete", c.phase)
+	return d.apply(c, "delete", c.route.deletes, func(sd side) ([]dsMut, error) {
+		r := &key
+		if sd == newSide {
+			if r, err = d.newRecord(&key); err != nil {
+				return nil, err
+			}
+		}
+		ms := []dsMut{{key: datastoredb.KeyToDatastore(*r.Key), delete: true}}
+		if sd == newSide && c.route.touch {
+			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Deleted: true, TouchedAt: time.Now().UTC()}})
+		}
+		return ms, nil
+	})
+}
+
+func (d *Datastore) apply(c *call, op string, sides []side, build func(side) ([]dsMut, error)) error {
+	st := store[dsMut]{
+		build:     build,
+		commit:    func(ctx context.Context, sd side, ms []dsMut) error { return commitDS(ctx, d.client(sd), ms) },
+		repair:    d.repairMutation,
+		logRepair: d.logRepair,
+	}
+	if d.same {
+		st.atomic = func(ctx context.Context, ms []dsMut) error { return commitDS(ctx, d.newC, ms) }
+	}
+	return applyCall(&d.router, c, op, sides, st)
+}
+
+func (d *Datastore) repairMutation(c *call, op string, missed side, cause error) dsMut {
+	k := datastore.NameKey(DatastoreRepairKind, d.o.Migration+"|"+uuid.NewString(), nil)
+	k.Namespace = d.namespace
+	return dsMut{key: k, put: &dsRepair{Migration: d.o.Migration, Cohort: int64(c.cohort), Op: op, OldKey: c.key, Missed: missed.String(), Reason: cause.Error(), LoggedAt: time.Now().UTC()}}
+}
+
+func (d *Datastore) logRepair(c *call, op string, missed side, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return commitDS(ctx, d.newC, []dsMut{d.repairMutation(c, op, missed, cause)})
+}
+
+// Read reads the entity with key's key where its cohort's phase says, and
+// returns it as an entity of the old kind, in old keys; found is false
+// when the authoritative store has none.
+func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record, bool, error) {
+	c, err := d.route(ctx, &key)
+	if err != nil {
+		return record.Record{}, false, err
+	}
+	defer c.cancel()
+	d.stats.call("read", c.phase)
+	r := c.route
+	var got *record.Record
+	switch {
+	case r.shadow:
+		d.stats.call("shadow_read", c.phase)
+		oldRec, err := d.readOld(c.ctx, &key)
+		if err != nil {
+			return record.Record{}, false, err
+		}
+		newRec, err := d.readNew(c.ctx, &key)
+		if err != nil {
+			return record.Record{}, false, err
+		}
+		d.shadowCompare(c, oldRec, newRec)
+		got = oldRec
+	case r.read == newSide:
+		if got, err = d.readNew(c.ctx, &key); err != nil {
+			return record.Record{}, false, err
+		}
+		if got == nil && r.fallback {
+			d.stats.fallback()
+			if got, err = d.readOld(c.ctx, &key); err != nil {
+				return record.Record{}, false, err
+			}
+		}
+	default:
+		if got, err = d.readOld(c.ctx, &key); err != nil {
+			return record.Record{}, false, err
+		}
+	}
+	if got == nil {
+		return record.Record{}, false, nil
+	}
+	return *got, true, nil
+}
+
+func getEntity(ctx context.Context, c *datastore.Client, k rewrite.DatastoreKey) (*record.Record, error) {
+	var props datastore.PropertyList
+	err := c.Get(ctx, datastoredb.KeyToDatastore(k), &props)
+	if errors.Is(err, datastore.ErrNoSuchEntity) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cutover: reading %s: %w", k, err)
+	}
+	rec, err := datastoredb.FromEntity(datastoredb.KeyToDatastore(k), props)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+func (d *Datastore) readOld(ctx context.Context, key *record.Record) (*record.Record, error) {
+	return getEntity(ctx, d.oldC, *key.Key)
+}
+
+// readNew reads key's new entity and returns it under the old key.
+func (d *Datastore) readNew(ctx context.Context, key *record.Record) (*record.Record, error) {
+	nr, err := d.newRecord(key)
+	if err != nil {
+		return nil, err
+	}
+	got, err := getEntity(ctx, d.newC, *nr.Key)
+	if got == nil || err != nil {
+		return nil, err
+	}
+	k := key.Key.Clone()
+	got.Key, got.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
+	return got, nil
+}
+
+// BackfillRow is a backfill's write of rec (an old entity as the backfill
+// read it), as Spanner.BackfillRow: one transaction that writes rec's new
+// entity unless the application touched that key since the cohort entered
+// dual_write. It reports whether it wrote.
+func (d *Datastore) BackfillRow(ctx context.Context, rec record.Record) (bool, error) {
+	c, err := d.route(ctx, &rec)
+	if err != nil {
+		return false, err
+	}
+	defer c.cancel()
+	if err := d.backfillable(c); err != nil {
+		return false, err
+	}
+	nr, err := d.newRecord(&rec)
+	if err != nil {
+		return false, err
+	}
+	k, props, err := datastoredb.ToEntity(nr)
+	if err != nil {
+		return false, fmt.Errorf("cutover: %s: %w", c.key, err)
+	}
+	tk := d.touchedKey(nr)
+	var wrote bool
+	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		wrote = false
+		var t dsTouched
+		switch err := tx.Get(tk, &t); {
+		case err == nil:
+			if t.TouchedAt.After(c.since) {
+				return nil // the application's write or delete is newer
+			}
+		case !errors.Is(err, datastore.ErrNoSuchEntity):
+			return err
+		}
+		wrote = true
+		pl := props
+		_, err := tx.Put(k, &pl)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("cutover: backfilling %s: %w", c.key, err)
+	}
+	return wrote, nil
+}
