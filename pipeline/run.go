@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
@@ -63,7 +66,21 @@ const namespace = "rekey"
 // Run builds graph from the job and runs it on r.Runner. The result's
 // counters are the job's "rekey" counters as the runner reports them (see
 // the package doc).
+//
+// When the job's workers run in this process (inProcess), the job gets a
+// scratch directory for the run (migration.Job.ScratchDir), removed when
+// Run returns.
 func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
+	if j != nil && inProcess(r.Runner) {
+		dir, err := os.MkdirTemp("", "rekey-scratch-")
+		if err != nil {
+			return nil, fmt.Errorf("scratch directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		scratch := *j
+		scratch.ScratchDir = dir
+		j = &scratch
+	}
 	p, s := beam.NewPipelineWithRoot()
 	if err := graph(s, j); err != nil {
 		return nil, err
@@ -116,6 +133,22 @@ func keepOutput(ctx context.Context, j *migration.Job) error {
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }
+
+// inProcess reports whether the runner's SDK workers run in this process,
+// and so share its disk: direct, and prism or universal with the loopback
+// environment (prism's default without --endpoint).
+func inProcess(runner string) bool {
+	env := strings.ToLower(*jobopts.EnvironmentType)
+	switch runner {
+	case "direct":
+		return true
+	case "prism":
+		return env == "loopback" || env == "" && *jobopts.Endpoint == ""
+	case "universal":
+		return env == "loopback"
+	}
+	return false
+}
 
 // removeParts removes the part files an unfinished local run left next to
 // its JSON Lines target and its dead-letter file (a re-run writes its own;

@@ -196,3 +196,34 @@ func TestProgressWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestRunScratchDir: a job run on a runner whose workers run in this
+// process (direct; prism and universal with the loopback environment)
+// gets a scratch directory that exists while the graph is built and is
+// gone after the run; the caller's job is left as it was.
+func TestRunScratchDir(t *testing.T) {
+	for _, runner := range runners() {
+		t.Run(runner, func(t *testing.T) {
+			on(t, runner)
+			j := &migration.Job{}
+			var dir string
+			g := func(s beam.Scope, jj *migration.Job) error {
+				dir = jj.ScratchDir
+				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+					t.Errorf("scratch directory %q: %v", dir, err)
+				}
+				twoSteps(1, 1)(s)
+				return nil
+			}
+			if _, err := pipeline.Run(t.Context(), j, pipeline.Runner{Runner: runner}, g); err != nil {
+				t.Fatal(err)
+			}
+			if dir == "" || j.ScratchDir != "" {
+				t.Fatalf("the graph's job had scratch directory %q, the caller's %q", dir, j.ScratchDir)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("scratch directory %s after the run: %v", dir, err)
+			}
+		})
+	}
+}

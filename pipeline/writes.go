@@ -66,6 +66,9 @@ func (w writes) planOptions() (writeorder.Options, bool) {
 	case config.ShuffleAuto:
 		o.Local = o.Ramp.Off() && j.Scatters()
 	}
+	if !o.Local {
+		o.Spill = j.ScratchDir
+	}
 	return o, true
 }
 

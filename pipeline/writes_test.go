@@ -93,12 +93,16 @@ func TestPlanShuffle(t *testing.T) {
 			if tc.p.TargetKey.Columns == nil {
 				tc.p.TargetKey = key
 			}
+			tc.p.ScratchDir = "/scratch"
 			o, ok := newWrites(tc.p, time.Now()).planOptions()
 			if !ok {
 				t.Fatal("not planned")
 			}
 			if o.Local != tc.want {
 				t.Errorf("Local = %v, want %v", o.Local, tc.want)
+			}
+			if spills := o.Spill == tc.p.ScratchDir; spills == o.Local {
+				t.Errorf("Spill = %q with Local = %v: want the scratch directory for the shuffle only", o.Spill, o.Local)
 			}
 			if wp := DescribeWrites(tc.p); strings.Contains(wp, "no global shuffle") != tc.want {
 				t.Errorf("WritePlanning() = %q; want it to say whether there is a global shuffle", wp)

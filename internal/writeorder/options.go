@@ -68,6 +68,12 @@ type Options struct {
 	// scattered already (rewrite.Info.Scatters), and without a ramp-up,
 	// whose budget is shared through the shard keys.
 	Local bool `json:"local,omitempty"`
+	// Spill is a local directory that every worker of the run can read
+	// and write (the workers run in the launching process): the global
+	// shuffle's records are kept there, and only references to them go
+	// through the runner (see internal/spill). Empty: the records go
+	// through the runner.
+	Spill string `json:"spill,omitempty"`
 }
 
 // Ramp is a ramp-up schedule in plain data.
