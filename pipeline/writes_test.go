@@ -7,6 +7,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
@@ -66,6 +67,12 @@ func TestPlanShuffle(t *testing.T) {
 			SourceKey: key, TargetKey: key,
 		}
 	}
+	// jsonl reads j's source from a JSON Lines file, or with redrive set,
+	// re-submits that dead-letter file.
+	jsonl := func(j *migration.Job, redrive string) *migration.Job {
+		j.Config.Source.Type, j.RedriveFrom = config.TypeJSONL, redrive
+		return j
+	}
 	hash := rewrite.StepConfig{Strategy: "hashprefix"}
 	swap := rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": []any{"Seq"}}}
 	for _, tc := range []struct {
@@ -83,6 +90,10 @@ func TestPlanShuffle(t *testing.T) {
 			p.Spec.SourceStore = record.Datastore
 			return p
 		}(), false},
+		{"auto, swap, JSON Lines source", jsonl(spanner(swap, config.ShuffleAuto, config.RampNone), ""), true},
+		{"auto, swap, JSON Lines source, ramp-up", jsonl(spanner(swap, config.ShuffleAuto, config.RampDatastore), ""), false},
+		{"always, swap, JSON Lines source", jsonl(spanner(swap, config.ShuffleAlways, config.RampNone), ""), false},
+		{"auto, swap, redrive", jsonl(spanner(swap, config.ShuffleAuto, config.RampNone), "dead.jsonl"), false},
 		{"auto, hashprefix, Datastore", &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
@@ -109,6 +120,13 @@ func TestPlanShuffle(t *testing.T) {
 			}
 			if err := o.WithDefaults().Validate(); err != nil {
 				t.Error(err)
+			}
+			interleaved := tc.want && tc.p.Config.Source.Type == config.TypeJSONL && !tc.p.Scatters()
+			if got := newWrites(tc.p, time.Now()).interleave(); (got > 0) != interleaved || interleaved && got != writeorder.DefaultBuffer {
+				t.Errorf("interleave() = %d, want %v (the planner's buffer)", got, interleaved)
+			}
+			if wp := DescribeWrites(tc.p); strings.Contains(wp, "interleaved") != interleaved {
+				t.Errorf("DescribeWrites() = %q; want it to say whether the source is read interleaved", wp)
 			}
 		})
 	}
