@@ -77,7 +77,7 @@ func init() {
 	register.Function1x1(batchLen)
 	register.DoFn3x1[[]byte, int64, func(int, []byte), error](&shardFn{})
 	register.Emitter2[int, []byte]()
-	register.DoFn5x1[context.Context, int, func(*[]byte) bool, int64, func([]byte), error](&planFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
 	register.DoFn3x1[context.Context, []byte, func([]byte), error](&localPlanFn{})
@@ -104,7 +104,7 @@ func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) bea
 	}
 	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
 	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
-	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed), beam.SideInput{Input: total})
+	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed))
 }
 
 // buffer gathers records with their keys, for sorting.
@@ -241,7 +241,7 @@ func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) error {
 	}
 	for shard, sp := range f.spills {
 		if sp.n > 0 {
-			emit(shard, f.writer.Ref(sp.n, sp.segs))
+			emit(shardKey(shard, f.keys), f.writer.Ref(sp.n, sp.segs))
 		}
 	}
 	return f.writer.Close()
@@ -264,7 +264,7 @@ func (f *shardFn) flush(emit func(int, []byte)) error {
 		}
 		b := record.EncodeBatch(recs)
 		if f.writer == nil {
-			emit(shard, b)
+			emit(shardKey(shard, f.keys), b)
 			continue
 		}
 		seg, err := f.writer.Append(b)
@@ -280,6 +280,15 @@ func (f *shardFn) flush(emit func(int, []byte)) error {
 	f.reset()
 	return nil
 }
+
+// shardKey is the GroupByKey key of shard key shard of keys: both in one
+// int, so that planFn learns the number of keys without a side input (on
+// prism, a stage with a side input keeps the runner's scheduler busy
+// while its bundle runs). ShardKeys is below 2^31.
+func shardKey(shard, keys int) int { return keys<<32 | shard }
+
+// splitShardKey is the inverse of shardKey.
+func splitShardKey(k int) (shard, keys int) { return k & (1<<32 - 1), k >> 32 }
 
 // planFn sorts each shard's records a buffer at a time and emits them in
 // planned batches.
@@ -301,8 +310,8 @@ func (f *planFn) Setup() error {
 	return err
 }
 
-func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, total int64, emit func([]byte)) error {
-	keys := f.Opts.ShardKeys(total)
+func (f *planFn) ProcessElement(ctx context.Context, key int, values func(*[]byte) bool, emit func([]byte)) error {
+	shard, keys := splitShardKey(key)
 	var pacer *throttle.Pacer
 	if !f.Opts.Ramp.Off() {
 		var err error
