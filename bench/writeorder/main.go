@@ -190,8 +190,12 @@ rewrite: {strategy: none}
 	results = append(results, r)
 
 	// rekey with hashprefix: the new keys are scattered, so write planning
-	// skips the global shuffle (write.shuffle: auto) and plans each
-	// worker's records as they come.
+	// skips the global shuffle (unless write.shuffle is always) and plans
+	// each worker's records as they come.
+	noShuffle := ": no shuffle"
+	if shuffle == "always" {
+		noShuffle = ""
+	}
 	hashed, err := rewrite.ParseKeySchema("Events", hashedKey)
 	if err != nil {
 		return err
@@ -210,7 +214,7 @@ rewrite: {strategy: hashprefix}
 	if err != nil {
 		return fmt.Errorf("rekey to Spanner with hashprefix: %w", err)
 	}
-	r.name, r.note = "rekey → Spanner, `hashprefix`: no shuffle", fmt.Sprintf("`%s`", write)
+	r.name, r.note = "rekey → Spanner, `hashprefix`"+noShuffle, fmt.Sprintf("`%s`", write)
 	results = append(results, r)
 	ns = emulator.UniqueNamespace("writeorder")
 	r, err = measure(emulator.EnvDatastoreHost, "Item", nil, func() error {
@@ -224,7 +228,7 @@ rewrite: {strategy: hashprefix}
 	if err != nil {
 		return fmt.Errorf("rekey to Datastore with hashprefix: %w", err)
 	}
-	r.name, r.note = "rekey → Datastore, `hashprefix`: no shuffle", fmt.Sprintf("`%s`", write)
+	r.name, r.note = "rekey → Datastore, `hashprefix`"+noShuffle, fmt.Sprintf("`%s`", write)
 	results = append(results, r)
 
 	// Beam Go's spannerio.Write, at its default batch size and at rekey's.
