@@ -2,12 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -68,11 +72,11 @@ const namespace = "rekey"
 // the package doc).
 //
 // When the job's workers run in this process (inProcess), the job gets a
-// scratch directory for the run (migration.Job.ScratchDir), removed when
-// Run returns.
+// scratch directory for the run (migration.Job.ScratchDir, see
+// newScratch), removed when Run returns.
 func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
 	if j != nil && inProcess(r.Runner) {
-		dir, err := os.MkdirTemp("", "rekey-scratch-")
+		dir, err := newScratch()
 		if err != nil {
 			return nil, fmt.Errorf("scratch directory: %w", err)
 		}
@@ -133,6 +137,25 @@ func keepOutput(ctx context.Context, j *migration.Job) error {
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }
+
+// scratchPrefix begins the name of a run's scratch directory in
+// os.TempDir: rekey-scratch-PID-RANDOM.
+const scratchPrefix = "rekey-scratch-"
+
+// newScratch makes a scratch directory for a run of this process, first
+// removing those of rekey processes that are gone: a run killed outright
+// (SIGKILL, a crash) cannot remove its own, which may hold about the size
+// of its input.
+func newScratch() (string, error) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), scratchPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), scratchPrefix), "-", 2)[0])
+		if err == nil && pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", scratchPrefix, os.Getpid()))
+}
 
 // inProcess reports whether the runner's SDK workers run in this process,
 // and so share its disk: direct, and prism or universal with the loopback

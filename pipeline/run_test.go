@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -225,5 +227,34 @@ func TestRunScratchDir(t *testing.T) {
 				t.Errorf("scratch directory %s after the run: %v", dir, err)
 			}
 		})
+	}
+}
+
+// TestRunRemovesStaleScratchDirs: a run removes the scratch directories
+// of rekey processes that are gone, and leaves those of live ones.
+func TestRunRemovesStaleScratchDirs(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(os.TempDir(), fmt.Sprintf("rekey-scratch-%d-1", gone.Process.Pid))
+	live := filepath.Join(os.TempDir(), fmt.Sprintf("rekey-scratch-%d-2", os.Getpid()))
+	other := filepath.Join(os.TempDir(), "rekey-scratch-notapid")
+	for _, d := range []string{stale, live, other} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pipeline.Run(t.Context(), &migration.Job{}, pipeline.Runner{Runner: "direct"}, graph(twoSteps(1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the scratch directory of a process that is gone is still there: %v", err)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
 	}
 }
