@@ -73,10 +73,22 @@ func checkWriteOrder(t *testing.T, tap *committap.Tap, table string, inputOrder 
 	}
 }
 
+// planShuffles are the write.shuffle settings the write-plan tests run
+// with: auto, which reads a JSON Lines source in interleaved ranges and
+// plans without the global shuffle, and always, the shuffle (its records
+// kept in the run's scratch directory on prism).
+var planShuffles = []string{"auto", "always"}
+
 // TestWritePlanSpanner migrates 20,000 JSON Lines rows with swap, from
 // (EventTime, UserId) to (UserId, EventTime), the input sorted by the new
 // key, into Spanner on prism.
 func TestWritePlanSpanner(t *testing.T) {
+	for _, shuffle := range planShuffles {
+		t.Run(shuffle, func(t *testing.T) { writePlanSpanner(t, shuffle) })
+	}
+}
+
+func writePlanSpanner(t *testing.T, shuffle string) {
 	oldKey := "EventTime TIMESTAMP, UserId STRING(36)"
 	newKey, err := rewrite.ParseKeySchema("Events", "UserId STRING(36), EventTime TIMESTAMP")
 	if err != nil {
@@ -99,9 +111,9 @@ func TestWritePlanSpanner(t *testing.T) {
 source: {type: jsonl, path: %q, key: %q}
 target: {type: spanner, project: %s, instance: %s, database: %s, table: Events}
 rewrite: {strategy: swap, params: {order: [UserId]}}
-write: {batch_rows: %d, shards: 2}
+write: {batch_rows: %d, shards: 2, shuffle: %s}
 dead_letter: %q
-`, in, oldKey, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, planBatchRows, filepath.Join(t.TempDir(), "dead.jsonl")))
+`, in, oldKey, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, planBatchRows, shuffle, filepath.Join(t.TempDir(), "dead.jsonl")))
 	start := time.Now()
 	res := migrate(t, cfg, "prism")
 	t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))
@@ -116,6 +128,12 @@ dead_letter: %q
 // 1..20,000 in id order, keys unchanged (strategy none), into a Datastore
 // namespace on prism.
 func TestWritePlanDatastore(t *testing.T) {
+	for _, shuffle := range planShuffles {
+		t.Run(shuffle, func(t *testing.T) { writePlanDatastore(t, shuffle) })
+	}
+}
+
+func writePlanDatastore(t *testing.T, shuffle string) {
 	c := emulator.TestDatastore(t)
 	ns := emulator.UniqueNamespace("plan")
 	var lines []string
@@ -131,9 +149,9 @@ func TestWritePlanDatastore(t *testing.T) {
 source: {type: jsonl, path: %q}
 target: {type: datastore, project: %s, namespace: %s, kind: Item}
 rewrite: {strategy: none}
-write: {batch_rows: %d, shards: 2}
+write: {batch_rows: %d, shards: 2, shuffle: %s}
 dead_letter: %q
-`, in, emulator.DatastoreProject(), ns, planBatchRows, filepath.Join(t.TempDir(), "dead.jsonl")))
+`, in, emulator.DatastoreProject(), ns, planBatchRows, shuffle, filepath.Join(t.TempDir(), "dead.jsonl")))
 	start := time.Now()
 	res := migrate(t, cfg, "prism")
 	t.Logf("%s in %s", res.Counters.String(), time.Since(start).Round(time.Millisecond))

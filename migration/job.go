@@ -68,6 +68,11 @@ type Job struct {
 	// TranslateOnly is set for a runner that only translates the job
 	// (Options.TranslateOnly).
 	TranslateOnly bool
+	// ScratchDir, if set, is a local directory that every worker of the
+	// run shares, set by the runner while the job runs when the workers
+	// run in its process: write planning keeps the records it shuffles
+	// there instead of in the runner's memory (writeorder.Options.Spill).
+	ScratchDir string
 
 	// offline resolves for a runner that only translates the job: schema
 	// reads are bounded by offlineTimeout, an unreadable target is noted

@@ -31,7 +31,7 @@ func Migrate(s beam.Scope, j *migration.Job) error {
 	} else {
 		var readDead []beam.PCollection
 		var err error
-		if batches, readDead, err = readSource(s, j); err != nil {
+		if batches, readDead, err = readSource(s, j, w.interleave()); err != nil {
 			return err
 		}
 		deads = append(deads, readDead...)
@@ -58,11 +58,13 @@ func Migrate(s beam.Scope, j *migration.Job) error {
 	return nil
 }
 
-func readSource(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCollection, error) {
+// readSource reads the job's source; a JSON Lines source in interleaved
+// ranges, interleave records from each in turn, if interleave > 0.
+func readSource(s beam.Scope, j *migration.Job, interleave int) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
 	switch src.Type {
 	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
-		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table})
+		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Interleave: interleave})
 		return b, []beam.PCollection{d}, nil
 	case config.TypeSpanner:
 		return readSpanner(s, j)

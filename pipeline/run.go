@@ -2,14 +2,21 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
@@ -63,7 +70,21 @@ const namespace = "rekey"
 // Run builds graph from the job and runs it on r.Runner. The result's
 // counters are the job's "rekey" counters as the runner reports them (see
 // the package doc).
+//
+// When the job's workers run in this process (inProcess), the job gets a
+// scratch directory for the run (migration.Job.ScratchDir, see
+// newScratch), removed when Run returns.
 func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
+	if j != nil && inProcess(r.Runner) {
+		dir, err := newScratch()
+		if err != nil {
+			return nil, fmt.Errorf("scratch directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		scratch := *j
+		scratch.ScratchDir = dir
+		j = &scratch
+	}
 	p, s := beam.NewPipelineWithRoot()
 	if err := graph(s, j); err != nil {
 		return nil, err
@@ -116,6 +137,41 @@ func keepOutput(ctx context.Context, j *migration.Job) error {
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }
+
+// scratchPrefix begins the name of a run's scratch directory in
+// os.TempDir: rekey-scratch-PID-RANDOM.
+const scratchPrefix = "rekey-scratch-"
+
+// newScratch makes a scratch directory for a run of this process, first
+// removing those of rekey processes that are gone: a run killed outright
+// (SIGKILL, a crash) cannot remove its own, which may hold about the size
+// of its input.
+func newScratch() (string, error) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), scratchPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), scratchPrefix), "-", 2)[0])
+		if err == nil && pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", scratchPrefix, os.Getpid()))
+}
+
+// inProcess reports whether the runner's SDK workers run in this process,
+// and so share its disk: direct, and prism or universal with the loopback
+// environment (prism's default without --endpoint).
+func inProcess(runner string) bool {
+	env := strings.ToLower(*jobopts.EnvironmentType)
+	switch runner {
+	case "direct":
+		return true
+	case "prism":
+		return env == "loopback" || env == "" && *jobopts.Endpoint == ""
+	case "universal":
+		return env == "loopback"
+	}
+	return false
+}
 
 // removeParts removes the part files an unfinished local run left next to
 // its JSON Lines target and its dead-letter file (a re-run writes its own;

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -194,5 +196,65 @@ func TestProgressWhileRunning(t *testing.T) {
 				t.Errorf("counters %s; want read=4 written=4", c)
 			}
 		})
+	}
+}
+
+// TestRunScratchDir: a job run on a runner whose workers run in this
+// process (direct; prism and universal with the loopback environment)
+// gets a scratch directory that exists while the graph is built and is
+// gone after the run; the caller's job is left as it was.
+func TestRunScratchDir(t *testing.T) {
+	for _, runner := range runners() {
+		t.Run(runner, func(t *testing.T) {
+			on(t, runner)
+			j := &migration.Job{}
+			var dir string
+			g := func(s beam.Scope, jj *migration.Job) error {
+				dir = jj.ScratchDir
+				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+					t.Errorf("scratch directory %q: %v", dir, err)
+				}
+				twoSteps(1, 1)(s)
+				return nil
+			}
+			if _, err := pipeline.Run(t.Context(), j, pipeline.Runner{Runner: runner}, g); err != nil {
+				t.Fatal(err)
+			}
+			if dir == "" || j.ScratchDir != "" {
+				t.Fatalf("the graph's job had scratch directory %q, the caller's %q", dir, j.ScratchDir)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("scratch directory %s after the run: %v", dir, err)
+			}
+		})
+	}
+}
+
+// TestRunRemovesStaleScratchDirs: a run removes the scratch directories
+// of rekey processes that are gone, and leaves those of live ones.
+func TestRunRemovesStaleScratchDirs(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(os.TempDir(), fmt.Sprintf("rekey-scratch-%d-1", gone.Process.Pid))
+	live := filepath.Join(os.TempDir(), fmt.Sprintf("rekey-scratch-%d-2", os.Getpid()))
+	other := filepath.Join(os.TempDir(), "rekey-scratch-notapid")
+	for _, d := range []string{stale, live, other} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pipeline.Run(t.Context(), &migration.Job{}, pipeline.Runner{Runner: "direct"}, graph(twoSteps(1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the scratch directory of a process that is gone is still there: %v", err)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
+	"github.com/rekeyio/rekey/transforms/source"
 	"github.com/rekeyio/rekey/transforms/writeplan"
 )
 
@@ -69,9 +70,33 @@ func (w writes) planOptions() (writeorder.Options, bool) {
 	case config.ShuffleNever:
 		o.Local = true
 	case config.ShuffleAuto:
-		o.Local = j.Scatters()
+		o.Local = j.Scatters() || interleavable(j)
+	}
+	if !o.Local {
+		o.Spill = j.ScratchDir
 	}
 	return o, true
+}
+
+// interleavable reports whether the job's source can be read in
+// interleaved ranges (source.FilesConfig.Interleave), a JSON Lines file
+// read from the start of the run, so that write planning needs no global
+// shuffle when the rewrite keeps the input's order.
+func interleavable(j *migration.Job) bool {
+	return j.Config.Source.Type == config.TypeJSONL && j.RedriveFrom == ""
+}
+
+// interleave is the number of records a round of the source's
+// interleaved read takes from all its ranges (source.FilesConfig.Interleave):
+// the planner's buffer, so that each sorted buffer holds a piece of every
+// range, when write planning relies on the interleaved read to skip the
+// global shuffle; 0 otherwise.
+func (w writes) interleave() int {
+	o, ok := w.planOptions()
+	if !ok || !o.Local || w.job.Config.Write.Shuffle != config.ShuffleAuto || w.job.Scatters() || !interleavable(w.job) {
+		return 0
+	}
+	return o.WithDefaults().Buffer
 }
 
 // DescribeWrites says in one line how the job's writes are planned (for
@@ -87,6 +112,8 @@ func DescribeWrites(j *migration.Job) string {
 	switch {
 	case o.Local && j.Config.Write.Shuffle == config.ShuffleNever:
 		how = "no global shuffle (write.shuffle: never)"
+	case o.Local && w.interleave() > 0:
+		how = fmt.Sprintf("no global shuffle (the JSON Lines source is read in %d or more interleaved ranges, a round of %d records at a time)", source.InterleavedRanges, w.interleave())
 	case o.Local:
 		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", j.Spec.Strategy.Strategy)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
@@ -65,6 +66,12 @@ func TestPlanShuffle(t *testing.T) {
 			SourceKey: key, TargetKey: key,
 		}
 	}
+	// jsonl reads j's source from a JSON Lines file, or with redrive set,
+	// re-submits that dead-letter file.
+	jsonl := func(j *migration.Job, redrive string) *migration.Job {
+		j.Config.Source.Type, j.RedriveFrom = config.TypeJSONL, redrive
+		return j
+	}
 	hash := rewrite.StepConfig{Strategy: "hashprefix"}
 	swap := rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": []any{"Seq"}}}
 	for _, tc := range []struct {
@@ -82,6 +89,10 @@ func TestPlanShuffle(t *testing.T) {
 			p.Spec.SourceStore = record.Datastore
 			return p
 		}(), false},
+		{"auto, swap, JSON Lines source", jsonl(spanner(swap, config.ShuffleAuto, config.RampNone), ""), true},
+		{"auto, swap, JSON Lines source, ramp-up", jsonl(spanner(swap, config.ShuffleAuto, config.RampDatastore), ""), true},
+		{"always, swap, JSON Lines source", jsonl(spanner(swap, config.ShuffleAlways, config.RampNone), ""), false},
+		{"auto, swap, redrive", jsonl(spanner(swap, config.ShuffleAuto, config.RampNone), "dead.jsonl"), false},
 		{"auto, hashprefix, Datastore", &migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
@@ -92,6 +103,7 @@ func TestPlanShuffle(t *testing.T) {
 			if tc.p.TargetKey.Columns == nil {
 				tc.p.TargetKey = key
 			}
+			tc.p.ScratchDir = "/scratch"
 			o, ok := newWrites(tc.p, "run").planOptions()
 			if !ok {
 				t.Fatal("not planned")
@@ -99,11 +111,21 @@ func TestPlanShuffle(t *testing.T) {
 			if o.Local != tc.want {
 				t.Errorf("Local = %v, want %v", o.Local, tc.want)
 			}
+			if spills := o.Spill == tc.p.ScratchDir; spills == o.Local {
+				t.Errorf("Spill = %q with Local = %v: want the scratch directory for the shuffle only", o.Spill, o.Local)
+			}
 			if wp := DescribeWrites(tc.p); strings.Contains(wp, "no global shuffle") != tc.want {
 				t.Errorf("WritePlanning() = %q; want it to say whether there is a global shuffle", wp)
 			}
 			if err := o.WithDefaults().Validate(); err != nil {
 				t.Error(err)
+			}
+			interleaved := tc.want && tc.p.Config.Source.Type == config.TypeJSONL && !tc.p.Scatters()
+			if got := newWrites(tc.p, "run").interleave(); (got > 0) != interleaved || interleaved && got != writeorder.DefaultBuffer {
+				t.Errorf("interleave() = %d, want %v (the planner's buffer)", got, interleaved)
+			}
+			if wp := DescribeWrites(tc.p); strings.Contains(wp, "interleaved") != interleaved {
+				t.Errorf("DescribeWrites() = %q; want it to say whether the source is read interleaved", wp)
 			}
 		})
 	}

@@ -49,7 +49,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
-	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/spannerio"
 
@@ -312,7 +311,7 @@ rewrite: {strategy: %s}
 ramp: {profile: none}
 %s`, in, table, sourceKey, emulator.SpannerProject(), emulator.SpannerInstance(), db, table, o.strategy, o.writeYAML()), spannerApplySpan)
 			if err == nil {
-				err = checkSpanner(ctx, db, o.rows)
+				err = migrate.CheckRows(ctx, db, table, o.rows)
 			}
 			return s, err
 		}},
@@ -325,7 +324,7 @@ ramp: {profile: none}
 				return spannerioWrite(ctx, o, db, rows)
 			})
 			if err == nil {
-				err = checkSpanner(ctx, db, o.rows)
+				err = migrate.CheckRows(ctx, db, table, o.rows)
 			}
 			return s, err
 		}},
@@ -353,20 +352,6 @@ func spannerioWrite(ctx context.Context, o options, db string, rows []Account) (
 		return 0, err
 	}
 	return time.Since(start), nil
-}
-
-func checkSpanner(ctx context.Context, db string, want int) error {
-	c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var n int64
-	err = c.Single().Query(ctx, spanner.Statement{SQL: "SELECT COUNT(*) FROM " + table}).Do(func(r *spanner.Row) error { return r.Column(0, &n) })
-	if err == nil && n != int64(want) {
-		err = fmt.Errorf("database %s holds %d rows, want %d", db, n, want)
-	}
-	return err
 }
 
 func compareDatastore(ctx context.Context, o options, dir string, rows []Account) error {

@@ -13,9 +13,12 @@
 // case: rekey to Spanner (swap (EventTime, UserId) → (UserId, EventTime)),
 // rekey to Datastore (ids 1..N, keys unchanged), and Beam Go's
 // spannerio.Write (the same rows as a struct PCollection), at its default
-// batch size and at rekey's. The report is a markdown table.
+// batch size and at rekey's. The report is a markdown table. rekey reads
+// the rows from JSON Lines files, so by default (write.shuffle auto) it
+// reads them in interleaved ranges and plans without the global shuffle;
+// -shuffle always measures the shuffle.
 //
-//	go run ./bench/writeorder [-n 20000] [-rows 10] [-shards 2] [-runner prism]
+//	go run ./bench/writeorder [-n 20000] [-rows 10] [-shards 2] [-shuffle always] [-runner prism]
 //
 // It uses the emulators named by SPANNER_EMULATOR_HOST and
 // DATASTORE_EMULATOR_HOST, or starts the installed ones.
@@ -85,17 +88,18 @@ func main() {
 	rows := flag.Int("rows", 10, "rekey's write.batch_rows (records per commit)")
 	shards := flag.Int("shards", 2, "rekey's write.shards")
 	buffer := flag.Int("buffer", 0, "rekey's write.buffer (0: the default)")
+	shuffle := flag.String("shuffle", "", "rekey's write.shuffle (empty: the default, auto)")
 	runner := flag.String("runner", "prism", "Beam runner")
 	flag.Parse()
 	beam.Init()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err := run(*n, *rows, *shards, *buffer, *runner); err != nil {
+	if err := run(*n, *rows, *shards, *buffer, *shuffle, *runner); err != nil {
 		fmt.Fprintln(os.Stderr, "writeorder:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, rows, shards, buffer int, runner string) error {
+func run(n, rows, shards, buffer int, shuffle, runner string) error {
 	ctx := context.Background()
 	stop, err := emulator.Ensure(ctx, nil)
 	if err != nil {
@@ -132,10 +136,14 @@ func run(n, rows, shards, buffer int, runner string) error {
 	if err := os.WriteFile(itemsPath, []byte(strings.Join(items, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	write := fmt.Sprintf("write: {batch_rows: %d, shards: %d, buffer: %d}", rows, shards, buffer)
-	if buffer == 0 {
-		write = fmt.Sprintf("write: {batch_rows: %d, shards: %d}", rows, shards)
+	write := fmt.Sprintf("batch_rows: %d, shards: %d", rows, shards)
+	if buffer != 0 {
+		write += fmt.Sprintf(", buffer: %d", buffer)
 	}
+	if shuffle != "" {
+		write += ", shuffle: " + shuffle
+	}
+	write = "write: {" + write + "}"
 
 	var results []result
 	// The input order itself, committed rows at a time: what a writer
@@ -182,8 +190,12 @@ rewrite: {strategy: none}
 	results = append(results, r)
 
 	// rekey with hashprefix: the new keys are scattered, so write planning
-	// skips the global shuffle (write.shuffle: auto) and plans each
-	// worker's records as they come.
+	// skips the global shuffle (unless write.shuffle is always) and plans
+	// each worker's records as they come.
+	noShuffle := ": no shuffle"
+	if shuffle == "always" {
+		noShuffle = ""
+	}
 	hashed, err := rewrite.ParseKeySchema("Events", hashedKey)
 	if err != nil {
 		return err
@@ -202,7 +214,7 @@ rewrite: {strategy: hashprefix}
 	if err != nil {
 		return fmt.Errorf("rekey to Spanner with hashprefix: %w", err)
 	}
-	r.name, r.note = "rekey → Spanner, `hashprefix`: no shuffle", fmt.Sprintf("`%s`", write)
+	r.name, r.note = "rekey → Spanner, `hashprefix`"+noShuffle, fmt.Sprintf("`%s`", write)
 	results = append(results, r)
 	ns = emulator.UniqueNamespace("writeorder")
 	r, err = measure(emulator.EnvDatastoreHost, "Item", nil, func() error {
@@ -216,7 +228,7 @@ rewrite: {strategy: hashprefix}
 	if err != nil {
 		return fmt.Errorf("rekey to Datastore with hashprefix: %w", err)
 	}
-	r.name, r.note = "rekey → Datastore, `hashprefix`: no shuffle", fmt.Sprintf("`%s`", write)
+	r.name, r.note = "rekey → Datastore, `hashprefix`"+noShuffle, fmt.Sprintf("`%s`", write)
 	results = append(results, r)
 
 	// Beam Go's spannerio.Write, at its default batch size and at rekey's.

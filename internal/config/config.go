@@ -291,10 +291,12 @@ type WriteConfig struct {
 	// Shuffle says whether write planning shuffles all records across
 	// workers before sorting them: "always"; "never" (each worker plans
 	// the records it read, as they come); or "auto" (the default): never
-	// when the rewrite scatters the keys (rewrite.Scatters: hashprefix,
-	// bitreverse and uuid on the leading key part) and no ramp-up is set,
-	// always otherwise. Skipping the shuffle lets writing start with the
-	// first records read instead of after the last.
+	// when the rewrite scatters the keys
+	// (rewrite.Scatters: hashprefix, bitreverse and uuid on the leading
+	// key part) or the source is JSON Lines (read in interleaved ranges,
+	// see source.Files), always otherwise. Skipping the shuffle lets
+	// writing start with the first records read instead of after the
+	// last.
 	Shuffle string `mapstructure:"shuffle"`
 	// Parallelism bounds the commits a worker process has in flight, all
 	// bundles together. Datastore targets: default 8. Spanner targets: 0 (the default) means 1 against the emulator (it

@@ -61,6 +61,12 @@ type Options struct {
 	// commits, not the plan: the sinks size and pace each commit as it is
 	// sent, see throttle.)
 	Local bool `json:"local,omitempty"`
+	// Spill is a local directory that every worker of the run can read
+	// and write (the workers run in the launching process): the global
+	// shuffle's records are kept there, and only references to them go
+	// through the runner (see internal/spill). Empty: the records go
+	// through the runner.
+	Spill string `json:"spill,omitempty"`
 }
 
 // WithDefaults fills in zero knobs.

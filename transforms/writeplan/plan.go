@@ -38,6 +38,12 @@
 // sample of the whole key space; then writing starts with the first
 // buffer instead of after the whole input has been read and shuffled.
 //
+// With Spill set (a local directory the workers share, see
+// internal/spill), what goes through the shuffle stays on that disk: the
+// records are written there as they come and as they are dealt, and only
+// references to them pass through the runner, which on a local runner
+// would otherwise hold the whole input in memory several times over.
+//
 // Each record draws its own shard key (records dealt in whole pieces would
 // make a shard a few clumps of neighbouring keys, and its batches would
 // span them all), and the draws are stratified: a worker gathers up to
@@ -49,6 +55,7 @@ package writeplan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
@@ -59,6 +66,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
+	"github.com/rekeyio/rekey/internal/spill"
 	"github.com/rekeyio/rekey/internal/writeorder"
 	"github.com/rekeyio/rekey/record"
 )
@@ -67,10 +75,11 @@ func init() {
 	register.Function1x1(batchLen)
 	register.DoFn3x1[[]byte, int64, func(int, []byte), error](&shardFn{})
 	register.Emitter2[int, []byte]()
-	register.DoFn5x1[context.Context, int, func(*[]byte) bool, int64, func([]byte), error](&planFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
 	register.DoFn3x1[context.Context, []byte, func([]byte), error](&localPlanFn{})
+	register.DoFn2x1[[]byte, func([]byte), error](&spillFn{})
 }
 
 // Writes plans the writes of record batches (record.EncodeBatch) and
@@ -88,9 +97,12 @@ func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) bea
 	if opts.Local {
 		return beam.ParDo(s, &localPlanFn{Opts: opts}, batches)
 	}
+	if opts.Spill != "" {
+		batches = beam.ParDo(s, &spillFn{Dir: opts.Spill}, batches)
+	}
 	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
 	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
-	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed), beam.SideInput{Input: total})
+	return beam.ParDo(s, &planFn{Opts: opts}, beam.GroupByKey(s, keyed))
 }
 
 // buffer gathers records with their keys, for sorting.
@@ -124,11 +136,39 @@ func (b *buffer) reset() {
 	b.items, b.arena = b.items[:0], b.arena[:0]
 }
 
-// batchLen is the number of records in a batch, read from its header
-// (0 for a corrupt batch, which shardFn then reports).
+// batchLen is the number of records in a batch, read from its header or
+// its spill reference (0 for a corrupt batch, which shardFn then
+// reports).
 func batchLen(batch []byte) int64 {
+	if spill.IsRef(batch) {
+		return int64(max(spill.Len(batch), 0))
+	}
 	return int64(max(record.BatchLen(batch), 0))
 }
+
+// spillFn writes each batch to a file in Dir and passes its reference on
+// (see internal/spill).
+type spillFn struct {
+	Dir string `json:"dir"`
+
+	w *spill.Writer
+}
+
+func (f *spillFn) Setup() { f.w = spill.NewWriter(f.Dir) }
+
+func (f *spillFn) ProcessElement(batch []byte, emit func([]byte)) error {
+	ref, err := f.w.Put(batch, max(record.BatchLen(batch), 0))
+	if err == nil {
+		err = f.w.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	emit(ref)
+	return nil
+}
+
+func (f *spillFn) FinishBundle(_ func([]byte)) error { return f.w.Close() }
 
 // shardFn deals records to random shard keys. It gathers up to Buffer
 // records of a bundle, sorts them by key and deals them evenly (writeorder.Deal), one
@@ -139,20 +179,37 @@ type shardFn struct {
 	Opts writeorder.Options `json:"opts"`
 
 	buffer
-	keys int
-	hash hash.Hash64
+	keys   int
+	hash   hash.Hash64
+	reader spill.Reader
+	// With Spill: the bundle's file, and what each shard key has in it.
+	writer *spill.Writer
+	spills []spilled
+}
+
+// spilled is what a bundle of shardFn wrote to its spill file for one
+// shard key: n records in segs.
+type spilled struct {
+	n    int
+	segs []spill.Segment
 }
 
 func (f *shardFn) Setup() error {
 	var err error
 	f.keyer, err = writeorder.NewKeyer(f.Opts)
+	if f.Opts.Spill != "" {
+		f.writer = spill.NewWriter(f.Opts.Spill)
+	}
 	return err
 }
+
+func (f *shardFn) Teardown() { f.reader.Close() }
 
 // StartBundle and FinishBundle take the side input too, as Beam requires.
 func (f *shardFn) StartBundle(_ int64, _ func(int, []byte)) {
 	f.reset()
 	f.hash = fnv.New64a()
+	f.spills = f.spills[:0]
 }
 
 func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byte)) error {
@@ -160,29 +217,76 @@ func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byt
 		f.StartBundle(total, emit)
 	}
 	f.keys = f.Opts.ShardKeys(total)
-	f.hash.Write(batch)
-	return f.add(batch, f.Opts.Buffer, func() { f.flush(emit) })
+	return f.reader.Each(batch, func(batch []byte) error {
+		f.hash.Write(batch)
+		var ferr error
+		err := f.add(batch, f.Opts.Buffer, func() { ferr = errors.Join(ferr, f.flush(emit)) })
+		return errors.Join(err, ferr)
+	})
 }
 
-func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) {
-	f.flush(emit)
+// FinishBundle deals what is left and, with Spill, emits one reference
+// per shard key to all it got in the bundle.
+func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) error {
+	err := f.flush(emit)
+	f.reader.Close()
+	if f.writer == nil || err != nil {
+		return err
+	}
+	// The references may be read once the records are written out.
+	if err := f.writer.Flush(); err != nil {
+		return err
+	}
+	for shard, sp := range f.spills {
+		if sp.n > 0 {
+			emit(shardKey(shard, f.keys), f.writer.Ref(sp.n, sp.segs))
+		}
+	}
+	return f.writer.Close()
 }
 
-func (f *shardFn) flush(emit func(int, []byte)) {
+// flush deals the buffered records to the shard keys and emits them, one
+// batch per shard key (with Spill, it appends them to the bundle's file
+// instead, see FinishBundle).
+func (f *shardFn) flush(emit func(int, []byte)) error {
 	if len(f.items) == 0 {
-		return
+		return nil
 	}
 	// Seeded by the records' content, so a retried bundle deals them the
 	// same way.
 	rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), f.hash.Sum64()^uint64(len(f.items))))
 	writeorder.Sort(f.items)
 	for shard, recs := range writeorder.Deal(f.items, f.keys, rng) {
-		if len(recs) > 0 {
-			emit(shard, record.EncodeBatch(recs))
+		if len(recs) == 0 {
+			continue
 		}
+		b := record.EncodeBatch(recs)
+		if f.writer == nil {
+			emit(shardKey(shard, f.keys), b)
+			continue
+		}
+		seg, err := f.writer.Append(b)
+		if err != nil {
+			return err
+		}
+		for len(f.spills) <= shard {
+			f.spills = append(f.spills, spilled{})
+		}
+		f.spills[shard].n += len(recs)
+		f.spills[shard].segs = append(f.spills[shard].segs, seg)
 	}
 	f.reset()
+	return nil
 }
+
+// shardKey is the GroupByKey key of shard key shard of keys: both in one
+// int, so that planFn learns the number of keys without a side input (on
+// prism, a stage with a side input keeps the runner's scheduler busy
+// while its bundle runs). ShardKeys is below 2^31.
+func shardKey(shard, keys int) int { return keys<<32 | shard }
+
+// splitShardKey is the inverse of shardKey.
+func splitShardKey(k int) (shard, keys int) { return k & (1<<32 - 1), k >> 32 }
 
 // planFn sorts each shard's records a buffer at a time and emits them in
 // planned batches.
@@ -192,6 +296,7 @@ type planFn struct {
 	buffer
 	phase  float64
 	phased bool
+	reader spill.Reader
 }
 
 func (f *planFn) Setup() error {
@@ -200,7 +305,8 @@ func (f *planFn) Setup() error {
 	return err
 }
 
-func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]byte) bool, total int64, emit func([]byte)) error {
+func (f *planFn) ProcessElement(ctx context.Context, key int, values func(*[]byte) bool, emit func([]byte)) error {
+	shard, _ := splitShardKey(key)
 	if !f.phased {
 		// One phase per worker, drawn from its first shard: its buffers'
 		// orders continue each other, and workers differ.
@@ -221,13 +327,15 @@ func (f *planFn) ProcessElement(ctx context.Context, shard int, values func(*[]b
 	}
 	var batch []byte
 	for values(&batch) {
-		if err := f.add(batch, f.Opts.Buffer, flush); err != nil {
+		if err := f.reader.Each(batch, func(b []byte) error { return f.add(b, f.Opts.Buffer, flush) }); err != nil {
 			return err
 		}
 	}
 	flush()
 	return nil
 }
+
+func (f *planFn) Teardown() { f.reader.Close() }
 
 // localPlanFn plans the records of a bundle a buffer at a time, as planFn
 // does a shard's: when the new keys are scattered, any run of records in

@@ -37,7 +37,9 @@ func simulate(t *testing.T, o writeorder.Options, n int) [][][]byte {
 			t.Fatal(err)
 		}
 	}
-	sf.FinishBundle(int64(n), collect)
+	if err := sf.FinishBundle(int64(n), collect); err != nil {
+		t.Fatal(err)
+	}
 	if got, want := len(groups), o.ShardKeys(int64(n)); got > want || got < want*9/10 {
 		t.Errorf("%d shard keys used, want %d", got, want)
 	}
@@ -62,7 +64,10 @@ func simulate(t *testing.T, o writeorder.Options, n int) [][][]byte {
 			*b, vals = vals[0], vals[1:]
 			return true
 		}
-		err := pf.ProcessElement(t.Context(), k, next, int64(n), func(b []byte) {
+		if shard, keys := splitShardKey(k); keys != o.ShardKeys(int64(n)) || shard >= keys {
+			t.Fatalf("key %d: shard %d of %d keys, want one of %d", k, shard, keys, o.ShardKeys(int64(n)))
+		}
+		err := pf.ProcessElement(t.Context(), k, next, func(b []byte) {
 			recs, err := record.DecodeBatch(b)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/md5"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -31,6 +32,27 @@ func TestWrites(t *testing.T) {
 			f := planned(t, runner, opts, in)
 			if f.RangesPerCommit > 2 || f.Busiest > 1.5 {
 				t.Errorf("batches in the order collected: %v; want at most 2 ranges per batch and busiest at most 1.5", f)
+			}
+		})
+	}
+}
+
+// TestWritesSpill is TestWrites with the shuffled records kept in a
+// local directory: the same figures, and the records went through files
+// there.
+func TestWritesSpill(t *testing.T) {
+	in := entities(12_000, func(i int) rewrite.PathElement { return rewrite.PathElement{Kind: "K", ID: int64(i)} })
+	for _, runner := range beamtest.Runners {
+		t.Run(runner, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := writeorder.Options{Store: record.Datastore, Shards: 2, Buffer: 5000, BatchRows: 5, Spill: dir}
+			f := planned(t, runner, opts, in)
+			if f.RangesPerCommit > 2 || f.Busiest > 1.5 {
+				t.Errorf("batches in the order collected: %v; want at most 2 ranges per batch and busiest at most 1.5", f)
+			}
+			files, err := filepath.Glob(filepath.Join(dir, "*.spill"))
+			if err != nil || len(files) < 2 {
+				t.Errorf("spill files %v (%v): want those of the records as read and as dealt", files, err)
 			}
 		})
 	}

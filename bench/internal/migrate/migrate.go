@@ -1,7 +1,7 @@
 // Package migrate holds what the benchmarks under bench/ share to drive
 // rekey: running a migration from a YAML config the way `rekey run
-// --create-target` does (migration.Run), and creating Spanner
-// emulator databases.
+// --create-target` does (migration.Run), and creating and counting
+// Spanner emulator databases.
 package migrate
 
 import (
@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"cloud.google.com/go/spanner"
+
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -71,4 +74,20 @@ func NewDatabase(ctx context.Context, hint string, ddl ...string) (string, error
 	id := emulator.UniqueDatabaseID(hint)
 	_, err := emulator.NewSpannerDatabase(ctx, emulator.SpannerProject(), emulator.SpannerInstance(), id, ddl)
 	return id, err
+}
+
+// CheckRows fails unless table of the emulator's database db holds want
+// rows.
+func CheckRows(ctx context.Context, db, table string, want int) error {
+	c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(emulator.SpannerProject(), emulator.SpannerInstance(), db))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var n int64
+	err = c.Single().Query(ctx, spanner.Statement{SQL: "SELECT COUNT(*) FROM " + table}).Do(func(r *spanner.Row) error { return r.Column(0, &n) })
+	if err == nil && n != int64(want) {
+		err = fmt.Errorf("database %s holds %d rows, want %d", db, n, want)
+	}
+	return err
 }
