@@ -62,7 +62,8 @@
 //	done                          new                           new
 //
 // When old and new are in one database the two writes are one
-// transaction. Across databases the authoritative write goes first; if it
+// transaction, which can be the application's own (Spanner.BufferWrite,
+// BufferDelete). Across databases the authoritative write goes first; if it
 // fails the call fails and nothing else is written; if the second fails
 // the call succeeds and the record goes to the repair log (RekeyRepair,
 // for part 2's verify and repair); if that fails too the call fails with

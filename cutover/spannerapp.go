@@ -528,3 +528,44 @@ func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, err
 	}
 	return wrote, nil
 }
+
+// BufferWrite adds rec's write, routed by its cohort's phase, to the
+// application's own read-write transaction txn: old and new must share
+// the transaction's database (for old and new apart there is no such
+// transaction; use Write). The transaction should commit promptly: the
+// phase it was routed by holds for the cache TTL from its read.
+func (s *Spanner) BufferWrite(ctx context.Context, txn *spanner.ReadWriteTransaction, rec record.Record) error {
+	c, err := s.route(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	s.stats.call("write", c.phase)
+	return s.buffer(c, txn, c.route.writes, func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, &rec) })
+}
+
+// BufferDelete adds the delete of key's record to txn, as BufferWrite.
+func (s *Spanner) BufferDelete(ctx context.Context, txn *spanner.ReadWriteTransaction, key record.Record) error {
+	c, err := s.route(ctx, &key)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	s.stats.call("delete", c.phase)
+	return s.buffer(c, txn, c.route.deletes, func(sd side) ([]*spanner.Mutation, error) { return s.deleteMutations(c, sd, &key) })
+}
+
+func (s *Spanner) buffer(c *call, txn *spanner.ReadWriteTransaction, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
+	if !s.same && len(sides) == 2 {
+		return fmt.Errorf("cutover: %s: old and new are in different databases, so no one transaction writes both; use Write", c.key)
+	}
+	var all []*spanner.Mutation
+	for _, sd := range sides {
+		ms, err := build(sd)
+		if err != nil {
+			return err
+		}
+		all = append(all, ms...)
+	}
+	return txn.BufferWrite(all)
+}

@@ -314,3 +314,33 @@ func TestSpannerSecondWriteFailure(t *testing.T) {
 		t.Errorf("after the authoritative write failed, old holds %q; want nothing", got)
 	}
 }
+
+// TestSpannerBufferWrite: the library adds a dual write to the
+// application's own transaction (one database), which commits both rows
+// with the application's own; across databases it refuses.
+func TestSpannerBufferWrite(t *testing.T) {
+	ctx := context.Background()
+	e := newSpannerEnv(t, true, "")
+	user := "user-txn"
+	e.setPhase(t, user, cutover.DualWrite)
+	_, err := e.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		if err := txn.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate("Logs", []string{"UserId", "Seq", "Page"}, []any{"someone-else", int64(1), "app's own"})}); err != nil {
+			return err
+		}
+		return e.lib.BufferWrite(ctx, txn, logRow(user, 1, "in txn"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, n := pages(t, e.old, "Logs", user), pages(t, e.new, "LogsV2", user); len(o) != 1 || len(n) != 1 || o[0] != "in txn" || n[0] != "in txn" {
+		t.Errorf("after the application's transaction: old %q, new %q; want the row in both", o, n)
+	}
+	apart := newSpannerEnv(t, false, "")
+	apart.setPhase(t, user, cutover.DualWrite)
+	_, err = apart.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return apart.lib.BufferWrite(ctx, txn, logRow(user, 1, "x"))
+	})
+	if err == nil || !strings.Contains(err.Error(), "different databases") {
+		t.Errorf("BufferWrite across databases: %v, want a refusal", err)
+	}
+}
