@@ -136,7 +136,7 @@ type Audit struct {
 	Who     string
 	Why     string
 	// Cohorts are the moved cohorts ("0-99,500"); From their phases
-	// before ("0-49 dual_write; 50-99 old", or one phase).
+	// before ("0-49 dual_write; 50-99 old", or the one phase they shared).
 	Cohorts string
 	From    string
 	To      Phase
@@ -171,6 +171,7 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 	}
 	cohorts := cohort.Merge(mv.Cohorts)
 	var froms []string
+	phases := map[Phase]bool{}
 	for _, r := range cohorts {
 		if r.First < 0 || r.Last >= m.Buckets || r.Last < r.First {
 			return a, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrIllegal, r, m.Buckets-1)
@@ -185,6 +186,7 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 				}
 			}
 			froms = append(froms, seg.Range.String()+" "+string(seg.Phase))
+			phases[seg.Phase] = true
 		}
 	}
 	for _, r := range cohorts {
@@ -194,8 +196,8 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 	a.Version = m.Version
 	a.Cohorts = cohort.Format(cohorts)
 	a.From = strings.Join(froms, "; ")
-	if len(froms) == 1 {
-		_, a.From, _ = strings.Cut(froms[0], " ")
+	if len(phases) == 1 {
+		_, a.From, _ = strings.Cut(froms[0], " ") // one phase: just its name
 	}
 	return a, nil
 }

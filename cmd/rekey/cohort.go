@@ -54,7 +54,7 @@ func newCmdCohort(f *factory, runID func(*CohortIDOptions) error) *cobra.Command
 		},
 	}
 	cmd.SuggestionsMinimumDistance = 2
-	cmd.AddCommand(newCmdCohortID(f, runID))
+	cmd.AddCommand(newCmdCohortID(f, runID), newCmdCohortStatus(f), newCmdCohortLog(f), newCmdCohortMove(f, false), newCmdCohortMove(f, true))
 	return cmd
 }
 

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/spanner"
+	"github.com/spf13/cobra"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+)
+
+// CohortOpsOptions are the flags of the phase commands (status, log,
+// move, rollback).
+type CohortOpsOptions struct {
+	IO        stdio
+	Config    string
+	Migration string
+	Cohorts   string
+	To        string
+	Why       string
+	Force     bool
+}
+
+// phaseStore opens the phase store at the config's target.
+func phaseStore(ctx context.Context, o *CohortOpsOptions) (cutover.Store, int, func(), error) {
+	if o.Config == "" || o.Migration == "" {
+		return nil, 0, nil, usagef("-c FILE and --migration NAME are required")
+	}
+	cfg, err := loadConfig(o.Config, o.IO.err)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	t := cfg.Target
+	switch t.Type {
+	case config.TypeSpanner:
+		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(t.Project, t.Instance, t.Database))
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return cutover.SpannerStore{Client: c}, cfg.Cohort.Buckets, c.Close, nil
+	case config.TypeDatastore:
+		c, err := datastoredb.Client(ctx, t.Project, t.Database)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return cutover.DatastoreStore{Client: c, Namespace: t.Namespace}, cfg.Cohort.Buckets, func() { c.Close() }, nil
+	}
+	return nil, 0, nil, usagef("the phase store is kept at a Spanner or Datastore target; this config's target is %s", t.Type)
+}
+
+func cohortOpsFlags(cmd *cobra.Command, o *CohortOpsOptions) {
+	cmd.Flags().StringVarP(&o.Config, "config", "c", "", "the migration's config file (YAML)")
+	cmd.Flags().StringVar(&o.Migration, "migration", "", "the migration's name in the phase store")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+}
+
+func newCmdCohortStatus(f *factory) *cobra.Command {
+	o := &CohortOpsOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "status -c FILE --migration NAME",
+		Short: "print the cohorts' phases, contiguous cohorts merged into ranges",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, buckets, done, err := phaseStore(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer done()
+			m, err := st.Load(cmd.Context(), o.Migration)
+			if err != nil {
+				return err
+			}
+			printStatus(o.IO, m, buckets)
+			return nil
+		},
+	}
+	cohortOpsFlags(cmd, o)
+	return cmd
+}
+
+// printStatus writes the map as a table: ranges of one phase (neighbours
+// merged whatever their move), their cohorts and share of the users, the
+// latest change and by whom; the cohorts no move touched are old.
+func printStatus(io stdio, m *cutover.Map, buckets int) {
+	if m.Buckets > 0 {
+		buckets = m.Buckets
+	}
+	w := tabwriter.NewWriter(io.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "COHORTS\tPHASE\tCOUNT\tUSERS\tSINCE\tBY\n")
+	type row struct {
+		r     cohort.Range
+		p     cutover.Phase
+		since time.Time
+		by    string
+	}
+	var rows []row
+	next := 0
+	add := func(r row) {
+		if n := len(rows); n > 0 && rows[n-1].p == r.p && rows[n-1].r.Last+1 == r.r.First {
+			rows[n-1].r.Last = r.r.Last
+			if r.since.After(rows[n-1].since) {
+				rows[n-1].since, rows[n-1].by = r.since, r.by
+			}
+			return
+		}
+		rows = append(rows, r)
+	}
+	for _, s := range m.Spans {
+		if s.First > next {
+			add(row{r: cohort.Range{First: next, Last: s.First - 1}, p: cutover.Old})
+		}
+		add(row{r: s.Range, p: s.Phase, since: s.Since, by: s.By})
+		next = s.Last + 1
+	}
+	if next < buckets {
+		add(row{r: cohort.Range{First: next, Last: buckets - 1}, p: cutover.Old})
+	}
+	for _, r := range rows {
+		since, by := "-", "-"
+		if !r.since.IsZero() {
+			since, by = r.since.UTC().Format(time.RFC3339), r.by
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f%%\t%s\t%s\n", r.r, r.p, r.r.Len(), 100*float64(r.r.Len())/float64(buckets), since, by)
+	}
+	_ = w.Flush()
+	fmt.Fprintf(io.out, "migration %s: %d cohorts, version %d\n", m.Migration, buckets, m.Version)
+}
+
+func newCmdCohortLog(f *factory) *cobra.Command {
+	o := &CohortOpsOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "log -c FILE --migration NAME",
+		Short: "print the audit of the migration's phase moves, oldest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, _, done, err := phaseStore(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer done()
+			audits, err := st.Audits(cmd.Context(), o.Migration)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(o.IO.out, 2, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "VERSION\tAT\tWHO\tCOHORTS\tFROM\tTO\tWHY\n")
+			for _, a := range audits {
+				why := a.Why
+				if a.Forced {
+					why = "(forced) " + why
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Version, a.At.UTC().Format(time.RFC3339), a.Who, a.Cohorts, a.From, a.To, why)
+			}
+			return w.Flush()
+		},
+	}
+	cohortOpsFlags(cmd, o)
+	return cmd
+}
+
+// newCmdCohortMove is `rekey cohort advance` (rollback false) or `rekey
+// cohort rollback`.
+func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
+	o := &CohortOpsOptions{IO: f.IO}
+	use, short := "advance -c FILE --migration NAME --cohorts LIST --to PHASE", "move cohorts forward to a phase, by the rules"
+	if rollback {
+		use, short = "rollback -c FILE --migration NAME --cohorts LIST [--to dual_write|old]", "move cohorts back to dual_write (default) or old"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			to := o.To
+			if rollback && to == "" {
+				to = string(cutover.DualWrite)
+			}
+			p, err := cutover.ParsePhase(to)
+			if err != nil {
+				return usagef("--to: %v", err)
+			}
+			if rollback && p != cutover.DualWrite && p != cutover.Old {
+				return usagef("rollback --to: want dual_write or old, got %s", p)
+			}
+			if o.Cohorts == "" {
+				return usagef("--cohorts LIST is required (e.g. 0-99,500)")
+			}
+			st, buckets, done, err := phaseStore(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rs, err := cohort.Parse(o.Cohorts, buckets)
+			if err != nil {
+				return usagef("--cohorts: %v", err)
+			}
+			m, a, err := st.Move(cmd.Context(), cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: rs, To: p, Who: operator(), Why: o.Why, Force: o.Force})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.IO.out, "moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+			printStatus(o.IO, m, buckets)
+			return nil
+		},
+	}
+	cohortOpsFlags(cmd, o)
+	cmd.Flags().StringVar(&o.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
+	cmd.Flags().StringVar(&o.To, "to", "", "the phase to move to")
+	cmd.Flags().StringVar(&o.Why, "why", "", "the reason, for the audit")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "skip the rules (said so in the audit)")
+	return cmd
+}
+
+// operator names who moves cohorts in the audit: user@host.
+func operator() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	return strings.TrimSuffix(name+"@"+h, "@")
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/emulator"
+)
+
+// TestCohortOps moves cohorts with `rekey cohort advance` and `rollback`
+// on the Spanner emulator, and reads them back with status and log.
+func TestCohortOps(t *testing.T) {
+	c := emulator.TestDB(t, cutover.SpannerDDL...)
+	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
+	cfg := writeTestConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: in.jsonl, key: "Id INT64"}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: T}
+rewrite: {strategy: none}
+cohort: {user: Id, buckets: 100}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), db))
+	rekey := func(args ...string) (string, error) {
+		var out, errw bytes.Buffer
+		err := run(context.Background(), append(args, "-c", cfg, "--migration", "m"), strings.NewReader(""), &out, &errw)
+		return out.String() + errw.String(), err
+	}
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9,20", "--to", "dual_write", "--why", "first ten"); err != nil || !strings.Contains(out, "moved cohorts 0-9,20 from old to dual_write (version 1)") {
+		t.Fatalf("advance: %v\n[%s]", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "read_new"); err == nil || !strings.Contains(out+err.Error(), "read_new needs verified or shadow") {
+		t.Errorf("advance past the rules: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "rollback", "--cohorts", "5-9", "--to", "old"); err != nil || !strings.Contains(out, "version 2") {
+		t.Fatalf("rollback: %v\n%s", err, out)
+	}
+	out, err := rekey("cohort", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"0-4", "dual_write", "5-19", "20 ", "21-99", "5.00%", "version 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = rekey("cohort", "log")
+	if err != nil || !strings.Contains(out, "first ten") || !strings.Contains(out, "5-9") || strings.Count(out, "\n") != 3 {
+		t.Errorf("log: %v\n%s", err, out)
+	}
+	if _, err := rekey("cohort", "rollback", "--cohorts", "1", "--to", "verified"); err == nil || !isUsage(err) {
+		t.Errorf("rollback to verified: %v, want a usage error", err)
+	}
+}
