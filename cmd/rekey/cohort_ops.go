@@ -29,6 +29,12 @@ type CohortOpsOptions struct {
 	To        string
 	Why       string
 	Force     bool
+	// Percent, for advance, is the share of the users to have at To or
+	// beyond after the move (the next cohorts in order are moved);
+	// MaxGrowth and Dwell bound each step.
+	Percent   float64
+	MaxGrowth float64
+	Dwell     time.Duration
 }
 
 // phaseStore opens the phase store at the config's target.
@@ -192,16 +198,27 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 			if rollback && p != cutover.DualWrite && p != cutover.Old {
 				return usagef("rollback --to: want dual_write or old, got %s", p)
 			}
-			if o.Cohorts == "" {
-				return usagef("--cohorts LIST is required (e.g. 0-99,500)")
+			if (o.Cohorts == "") == (o.Percent == 0) {
+				if rollback {
+					return usagef("--cohorts LIST is required (e.g. 0-99,500)")
+				}
+				return usagef("give --cohorts LIST (e.g. 0-99,500) or --percent P")
 			}
 			st, buckets, done, err := phaseStore(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			defer done()
-			rs, err := cohort.Parse(o.Cohorts, buckets)
-			if err != nil {
+			var rs []cohort.Range
+			if o.Percent != 0 {
+				m, err := st.Load(cmd.Context(), o.Migration)
+				if err != nil {
+					return err
+				}
+				if rs, err = nextCohorts(m, buckets, p, o, time.Now()); err != nil {
+					return err
+				}
+			} else if rs, err = cohort.Parse(o.Cohorts, buckets); err != nil {
 				return usagef("--cohorts: %v", err)
 			}
 			m, a, err := st.Move(cmd.Context(), cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: rs, To: p, Who: operator(), Why: o.Why, Force: o.Force})
@@ -218,7 +235,68 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 	cmd.Flags().StringVar(&o.To, "to", "", "the phase to move to")
 	cmd.Flags().StringVar(&o.Why, "why", "", "the reason, for the audit")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "skip the rules (said so in the audit)")
+	if !rollback {
+		cmd.Flags().Float64Var(&o.Percent, "percent", 0, "move the next cohorts in order so that this share of the users (0-100) is at --to or beyond")
+		cmd.Flags().Float64Var(&o.MaxGrowth, "max-growth", 2, "with --percent: the most the share at --to or beyond may grow by in one step (2: double)")
+		cmd.Flags().DurationVar(&o.Dwell, "dwell", 10*time.Minute, "with --percent: the least time since the last move to --to")
+		cmd.Use = "advance -c FILE --migration NAME (--cohorts LIST | --percent P) --to PHASE"
+	}
 	return cmd
+}
+
+// nextCohorts picks, for advance --percent, the cohorts to move to to:
+// the lowest-numbered cohorts in a phase that may move to to, enough that
+// o.Percent of the users are at to or beyond. New-key traffic grows
+// gradually (a burst onto a fresh key range is a hotspot itself): the
+// share may grow by at most o.MaxGrowth times per step (a first step of
+// at most 1%), and not within o.Dwell of the last move to to.
+func nextCohorts(m *cutover.Map, buckets int, to cutover.Phase, o *CohortOpsOptions, now time.Time) ([]cohort.Range, error) {
+	if o.Percent <= 0 || o.Percent > 100 {
+		return nil, usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
+	}
+	rank := func(p cutover.Phase) int {
+		for i, q := range cutover.Phases {
+			if q == p {
+				return i
+			}
+		}
+		return -1
+	}
+	at, last := 0, time.Time{}
+	var candidates []int
+	for c := 0; c < buckets; c++ {
+		p := m.Phase(c)
+		switch {
+		case rank(p) >= rank(to):
+			at++
+		case cutover.Check(cohort.Range{First: c, Last: c}, p, to, time.Time{}, now, cutover.Rules{DualWriteHold: time.Nanosecond}) == nil:
+			candidates = append(candidates, c)
+		}
+	}
+	for _, s := range m.Spans {
+		if s.Phase == to && s.Since.After(last) {
+			last = s.Since
+		}
+	}
+	share := 100 * float64(at) / float64(buckets)
+	want := int(o.Percent/100*float64(buckets) + 0.5)
+	switch {
+	case want <= at:
+		return nil, fmt.Errorf("%.2f%% of the users are at %s or beyond already (%d cohorts); nothing to move", share, to, at)
+	case at == 0 && o.Percent > 1:
+		return nil, fmt.Errorf("a first step to %s moves at most 1%% of the users, not %g%%", to, o.Percent)
+	case at > 0 && o.Percent > share*o.MaxGrowth:
+		return nil, fmt.Errorf("%g%% is more than %g times the %.2f%% at %s now: grow in smaller steps (--max-growth)", o.Percent, o.MaxGrowth, share, to)
+	case !last.IsZero() && now.Sub(last) < o.Dwell:
+		return nil, fmt.Errorf("the last move to %s was %s ago, less than the dwell time %s (--dwell)", to, now.Sub(last).Round(time.Second), o.Dwell)
+	case want-at > len(candidates):
+		return nil, fmt.Errorf("%d more cohorts are needed at %s, only %d can move there now", want-at, to, len(candidates))
+	}
+	var rs []cohort.Range
+	for _, c := range candidates[:want-at] {
+		rs = append(rs, cohort.Range{First: c, Last: c})
+	}
+	return cohort.Merge(rs), nil
 }
 
 // operator names who moves cohorts in the audit: user@host.

@@ -49,6 +49,19 @@ cohort: {user: Id, buckets: 100}
 	if err != nil || !strings.Contains(out, "first ten") || !strings.Contains(out, "5-9") || strings.Count(out, "\n") != 3 {
 		t.Errorf("log: %v\n%s", err, out)
 	}
+	// --percent moves the next cohorts in order, growing gradually.
+	if out, err := rekey("cohort", "advance", "--percent", "8", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "dwell") {
+		t.Errorf("advance --percent within the dwell time: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--percent", "20", "--to", "dual_write", "--dwell", "0s"); err == nil || !strings.Contains(err.Error(), "more than 2 times") {
+		t.Errorf("advance --percent quadrupling: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--percent", "12", "--to", "dual_write", "--dwell", "0s"); err != nil || !strings.Contains(out, "moved cohorts 5-10 from old to dual_write") {
+		t.Errorf("advance --percent doubling: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--percent", "5", "--to", "verified", "--dwell", "0s"); err == nil || !strings.Contains(err.Error(), "at most 1%") {
+		t.Errorf("a first step of 5%%: %v\n%s", err, out)
+	}
 	if _, err := rekey("cohort", "rollback", "--cohorts", "1", "--to", "verified"); err == nil || !isUsage(err) {
 		t.Errorf("rollback to verified: %v, want a usage error", err)
 	}
