@@ -83,6 +83,7 @@ type Spanner struct {
 	oldT, newT *spannerdb.Table
 	oldCols    []string
 	newCols    []string
+	oldKeyCols map[string]bool // the old table's key columns
 	rk         *rekeyer.Rekeyer
 	store      SpannerStore
 }
@@ -145,6 +146,10 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 		return nil, fmt.Errorf("cutover: old and new are the same table %s", s.oldT.Name)
 	}
 	s.oldCols, s.newCols = columnNames(s.oldT), columnNames(s.newT)
+	s.oldKeyCols = map[string]bool{}
+	for _, kc := range s.oldT.Key.Columns {
+		s.oldKeyCols[kc.Name] = true
+	}
 	s.store = SpannerStore{Client: s.newC}
 	if s.cache, err = newPhaseCache(ctx, s.store, o.Migration, o.ttl(), s.stats.refresh); err != nil {
 		s.Close()
@@ -453,17 +458,13 @@ func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) 
 		return nil, err
 	}
 	out := record.Record{Table: s.oldT.Name}
-	keyCols := map[string]bool{}
-	for _, kc := range s.oldT.Key.Columns {
-		keyCols[kc.Name] = true
-	}
 	old, err := spannerdb.Normalize(key, s.oldT)
 	if err != nil {
 		return nil, err
 	}
 	for _, col := range s.oldCols {
 		from := &nr
-		if keyCols[col] {
+		if s.oldKeyCols[col] {
 			from = &old
 		}
 		if v, ok := from.Get(col); ok {
