@@ -224,9 +224,17 @@ func concurrentCutover(t *testing.T, f fixture) {
 		}
 		for _, r := range rows {
 			time.Sleep(5 * time.Millisecond) // leave the application time to race the copy
-			wrote, err := libs[0].BackfillRow(ctx, r)
+			// Retried as the application's calls are: stale phases
+			// or a deadline while the emulator is busy are transient.
+			var wrote bool
+			var err error
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if wrote, err = libs[0].BackfillRow(ctx, r); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
 			if err != nil {
-				t.Errorf("backfill: %v", err)
+				t.Errorf("backfill: %v (no success in 10 s)", err)
 			}
 			if wrote {
 				copied++
