@@ -26,6 +26,7 @@ const (
 
 type dsTouched struct {
 	Migration string    `datastore:",noindex"`
+	Cohort    int64     `datastore:",noindex"`
 	Deleted   bool      `datastore:",noindex"`
 	TouchedAt time.Time `datastore:",noindex"`
 }
@@ -128,6 +129,12 @@ func optionsFor(job *migration.Job, o Options) (Options, error) {
 	if o.Buckets == 0 {
 		o.Buckets = job.Config.Cohort.Buckets
 	}
+	if o.CacheTTL == 0 {
+		o.CacheTTL = job.Config.Cohort.CacheTTL
+	}
+	if o.Skew == 0 {
+		o.Skew = job.Config.Cohort.Skew
+	}
 	return o, nil
 }
 
@@ -196,9 +203,7 @@ func commitDS(ctx context.Context, c *datastore.Client, ms []dsMut) error {
 }
 
 func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
-	k := datastore.NameKey(DatastoreTouchedKind, d.o.Migration+"|"+nr.Key.String(), nil)
-	k.Namespace = d.namespace
-	return k
+	return datastoreTouchedKey(d.o.Migration, d.namespace, *nr.Key)
 }
 
 // Write writes rec (an entity of the old kind, in old keys) where its
@@ -224,7 +229,7 @@ func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
 		pl := props
 		ms := []dsMut{{key: k, put: &pl}}
 		if sd == newSide && c.route.touch {
-			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, TouchedAt: time.Now().UTC()}})
+			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), TouchedAt: time.Now().UTC()}})
 		}
 		return ms, nil
 	})
@@ -248,7 +253,7 @@ func (d *Datastore) Delete(ctx context.Context, key record.Record) error {
 		}
 		ms := []dsMut{{key: datastoredb.KeyToDatastore(*r.Key), delete: true}}
 		if sd == newSide && c.route.touch {
-			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Deleted: true, TouchedAt: time.Now().UTC()}})
+			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: true, TouchedAt: time.Now().UTC()}})
 		}
 		return ms, nil
 	})

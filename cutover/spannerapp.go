@@ -30,12 +30,13 @@ type Options struct {
 	UserID func(rec *record.Record) (string, error)
 	// Buckets is the number of cohorts (0: the config's cohort.buckets).
 	Buckets int
-	// CacheTTL is the longest the library acts on phases it read (0:
-	// DefaultCacheTTL): it refreshes them every CacheTTL/3 and refuses
-	// calls (ErrStalePhases) once they are older. Skew (0: DefaultSkew)
-	// covers clocks and calls in flight: a call's writes get a deadline
-	// of the phases' read time plus CacheTTL plus Skew/2. The operator's
-	// Rules.DualWriteHold must be at least CacheTTL + Skew.
+	// CacheTTL is the longest the library acts on phases it read (0: the
+	// config's cohort.cache_ttl, or DefaultCacheTTL): it refreshes them
+	// every CacheTTL/3 and refuses calls (ErrStalePhases) once they are
+	// older. Skew (0: cohort.skew, or DefaultSkew) covers clocks and calls
+	// in flight: a call's writes get a deadline of the phases' read time
+	// plus CacheTTL plus Skew/2. The operator's Rules.DualWriteHold must
+	// be at least CacheTTL + Skew (RulesFor gives it from the config).
 	CacheTTL, Skew time.Duration
 }
 
@@ -204,7 +205,7 @@ func (s *Spanner) touchedKey(nr *record.Record) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return rewrite.FormatKey(k, false), nil
+	return spannerTouchedKey(k), nil
 }
 
 // Write writes rec (a row of the old table, in old keys) where its

@@ -1,6 +1,16 @@
 package cutover
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+)
 
 // Store keeps migrations' phase maps and their audit, next to the target
 // (SpannerStore, DatastoreStore). Every method is safe for concurrent use
@@ -19,3 +29,42 @@ type Store interface {
 	// Audits returns a migration's audit records, oldest first.
 	Audits(ctx context.Context, migration string) ([]Audit, error)
 }
+
+// OpenStore opens the phase store at a migration's target: the Spanner
+// database's tables (created where missing when create is set: a first
+// move needs them) or the Datastore database's namespace. close releases
+// its client.
+func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st Store, close func(), err error) {
+	switch t.Type {
+	case config.TypeSpanner:
+		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
+		c, err := spanner.NewClient(ctx, db)
+		if err != nil {
+			return nil, nil, err
+		}
+		if create {
+			if _, err := CreateSpannerTables(ctx, c, db); err != nil {
+				c.Close()
+				return nil, nil, err
+			}
+		}
+		return SpannerStore{Client: c}, c.Close, nil
+	case config.TypeDatastore:
+		c, err := datastoredb.Client(ctx, t.Project, t.Database)
+		if err != nil {
+			return nil, nil, err
+		}
+		return DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("the phase store is kept at a Spanner or Datastore target; this target is %s", t.Type)
+}
+
+// RulesFor returns the move rules of a migration's config: dual_write and
+// read_new held for cohort.cache_ttl + cohort.skew (the defaults where
+// unset), what every application instance uses (Options).
+func RulesFor(cfg *config.Config) Rules {
+	return Rules{DualWriteHold: Options{CacheTTL: cfg.Cohort.CacheTTL, Skew: cfg.Cohort.Skew}.hold()}
+}
+
+// hold is the time every instance takes to act on a new phase.
+func (o Options) hold() time.Duration { return o.ttl() + o.skew() }

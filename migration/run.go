@@ -78,6 +78,11 @@ const (
 	// ReferencesUnmapped counts key values pointing at a migrated kind
 	// through a property no reference setting names.
 	ReferencesUnmapped = "references_unmapped"
+	// CohortOther counts the records a cohort backfill read and left out
+	// (other cohorts); BackfillSkipped those it did not write because
+	// the application wrote or deleted them after the backfill read them.
+	CohortOther     = "cohort_other"
+	BackfillSkipped = "backfill_skipped"
 )
 
 // String renders the counters in a stable order: the main five first,

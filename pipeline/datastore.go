@@ -27,5 +27,10 @@ func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollec
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
+	if w.backfill != nil {
+		b := *w.backfill
+		b.Namespace = tgt.Namespace
+		cfg.Backfill = &b
+	}
 	return []beam.PCollection{sink.Datastore(s, cfg, batches)}
 }

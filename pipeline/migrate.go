@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -20,8 +21,12 @@ import (
 // the graph is built and starts at its first data commit (see throttle);
 // every sink of the run shares it. With j.DryRun the
 // graph stops before the sinks (sink.DryRun counts what they would write).
-func Migrate(s beam.Scope, j *migration.Job) error {
+func Migrate(s beam.Scope, j *migration.Job) error { return migrate(s, j, nil) }
+
+// migrate is Migrate, or with b a cohort backfill (Backfill).
+func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 	w := newWrites(j, newRun())
+	w.backfill = b
 	var batches, rewritten, redriven beam.PCollection
 	var deads []beam.PCollection
 	if j.RedriveFrom != "" {
@@ -31,10 +36,15 @@ func Migrate(s beam.Scope, j *migration.Job) error {
 	} else {
 		var readDead []beam.PCollection
 		var err error
-		if batches, readDead, err = readSource(s, j, w.interleave()); err != nil {
+		if batches, readDead, err = readSource(s, j, w.interleave(), b); err != nil {
 			return err
 		}
 		deads = append(deads, readDead...)
+		if b != nil {
+			var other beam.PCollection
+			batches, other = selectCohorts(s, j, b, batches)
+			deads = append(deads, other)
+		}
 	}
 	rewritten, rewriteDead := transforms.Rewrite(s, j.Spec, batches)
 	deads = append(deads, rewriteDead)
@@ -59,15 +69,21 @@ func Migrate(s beam.Scope, j *migration.Job) error {
 }
 
 // readSource reads the job's source; a JSON Lines source in interleaved
-// ranges, interleave records from each in turn, if interleave > 0.
-func readSource(s beam.Scope, j *migration.Job, interleave int) (beam.PCollection, []beam.PCollection, error) {
+// ranges, interleave records from each in turn, if interleave > 0; a
+// Spanner source only the rows of b's cohorts, if b is set and the cohort
+// function can be pushed into the query.
+func readSource(s beam.Scope, j *migration.Job, interleave int, b *cutover.Backfill) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
 	switch src.Type {
 	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
 		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Interleave: interleave})
 		return b, []beam.PCollection{d}, nil
 	case config.TypeSpanner:
-		return readSpanner(s, j)
+		filter := ""
+		if b != nil {
+			filter = cohortFilter(j, b)
+		}
+		return readSpanner(s, j, filter)
 	case config.TypeDatastore:
 		return readDatastore(s, j)
 	}

@@ -20,6 +20,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -41,6 +42,9 @@ type Graph func(s beam.Scope, j *migration.Job) error
 type Runner struct {
 	Runner   string
 	Progress io.Writer
+	// Backfill, if set, makes Migrate run the cohort backfill (Backfill)
+	// instead of the whole migration (RunBackfill sets it).
+	Backfill *cutover.Backfill
 }
 
 // Name is the Beam runner's name.
@@ -56,7 +60,11 @@ func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Resul
 	if err := keepOutput(ctx, j); err != nil {
 		return nil, err
 	}
-	res, err := Run(ctx, j, r, Migrate)
+	graph := Migrate
+	if r.Backfill != nil {
+		graph = Backfill(*r.Backfill)
+	}
+	res, err := Run(ctx, j, r, graph)
 	if err == nil && j.DryRun {
 		res.Sample, err = Sample(ctx, j, sampleSize)
 	}

@@ -12,9 +12,12 @@ import (
 	"github.com/rekeyio/rekey/transforms/source"
 )
 
-func readSpanner(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCollection, error) {
+// readSpanner reads the source table, and its interleaved children; the
+// main table's rows only where cohorts (a SQL condition, "" for none)
+// holds too.
+func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
-	cfg := source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: src.Filter}
+	cfg := source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts)}
 	batches, dead := source.Spanner(s, cfg)
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
 	for name := range j.Spanner.Children {
@@ -42,7 +45,7 @@ func (w writes) spanner(s beam.Scope, batches beam.PCollection) ([]beam.PCollect
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Table: targets[0].Name, Mode: wc.Mode,
 		MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,
-		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
+		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard(), Backfill: w.backfill} // one planned batch, one commit
 	if len(targets) == 1 {
 		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
 	}

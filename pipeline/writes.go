@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/throttle"
 	"github.com/rekeyio/rekey/internal/writeorder"
@@ -22,6 +23,8 @@ import (
 type writes struct {
 	job  *migration.Job
 	ramp throttle.Ramp
+	// backfill, if set, makes the sinks a cohort backfill's (Backfill).
+	backfill *cutover.Backfill
 }
 
 // newWrites names the run whose writes share the job's ramp-up.

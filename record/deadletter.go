@@ -10,6 +10,9 @@ const (
 	StageRead    = "read"
 	StageRewrite = "rewrite"
 	StageWrite   = "write"
+	// StageCohort: a cohort backfill could not tell the record's user
+	// (no user id, or one of a kind that has none).
+	StageCohort = "cohort"
 )
 
 // DeadLetter is one record rekey could not migrate, with why. Dead letters

@@ -68,3 +68,13 @@ func CountSplit(ctx context.Context) { count(ctx, Split, "split", 1) }
 func CountUnmapped(ctx context.Context, n int64) {
 	count(ctx, ReferencesUnmapped, "references_unmapped", n)
 }
+
+// CountCohortOther counts records of other cohorts left out of a cohort
+// backfill.
+func CountCohortOther(ctx context.Context, n int64) { count(ctx, CohortOther, "cohort_other", n) }
+
+// CountBackfillSkipped counts records a cohort backfill left as the
+// application made them.
+func CountBackfillSkipped(ctx context.Context, n int64) {
+	count(ctx, BackfillSkipped, "backfill_skipped", n)
+}

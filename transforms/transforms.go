@@ -36,4 +36,10 @@ var (
 	// through a property neither references nor references_to maps: they
 	// keep pointing at the old keys.
 	ReferencesUnmapped = beam.NewCounter("rekey", "references_unmapped")
+	// CohortOther counts records a cohort backfill read and left out: their
+	// user is in another cohort.
+	CohortOther = beam.NewCounter("rekey", "cohort_other")
+	// BackfillSkipped counts records a cohort backfill did not write because
+	// the application wrote or deleted them after the backfill read them.
+	BackfillSkipped = beam.NewCounter("rekey", "backfill_skipped")
 )

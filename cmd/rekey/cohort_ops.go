@@ -9,14 +9,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/spannerdb"
 )
 
 // CohortOpsOptions are the flags of the phase commands (status, log,
@@ -37,31 +34,25 @@ type CohortOpsOptions struct {
 	Dwell     time.Duration
 }
 
-// phaseStore opens the phase store at the config's target.
-func phaseStore(ctx context.Context, o *CohortOpsOptions) (cutover.Store, int, func(), error) {
+// phaseStore opens the phase store at the config's target (creating its
+// Spanner tables where missing when create is set: a first move needs
+// them) and returns it with the config.
+func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (cutover.Store, *config.Config, func(), error) {
 	if o.Config == "" || o.Migration == "" {
-		return nil, 0, nil, usagef("-c FILE and --migration NAME are required")
+		return nil, nil, nil, usagef("-c FILE and --migration NAME are required")
 	}
 	cfg, err := loadConfig(o.Config, o.IO.err)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, nil, nil, err
 	}
-	t := cfg.Target
-	switch t.Type {
-	case config.TypeSpanner:
-		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(t.Project, t.Instance, t.Database))
-		if err != nil {
-			return nil, 0, nil, err
-		}
-		return cutover.SpannerStore{Client: c}, cfg.Cohort.Buckets, c.Close, nil
-	case config.TypeDatastore:
-		c, err := datastoredb.Client(ctx, t.Project, t.Database)
-		if err != nil {
-			return nil, 0, nil, err
-		}
-		return cutover.DatastoreStore{Client: c, Namespace: t.Namespace}, cfg.Cohort.Buckets, func() { c.Close() }, nil
+	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
+		return nil, nil, nil, usagef("the phase store is kept at a Spanner or Datastore target; this config's target is %s", t)
 	}
-	return nil, 0, nil, usagef("the phase store is kept at a Spanner or Datastore target; this config's target is %s", t.Type)
+	st, done, err := cutover.OpenStore(ctx, cfg.Target, create)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st, cfg, done, nil
 }
 
 func cohortOpsFlags(cmd *cobra.Command, o *CohortOpsOptions) {
@@ -77,11 +68,12 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 		Short: "print the cohorts' phases, contiguous cohorts merged into ranges",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, buckets, done, err := phaseStore(cmd.Context(), o)
+			st, cfg, done, err := phaseStore(cmd.Context(), o, false)
 			if err != nil {
 				return err
 			}
 			defer done()
+			buckets := cfg.Cohort.Buckets
 			m, err := st.Load(cmd.Context(), o.Migration)
 			if err != nil {
 				return err
@@ -149,7 +141,7 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 		Short: "print the audit of the migration's phase moves, oldest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, _, done, err := phaseStore(cmd.Context(), o)
+			st, _, done, err := phaseStore(cmd.Context(), o, false)
 			if err != nil {
 				return err
 			}
@@ -204,11 +196,12 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 				}
 				return usagef("give --cohorts LIST (e.g. 0-99,500) or --percent P")
 			}
-			st, buckets, done, err := phaseStore(cmd.Context(), o)
+			st, cfg, done, err := phaseStore(cmd.Context(), o, true)
 			if err != nil {
 				return err
 			}
 			defer done()
+			buckets := cfg.Cohort.Buckets
 			var rs []cohort.Range
 			if o.Percent != 0 {
 				m, err := st.Load(cmd.Context(), o.Migration)
@@ -221,7 +214,7 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 			} else if rs, err = cohort.Parse(o.Cohorts, buckets); err != nil {
 				return usagef("--cohorts: %v", err)
 			}
-			m, a, err := st.Move(cmd.Context(), cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: rs, To: p, Who: operator(), Why: o.Why, Force: o.Force})
+			m, a, err := st.Move(cmd.Context(), cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: rs, To: p, Who: operator(), Why: o.Why, Force: o.Force, Rules: cutover.RulesFor(cfg)})
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/spf13/cobra"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -28,6 +29,9 @@ type RunOptions struct {
 	Overwrite    bool
 	Verbose      bool
 	BeamArgs     []string // Beam's own flags (--project=p, --region=r, ...), as given
+	// Cohorts, for run, makes it a cohort backfill of Migration's cohorts
+	// (pipeline.RunBackfill); Why goes to the audit.
+	Cohorts, Migration, Why string
 }
 
 const runLong = `Reads the source, rewrites every record's key and writes the target, as one
@@ -60,11 +64,15 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 	fl := cmd.Flags()
 	if name == "redrive" {
 		fl.StringVar(&opts.From, "from", "", "dead-letter file to re-submit (local or gs://)")
+	} else {
+		fl.StringVar(&opts.Cohorts, "cohorts", "", "backfill only these cohorts (e.g. 0-99,500) of --migration, then move them to backfilled")
+		fl.StringVar(&opts.Migration, "migration", "", "with --cohorts: the migration's name in the phase store")
+		fl.StringVar(&opts.Why, "why", "", "with --cohorts: the reason, for the audit")
 	}
 	fl.StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
 	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	fl.BoolVar(&opts.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
-	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite")
+	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite (with --cohorts: also backfill cohorts that are not in dual_write, said so in the audit)")
 	fl.BoolVar(&opts.Overwrite, "overwrite", false, "replace a JSON Lines target file that exists already")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show the runner's own log")
 	fl.BoolVar(&helpBeam, "help-beam", false, "list Beam's flags (--project, --region, ...) and exit")
@@ -82,6 +90,9 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		}
 		if name == "redrive" && opts.From == "" {
 			return usagef("redrive: --from DEAD_LETTERS is required")
+		}
+		if (opts.Cohorts == "") != (opts.Migration == "") {
+			return usagef("%s: --cohorts LIST and --migration NAME go together (a cohort backfill)", name)
 		}
 		if !slices.Contains(pipeline.Runners, opts.Runner) {
 			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), opts.Runner)
@@ -140,8 +151,19 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 			return usagef("%s: %w", o.Config, joinLines(err))
 		}
 	}
-	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly},
-		pipeline.Runner{Runner: o.Runner, Progress: io.err})
+	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly}
+	runner := pipeline.Runner{Runner: o.Runner, Progress: io.err}
+	var job *migration.Job
+	var res *migration.Result
+	if o.Cohorts != "" {
+		rs, perr := cohort.Parse(o.Cohorts, cfg.Cohort.Buckets)
+		if perr != nil {
+			return usagef("--cohorts: %v", perr)
+		}
+		job, res, _, err = pipeline.RunBackfill(ctx, cfg, pipeline.BackfillOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why, Run: mo}, runner)
+	} else {
+		job, res, err = migration.Run(ctx, cfg, mo, runner)
+	}
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", o.Config, err)
 	}

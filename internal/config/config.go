@@ -140,6 +140,14 @@ type CohortConfig struct {
 	// Buckets is the number of cohorts, 1..cohort.MaxBuckets (default
 	// cohort.DefaultBuckets, 10,000).
 	Buckets int `mapstructure:"buckets"`
+	// CacheTTL is the longest the application library acts on the phases
+	// it read, and Skew the margin for clocks and calls in flight (0: the
+	// cutover package's defaults, 30s and 10s). Every application
+	// instance and every operator command of the migration must use the
+	// same: a cohort is held in dual_write (and read_new) for CacheTTL +
+	// Skew before it moves on.
+	CacheTTL time.Duration `mapstructure:"cache_ttl"`
+	Skew     time.Duration `mapstructure:"skew"`
 }
 
 // UserSpec parses User; ok is false when no user is configured.

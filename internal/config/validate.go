@@ -547,6 +547,12 @@ func (c *Config) validateCohort(p *problems, schema rewrite.KeySchema, schemaOK 
 	if b := c.Cohort.Buckets; b < 1 || b > cohort.MaxBuckets {
 		p.add("cohort.buckets", "must be 1..%d, got %d", cohort.MaxBuckets, b)
 	}
+	if c.Cohort.CacheTTL < 0 {
+		p.add("cohort.cache_ttl", "must not be negative, got %s", c.Cohort.CacheTTL)
+	}
+	if c.Cohort.Skew < 0 {
+		p.add("cohort.skew", "must not be negative, got %s", c.Cohort.Skew)
+	}
 	u, ok, err := c.Cohort.UserSpec()
 	if err != nil {
 		p.add("cohort.user", "%v", err)

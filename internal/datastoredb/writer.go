@@ -76,6 +76,12 @@ type Writer struct {
 	// inject faults around the real one).
 	Commit CommitFunc
 	Get    GetFunc
+	// Conditional, if set, commits instead of Commit, always as upserts:
+	// one transaction that may leave some entities unwritten on purpose,
+	// returning how many (a cohort backfill leaves an entity the
+	// application wrote or deleted since it was read; see
+	// cutover.DatastoreBackfill).
+	Conditional func(ctx context.Context, entities []datastore.Entity) (skipped int, err error)
 
 	// Retry is the backoff of commits failing with a transient error
 	// (zero fields take retry's defaults); Throttle, if set, is consulted
@@ -303,12 +309,20 @@ func (w *Writer) commit(ctx context.Context, batch []pending, out *storewrite.Ou
 		return fmt.Errorf("datastore commit of %d entities: %w", len(batch), err)
 	}
 	start := time.Now()
-	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) error { return w.Commit(actx, w.insert(), ents) })
+	skipped := 0
+	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) (err error) {
+		if w.Conditional != nil {
+			skipped, err = w.Conditional(actx, ents)
+			return err
+		}
+		return w.Commit(actx, w.insert(), ents)
+	})
 	out.Commits = append(out.Commits, storewrite.Commit{Records: len(batch), Mutations: len(batch), Bytes: bytes, Took: time.Since(start), OK: err == nil})
 	if err != nil {
 		return err
 	}
-	out.Written += len(batch)
+	out.Written += len(batch) - skipped
+	out.Skipped += skipped
 	return nil
 }
 

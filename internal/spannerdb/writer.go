@@ -97,6 +97,13 @@ type Writer struct {
 	// inject faults around the real one).
 	Commit CommitFunc
 	Read   ReadFunc
+	// Conditional, if set, commits instead of Commit, always as upserts:
+	// a commit that may leave some rows unwritten on purpose, returning
+	// how many (a cohort backfill leaves a row the application wrote or
+	// deleted since it was read; see cutover.SpannerBackfill). It must be
+	// one transaction, so that a retry after an unknown outcome decides
+	// again.
+	Conditional func(ctx context.Context, rows []Row) (skipped int, err error)
 
 	// Retry is the backoff of commits failing with a transient error
 	// (zero fields take retry's defaults); Throttle, if set, is consulted
@@ -282,13 +289,21 @@ func (w *Writer) commit(ctx context.Context, rows []row, out *storewrite.Outcome
 		}
 		return fmt.Errorf("committing to %s: %w", w.Table.Name, err)
 	}
-	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) error { return w.Commit(actx, w.insert(), rs) })
+	skipped := 0
+	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) (err error) {
+		if w.Conditional != nil {
+			skipped, err = w.Conditional(actx, rs)
+			return err
+		}
+		return w.Commit(actx, w.insert(), rs)
+	})
 	if w.Slots != nil {
 		<-w.Slots
 	}
 	out.Commits = append(out.Commits, storewrite.Commit{Records: len(rows), Mutations: cells, Bytes: size, Took: time.Since(start) - (out.Paced - paced), OK: err == nil})
 	if err == nil {
-		out.Written += len(rows)
+		out.Written += len(rows) - skipped
+		out.Skipped += skipped
 	}
 	return err
 }

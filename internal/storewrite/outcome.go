@@ -19,6 +19,10 @@ type Outcome struct {
 	// Existing counts the records an insert found stored with the very
 	// content it was writing (an earlier run or attempt wrote them).
 	Existing int
+	// Skipped counts the records a conditional commit left unwritten on
+	// purpose (a cohort backfill leaves what the application wrote or
+	// deleted since); they are not in Written.
+	Skipped int
 	// DeadLetters are the refused records, as record.DeadLetter JSON
 	// lines (stage "write").
 	DeadLetters []string
@@ -54,6 +58,7 @@ func (o *Outcome) DeadLetter(source string, rec *record.Record, err error) {
 func (o *Outcome) Merge(p Outcome) {
 	o.Written += p.Written
 	o.Existing += p.Existing
+	o.Skipped += p.Skipped
 	o.DeadLetters = append(o.DeadLetters, p.DeadLetters...)
 	o.Retries = append(o.Retries, p.Retries...)
 	o.Throttled = append(o.Throttled, p.Throttled...)

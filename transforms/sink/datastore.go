@@ -10,6 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
@@ -49,6 +50,12 @@ type DatastoreSinkConfig struct {
 	Parallelism int `json:"parallelism,omitempty"`
 	// Guard is the retry policy and adaptive throttle of commits.
 	Guard Guard `json:"guard"`
+	// Backfill, if set, makes this a cohort backfill's sink: each commit
+	// is one transaction that upserts only the entities the application
+	// has not touched since their cohort's phase began
+	// (cutover.DatastoreBackfill; Mode is then ignored), counting the
+	// others as backfill_skipped.
+	Backfill *cutover.Backfill `json:"backfill,omitempty"`
 }
 
 func (c DatastoreSinkConfig) check() error {
@@ -195,6 +202,9 @@ func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
 	w.Retry = f.Cfg.Guard.Retry
 	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
 	w.Pacer = f.pacer
+	if b := f.Cfg.Backfill; b != nil {
+		w.Conditional = cutover.DatastoreBackfill(f.client, *b)
+	}
 	return w
 }
 

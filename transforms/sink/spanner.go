@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
@@ -48,6 +49,11 @@ type SpannerSinkConfig struct {
 	Parallelism int `json:"parallelism,omitempty"`
 	// Guard is the retry policy and adaptive throttle of commits.
 	Guard Guard `json:"guard"`
+	// Backfill, if set, makes this a cohort backfill's sink: each commit
+	// is one transaction that upserts only the rows the application has
+	// not touched since their cohort's phase began (cutover.SpannerBackfill;
+	// Mode is then ignored), counting the others as backfill_skipped.
+	Backfill *cutover.Backfill `json:"backfill,omitempty"`
 }
 
 // DatabasePath returns projects/P/instances/I/databases/D.
@@ -234,6 +240,9 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 	w.Throttle = f.Cfg.Guard.throttle(w.Source)
 	if w.Pacer, err = f.Cfg.Guard.pacer(f.lease); err != nil {
 		return nil, fmt.Errorf("spanner sink: %w", err)
+	}
+	if b := f.Cfg.Backfill; b != nil && f.client != nil {
+		w.Conditional = cutover.SpannerBackfill(f.client, w.Table, *b)
 	}
 	n := f.Cfg.Parallelism
 	if n == 0 && os.Getenv("SPANNER_EMULATOR_HOST") != "" {

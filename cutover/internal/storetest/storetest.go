@@ -166,6 +166,67 @@ func Run(t *testing.T, s cutover.Store) {
 	if err != nil || other.Version != 0 || len(other.Spans) != 0 {
 		t.Errorf("another migration: %+v, %v", other, err)
 	}
+	backfill(t, s, mig+"-backfill", hold)
+}
+
+// backfill checks PlanBackfill and FinishBackfill on s: only cohorts held
+// in dual_write are planned (each with its own Since), a move of other
+// cohorts during the backfill does not stop its finish, a cohort rolled
+// back and moved again does.
+func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
+	t.Helper()
+	ctx := context.Background()
+	rs := func(text string) []cohort.Range {
+		r, err := cohort.Parse(text, cohort.DefaultBuckets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	move := func(text string, to cutover.Phase) {
+		t.Helper()
+		if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs(text), To: to, Who: "op", Rules: hold}); err != nil {
+			t.Fatalf("move %s to %s: %v", text, to, err)
+		}
+	}
+	move("0-9", cutover.DualWrite)
+	time.Sleep(20 * time.Millisecond)
+	move("10-19", cutover.DualWrite)
+	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "retry after") {
+		t.Errorf("planning a backfill before the hold: %v, want ErrNotBackfillable saying when to retry", err)
+	}
+	time.Sleep(hold.DualWriteHold + 200*time.Millisecond)
+	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-20"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "20 are old") {
+		t.Errorf("planning a backfill with cohort 20 (old): %v, want ErrNotBackfillable naming it", err)
+	}
+	b, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Spans) != 2 || b.Spans[0].Since.Equal(b.Spans[1].Since) || cohort.Format(b.Cohorts()) != "0-19" {
+		t.Fatalf("backfill plan %+v: want 0-9 and 10-19 with their own times", b)
+	}
+	move("50-59", cutover.DualWrite) // other cohorts move meanwhile
+	_, a, err := cutover.FinishBackfill(ctx, s, b, "backfiller", "done", false, hold)
+	if err != nil || a.To != cutover.Backfilled || a.Cohorts != "0-19" || a.Who != "backfiller" {
+		t.Fatalf("finishing the backfill: %+v, %v; want 0-19 moved to backfilled", a, err)
+	}
+	// A cohort rolled back and moved to dual_write again during a
+	// backfill: the finish refuses it.
+	time.Sleep(hold.DualWriteHold + 200*time.Millisecond)
+	if b, _, err = cutover.PlanBackfill(ctx, s, mig, rs("50-59"), false, hold, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	move("55", cutover.Old)
+	move("55", cutover.DualWrite)
+	if _, _, err := cutover.FinishBackfill(ctx, s, b, "backfiller", "", false, hold); !errors.Is(err, cutover.ErrConflict) || !strings.Contains(err.Error(), "55") {
+		t.Errorf("finishing a backfill whose cohort 55 moved meanwhile: %v, want ErrConflict naming it", err)
+	}
+	// Forced: any phase, said so in the audit.
+	b, _, err = cutover.PlanBackfill(ctx, s, mig, rs("0-4"), true, hold, time.Now())
+	if err != nil || len(b.Spans) != 1 || b.Spans[0].Phase != cutover.Backfilled {
+		t.Fatalf("a forced plan of backfilled cohorts: %+v, %v", b, err)
+	}
 }
 
 // spans writes m's spans as "0-49 new_only; 50-99 dual_write", merging

@@ -1,0 +1,265 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// Backfill is what a cohort backfill (rekey run --cohorts) writes by: the
+// migration whose touched marks it consults, and the cohorts it copies
+// with the time each entered the phase it is in (dual_write, unless the
+// backfill was forced). A record is written only if the application has
+// not touched its new key since its cohort's Since (see the package doc,
+// "Why no acknowledged write is lost"). It is plain data: it travels in a
+// Beam sink's configuration.
+type Backfill struct {
+	Migration string         `json:"migration"`
+	Spans     []BackfillSpan `json:"spans"`
+	// Namespace is the Datastore namespace of the phase store and the
+	// touched marks (the target's).
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// BackfillSpan is cohorts First..Last, in their phase since Since.
+type BackfillSpan struct {
+	First int       `json:"first"`
+	Last  int       `json:"last"`
+	Phase Phase     `json:"phase"`
+	Since time.Time `json:"since"`
+}
+
+// Cohorts returns the backfill's cohorts as ranges.
+func (b Backfill) Cohorts() []cohort.Range {
+	rs := make([]cohort.Range, len(b.Spans))
+	for i, s := range b.Spans {
+		rs[i] = cohort.Range{First: s.First, Last: s.Last}
+	}
+	return cohort.Merge(rs)
+}
+
+// since returns when cohort c entered its phase, false if the backfill
+// does not copy c.
+func (b Backfill) since(c int) (time.Time, bool) {
+	for _, s := range b.Spans {
+		if c >= s.First && c <= s.Last {
+			return s.Since, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// keeps reports whether a touched mark of cohort c made at touchedAt
+// stops the backfill: the application wrote or deleted the record after
+// its cohort entered the phase, so what the application did is newer than
+// what the backfill read. A mark of a cohort the backfill does not copy
+// stops it too (the record's user changed: leave the application's write).
+func (b Backfill) keeps(c int, touchedAt time.Time) bool {
+	since, ok := b.since(c)
+	return !ok || touchedAt.After(since)
+}
+
+// ErrNotBackfillable is wrapped by PlanBackfill's refusals.
+var ErrNotBackfillable = errors.New("cohorts cannot be backfilled")
+
+// PlanBackfill reads migration's phases and returns the Backfill of
+// cohorts: each must be in dual_write, held for rules' DualWriteHold (so
+// every application instance writes both stores, and the backfill's read
+// of old comes after every old-only write), unless force, which takes the
+// cohorts in any phase (each span's Since still bounds the touched marks).
+// The map is returned too. now is the caller's clock (the store's is used
+// again when FinishBackfill moves the cohorts).
+func PlanBackfill(ctx context.Context, st Store, migration string, cohorts []cohort.Range, force bool, rules Rules, now time.Time) (Backfill, *Map, error) {
+	b := Backfill{Migration: migration}
+	m, err := st.Load(ctx, migration)
+	if err != nil {
+		return b, nil, err
+	}
+	var refused []string
+	for _, r := range cohort.Merge(cohorts) {
+		if m.Buckets > 0 && r.Last >= m.Buckets {
+			return b, m, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrNotBackfillable, r, m.Buckets-1)
+		}
+		for _, seg := range m.Segments(r) {
+			switch {
+			case force:
+			case seg.Phase != DualWrite:
+				refused = append(refused, fmt.Sprintf("%s are %s, not dual_write", seg.Range, seg.Phase))
+				continue
+			case now.Sub(seg.Since) < rules.hold():
+				refused = append(refused, fmt.Sprintf("%s have been in dual_write %s of the %s needed (the application's phase-cache TTL plus a skew margin); retry after %s",
+					seg.Range, now.Sub(seg.Since).Round(time.Second), rules.hold(), seg.Since.Add(rules.hold()).UTC().Format(time.RFC3339)))
+				continue
+			}
+			b.Spans = append(b.Spans, BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: seg.Since})
+		}
+	}
+	if len(refused) > 0 {
+		return b, m, fmt.Errorf("%w: cohorts %s (--force backfills them anyway, said so in the audit)", ErrNotBackfillable, strings.Join(refused, "; cohorts "))
+	}
+	return b, m, nil
+}
+
+// FinishBackfill moves a successful backfill's cohorts to backfilled, in
+// one compare-and-set move, provided each is still in the phase it was
+// planned in, entered at the same time: a cohort rolled back and moved
+// again meanwhile may hold application writes the backfill skipped, and
+// is refused. A move of other cohorts meanwhile is no obstacle (the check
+// is made again on the newer map). force is the backfill's, said so in
+// the audit.
+func FinishBackfill(ctx context.Context, st Store, b Backfill, who, why string, force bool, rules Rules) (*Map, Audit, error) {
+	for attempt := 0; ; attempt++ {
+		m, err := st.Load(ctx, b.Migration)
+		if err != nil {
+			return nil, Audit{}, err
+		}
+		for _, s := range b.Spans {
+			for _, seg := range m.Segments(cohort.Range{First: s.First, Last: s.Last}) {
+				if seg.Phase != s.Phase || !seg.Since.Equal(s.Since) {
+					return m, Audit{}, fmt.Errorf("%w: cohorts %s moved during the backfill (planned %s since %s, now %s since %s); run the backfill again",
+						ErrConflict, seg.Range, s.Phase, s.Since.UTC().Format(time.RFC3339Nano), seg.Phase, seg.Since.UTC().Format(time.RFC3339Nano))
+				}
+			}
+		}
+		nm, a, err := st.Move(ctx, Move{Migration: b.Migration, Buckets: m.Buckets, Cohorts: b.Cohorts(), To: Backfilled, Version: m.Version, Who: who, Why: why, Force: force, Rules: rules})
+		if errors.Is(err, ErrConflict) && attempt < 5 {
+			continue // another move came first: judge again on the newer map
+		}
+		return nm, a, err
+	}
+}
+
+// spannerTouchedKey is the text of a new row's key in RekeyTouched.
+func spannerTouchedKey(k []rewrite.Value) string { return rewrite.FormatKey(k, false) }
+
+// SpannerBackfill returns the conditional commit (spannerdb.Writer's
+// Conditional) of b into table t of client's database: one read-write
+// transaction that reads the touched marks of the rows' keys and upserts
+// the rows whose marks do not stop it (Backfill.keeps), returning how
+// many it skipped.
+func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b Backfill) func(ctx context.Context, rows []spannerdb.Row) (int, error) {
+	return func(ctx context.Context, rows []spannerdb.Row) (int, error) {
+		keys := make([]string, len(rows))
+		set := make([]spanner.KeySet, len(rows))
+		muts := make([]*spanner.Mutation, len(rows))
+		for i, r := range rows {
+			k, err := spannerdb.KeyOf(r.Record, t)
+			if err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", r.Record.Describe(), err)
+			}
+			keys[i] = spannerTouchedKey(k)
+			set[i] = spanner.Key{b.Migration, keys[i]}
+			if muts[i], err = spannerdb.MutationFor(r.Record, t, "upsert"); err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", r.Record.Describe(), err)
+			}
+		}
+		skipped := 0
+		_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			stop := map[string]bool{}
+			err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt"}).Do(func(row *spanner.Row) error {
+				var key string
+				var c int64
+				var at time.Time
+				if err := row.Columns(&key, &c, &at); err != nil {
+					return err
+				}
+				if b.keeps(int(c), at) {
+					stop[key] = true
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			var write []*spanner.Mutation
+			for i := range rows {
+				if !stop[keys[i]] {
+					write = append(write, muts[i])
+				}
+			}
+			skipped = len(rows) - len(write)
+			if len(write) == 0 {
+				return nil
+			}
+			return txn.BufferWrite(write)
+		})
+		return skipped, err
+	}
+}
+
+// datastoreTouchedKey is the key of the touched mark of a new entity's
+// key k: by the key's path, whatever its namespace (the marks live in
+// the target namespace).
+func datastoreTouchedKey(migration, namespace string, k rewrite.DatastoreKey) *datastore.Key {
+	k.Namespace, k.Database = "", ""
+	tk := datastore.NameKey(DatastoreTouchedKind, migration+"|"+k.String(), nil)
+	tk.Namespace = namespace
+	return tk
+}
+
+// DatastoreBackfill returns the conditional commit (datastoredb.Writer's
+// Conditional) of b into client's database, the touched marks being in
+// b.Namespace: one transaction that reads the marks of the entities' keys
+// and upserts the entities whose marks do not stop it (Backfill.keeps),
+// returning how many it skipped. A transaction that lost to a concurrent
+// one fails as Aborted, which the writer retries.
+func DatastoreBackfill(client *datastore.Client, b Backfill) func(ctx context.Context, ents []datastore.Entity) (int, error) {
+	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
+		marks := make([]*datastore.Key, len(ents))
+		for i, e := range ents {
+			marks[i] = datastoreTouchedKey(b.Migration, b.Namespace, datastoredb.KeyFromDatastore(e.Key))
+		}
+		skipped := 0
+		_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			got := make([]dsTouched, len(marks))
+			err := tx.GetMulti(marks, got)
+			var me datastore.MultiError
+			switch {
+			case err == nil:
+			case errors.As(err, &me):
+				for i, e := range me {
+					if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
+						return e
+					}
+					if e != nil {
+						got[i] = dsTouched{}
+					}
+				}
+			default:
+				return err
+			}
+			var keys []*datastore.Key
+			var props []any
+			for i, e := range ents {
+				if got[i].Migration != "" && b.keeps(int(got[i].Cohort), got[i].TouchedAt) {
+					continue
+				}
+				pl := datastore.PropertyList(e.Properties)
+				keys = append(keys, e.Key)
+				props = append(props, &pl)
+			}
+			skipped = len(ents) - len(keys)
+			if len(keys) == 0 {
+				return nil
+			}
+			_, err = tx.PutMulti(keys, props)
+			return err
+		})
+		if errors.Is(err, datastore.ErrConcurrentTransaction) {
+			err = status.Error(codes.Aborted, err.Error())
+		}
+		return skipped, err
+	}
+}

@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// The staged-cutover tests migrate users' logs (user, seq → page) with
+// the application library running on them, for Spanner (table Logs →
+// LogsV2, a shard column in front) and Datastore (kind Log from one
+// namespace to another, hashprefix on the key). Cohorts are few (100)
+// so each holds several users, and the phase cache is short.
+const (
+	stagedBuckets = 100
+	stagedTTL     = time.Second
+	stagedSkew    = 500 * time.Millisecond
+	stagedHold    = stagedTTL + stagedSkew
+)
+
+const (
+	stagedLogsDDL   = `CREATE TABLE Logs (UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (UserId, Seq)`
+	stagedLogsV2DDL = `CREATE TABLE LogsV2 (ShardId INT64 NOT NULL, UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (ShardId, UserId, Seq)`
+)
+
+// stagedApp is the application library, for either store.
+type stagedApp interface {
+	Write(ctx context.Context, rec record.Record) error
+	Delete(ctx context.Context, key record.Record) error
+	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
+	Phases() *cutover.Map
+	Stats() cutover.Stats
+	Close()
+}
+
+// stagedEnv is one store's staged migration: its config, phase store and
+// library, and direct access to old and new that bypasses the library
+// (to seed, and to look at what the stores hold).
+type stagedEnv struct {
+	store      string
+	cfg        *config.Config
+	configPath string
+	migration  string
+	phases     cutover.Store
+	app        stagedApp
+
+	// key is user's log seq's key alone, as the application gives it.
+	key func(user string, seq int64) record.Record
+	// putOld writes records to old directly; deleteOld deletes one.
+	putOld    func(t *testing.T, recs ...record.Record)
+	deleteOld func(t *testing.T, user string, seq int64)
+	// oldPages and newPages read every log of a store: "user/seq" → page.
+	oldPages func(t *testing.T) map[string]string
+	newPages func(t *testing.T) map[string]string
+}
+
+// rec is user's log seq with page, as the application writes it.
+func (e *stagedEnv) rec(user string, seq int64, page string) record.Record {
+	r := e.key(user, seq)
+	r.Fields = append(r.Fields, record.Field{Name: "Page", Value: record.String(page)})
+	return r
+}
+
+func logID(user string, seq int64) string { return fmt.Sprintf("%s/%d", user, seq) }
+
+// newStagedSpanner makes the Spanner env: Logs in one database, LogsV2
+// and the phase store in another.
+func newStagedSpanner(t *testing.T) *stagedEnv {
+	t.Helper()
+	ctx := context.Background()
+	oldC := emulator.TestDB(t, stagedLogsDDL)
+	newC := emulator.TestDB(t, append([]string{stagedLogsV2DDL}, cutover.SpannerDDL...)...)
+	yaml := fmt.Sprintf(`
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: LogsV2}
+rewrite: {strategy: shard, params: {n: 8, mode: abs}}
+dead_letter: %[5]s
+cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
+	lib, err := cutover.OpenSpanner(ctx, oldC, e.configPath, cutover.Options{Migration: e.migration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lib.Close)
+	e.app = lib
+	e.key = func(user string, seq int64) record.Record {
+		return record.Record{Table: "Logs", Fields: []record.Field{{Name: "UserId", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+	}
+	e.putOld = func(t *testing.T, recs ...record.Record) {
+		t.Helper()
+		var ms []*spanner.Mutation
+		for _, r := range recs {
+			u, _ := r.Get("UserId")
+			q, _ := r.Get("Seq")
+			p, _ := r.Get("Page")
+			ms = append(ms, spanner.InsertOrUpdate("Logs", []string{"UserId", "Seq", "Page"}, []any{u.Str, q.Int, p.Str}))
+		}
+		if _, err := oldC.Apply(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.deleteOld = func(t *testing.T, user string, seq int64) {
+		t.Helper()
+		if _, err := oldC.Apply(ctx, []*spanner.Mutation{spanner.Delete("Logs", spanner.Key{user, seq})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages := func(c *spanner.Client, table string) func(t *testing.T) map[string]string {
+		return func(t *testing.T) map[string]string {
+			t.Helper()
+			out := map[string]string{}
+			err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM " + table}).Do(func(r *spanner.Row) error {
+				var u string
+				var q int64
+				var p spanner.NullString
+				if err := r.Columns(&u, &q, &p); err != nil {
+					return err
+				}
+				out[logID(u, q)] = p.StringVal
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+	e.oldPages, e.newPages = pages(oldC, "Logs"), pages(newC, "LogsV2")
+	return e
+}
+
+// dsLog is a Log entity as the tests read it.
+type dsLog struct {
+	User string
+	Seq  int64
+	Page string
+}
+
+// newStagedDatastore makes the Datastore env: kind Log from one namespace
+// to another of the emulator's database, the phase store in the new one.
+// The user id is in the key's name ("user.seq") and the User property.
+func newStagedDatastore(t *testing.T) *stagedEnv {
+	t.Helper()
+	ctx := context.Background()
+	c := emulator.TestDatastore(t)
+	oldNS, newNS := emulator.UniqueNamespace("staged-old"), emulator.UniqueNamespace("staged-new")
+	yaml := fmt.Sprintf(`
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
+target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Log}
+rewrite: {strategy: hashprefix}
+dead_letter: %[4]s
+cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
+`, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+	e := &stagedEnv{store: "datastore", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.DatastoreStore{Client: c, Namespace: newNS}}
+	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
+	lib, err := cutover.OpenDatastore(ctx, c, e.configPath, cutover.Options{Migration: e.migration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lib.Close)
+	e.app = lib
+	e.key = func(user string, seq int64) record.Record {
+		k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+		return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+	}
+	e.putOld = func(t *testing.T, recs ...record.Record) {
+		t.Helper()
+		putEntities(t, c, recs)
+	}
+	e.deleteOld = func(t *testing.T, user string, seq int64) {
+		t.Helper()
+		k := datastore.NameKey("Log", fmt.Sprintf("%s.%d", user, seq), nil)
+		k.Namespace = oldNS
+		if err := c.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages := func(ns string) func(t *testing.T) map[string]string {
+		return func(t *testing.T) map[string]string {
+			t.Helper()
+			var logs []dsLog
+			if _, err := c.GetAll(ctx, datastore.NewQuery("Log").Namespace(ns), &logs); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, l := range logs {
+				out[logID(l.User, l.Seq)] = l.Page
+			}
+			return out
+		}
+	}
+	e.oldPages, e.newPages = pages(oldNS), pages(newNS)
+	return e
+}
+
+// stagedEnvs are the two stores' envs, by name.
+var stagedEnvs = []struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{
+	{"spanner", newStagedSpanner},
+	{"datastore", newStagedDatastore},
+}
+
+// move moves cohorts to phase by the rules, as the operator does.
+func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {
+	t.Helper()
+	if _, _, err := e.phases.Move(context.Background(), cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: rs, To: to, Who: "test", Rules: cutover.RulesFor(e.cfg)}); err != nil {
+		t.Fatalf("move %s to %s: %v", cohort.Format(rs), to, err)
+	}
+}
+
+// waitSeen waits until the library acts on cohort c's phase p.
+func (e *stagedEnv) waitSeen(t *testing.T, c int, p cutover.Phase) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.app.Phases().Phase(c) != p; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the library did not see cohort %d move to %s", c, p)
+		}
+	}
+}
+
+// backfill runs a cohort backfill of rs on runner.
+func (e *stagedEnv) backfill(t *testing.T, runner string, rs []cohort.Range, force bool) (*migration.Result, *cutover.Audit, error) {
+	t.Helper()
+	_, res, a, err := pipeline.RunBackfill(context.Background(), e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-backfill", Run: migration.Options{CreateTarget: true}}, pipeline.Runner{Runner: runner})
+	return res, a, err
+}
+
+// cohortOf is user's cohort.
+func cohortOf(user string) int { return cohort.Of(user, stagedBuckets) }
+
+// one is the range of cohort c alone.
+func one(c int) []cohort.Range { return []cohort.Range{{First: c, Last: c}} }
