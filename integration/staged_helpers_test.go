@@ -63,6 +63,8 @@ type stagedEnv struct {
 	// putOld writes records to old directly; deleteOld deletes one.
 	putOld    func(t *testing.T, recs ...record.Record)
 	deleteOld func(t *testing.T, user string, seq int64)
+	// changeNew sets a new record's page directly, or deletes it (del).
+	changeNew func(t *testing.T, user string, seq int64, page string, del bool)
 	// oldPages and newPages read every log of a store: "user/seq" → page.
 	oldPages func(t *testing.T) map[string]string
 	newPages func(t *testing.T) map[string]string
@@ -142,6 +144,23 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		}
 	}
 	e.oldPages, e.newPages = pages(oldC, "Logs"), pages(newC, "LogsV2")
+	e.changeNew = func(t *testing.T, user string, seq int64, page string, del bool) {
+		t.Helper()
+		st := spanner.Statement{SQL: "UPDATE LogsV2 SET Page = @p WHERE UserId = @u AND Seq = @q", Params: map[string]any{"u": user, "q": seq, "p": page}}
+		if del {
+			st.SQL = "DELETE FROM LogsV2 WHERE UserId = @u AND Seq = @q"
+		}
+		_, err := newC.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			n, err := txn.Update(ctx, st)
+			if err == nil && n != 1 {
+				err = fmt.Errorf("%d rows changed, want 1", n)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("changing new %s: %v", logID(user, seq), err)
+		}
+	}
 	return e
 }
 
@@ -206,6 +225,28 @@ cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 		}
 	}
 	e.oldPages, e.newPages = pages(oldNS), pages(newNS)
+	e.changeNew = func(t *testing.T, user string, seq int64, page string, del bool) {
+		t.Helper()
+		var logs []datastore.PropertyList
+		keys, err := c.GetAll(ctx, datastore.NewQuery("Log").Namespace(newNS).FilterField("User", "=", user).FilterField("Seq", "=", seq), &logs)
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("finding new %s: %d entities, %v", logID(user, seq), len(keys), err)
+		}
+		if del {
+			err = c.Delete(ctx, keys[0])
+		} else {
+			pl := logs[0]
+			for i := range pl {
+				if pl[i].Name == "Page" {
+					pl[i].Value = page
+				}
+			}
+			_, err = c.Put(ctx, keys[0], &pl)
+		}
+		if err != nil {
+			t.Fatalf("changing new %s: %v", logID(user, seq), err)
+		}
+	}
 	return e
 }
 

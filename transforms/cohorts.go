@@ -33,13 +33,14 @@ type CohortSelection struct {
 // parse (the caller checks it first).
 func Cohorts(s beam.Scope, sel CohortSelection, batches beam.PCollection) (kept, deadLetters beam.PCollection) {
 	s = s.Scope("Cohorts")
-	if _, _, err := sel.parse(); err != nil {
+	if _, _, err := sel.Parse(); err != nil {
 		panic(err)
 	}
 	return beam.ParDo2(s, &cohortsFn{Sel: sel}, batches)
 }
 
-func (c CohortSelection) parse() (cohort.User, []cohort.Range, error) {
+// Parse reads the selection's user spec and cohorts.
+func (c CohortSelection) Parse() (cohort.User, []cohort.Range, error) {
 	u, err := cohort.ParseUser(c.User)
 	if err != nil {
 		return u, nil, fmt.Errorf("cohort.user: %w", err)
@@ -59,7 +60,7 @@ type cohortsFn struct {
 }
 
 func (f *cohortsFn) Setup() error {
-	u, rs, err := f.Sel.parse()
+	u, rs, err := f.Sel.Parse()
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,7 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdDemo(f, nil),
 		newCmdRun(f, nil),
 		newCmdRedrive(f, nil),
+		newCmdVerify(f),
 		newCmdStrategies(f, nil),
 		newCmdRewrite(f, nil),
 		newCmdValidate(f, nil),

@@ -1,0 +1,593 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/transforms/sink"
+	"github.com/rekeyio/rekey/transforms/source"
+)
+
+// Verify compares old and new for some cohorts (rekey verify): a Beam job
+// on the same runners and sources as a migration. It reads the old
+// records of the cohorts (a Spanner source filters in its query), maps
+// each through the very rewrite the migration and the application's
+// library use, reads the new records (of the cohorts, where the user id
+// can be told from a new record; all of them otherwise), joins the two by
+// new key, and counts per cohort: matching, missing in new, extra in new
+// and mismatched (compared by type and value: record.Diff, timestamps by
+// instant, floats exactly, key-valued properties as the rewrite maps
+// them), with up to Examples example keys of each. The report, one JSON
+// line per cohort with records (VerifyCohort), goes to ReportPath;
+// records that cannot be read or rewritten go to the dead letters.
+type Verify struct {
+	Cohorts    []cohort.Range
+	Examples   int
+	ReportPath string
+}
+
+// VerifyCohort is one cohort's line of a verify report.
+type VerifyCohort struct {
+	Cohort     int `json:"cohort"`
+	Matching   int `json:"matching"`
+	Missing    int `json:"missing_in_new"`
+	Extra      int `json:"extra_in_new"`
+	Mismatched int `json:"mismatched"`
+	// RepairLog counts the cohort's entries in the repair log (added by
+	// RunVerify, which reads the log).
+	RepairLog int `json:"repair_log"`
+	// Examples holds up to the job's Examples keys per finding: old keys
+	// for missing and mismatched records (with how they differ), new keys
+	// for extra ones, the logged keys and operations of the repair log.
+	Examples VerifyExamples `json:"examples"`
+}
+
+// VerifyExamples are a cohort's example keys, by finding.
+type VerifyExamples struct {
+	Missing    []string `json:"missing_in_new,omitempty"`
+	Extra      []string `json:"extra_in_new,omitempty"`
+	Mismatched []string `json:"mismatched,omitempty"`
+	RepairLog  []string `json:"repair_log,omitempty"`
+}
+
+// Clean reports whether the cohort's old and new agree and nothing waits
+// for repair.
+func (v VerifyCohort) Clean() bool {
+	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.RepairLog == 0
+}
+
+// merge adds o's counts and examples (up to n each) to v.
+func (v *VerifyCohort) merge(o VerifyCohort, n int) {
+	v.Matching += o.Matching
+	v.Missing += o.Missing
+	v.Extra += o.Extra
+	v.Mismatched += o.Mismatched
+	v.RepairLog += o.RepairLog
+	add := func(dst *[]string, src []string) {
+		for _, s := range src {
+			if len(*dst) < n {
+				*dst = append(*dst, s)
+			}
+		}
+	}
+	add(&v.Examples.Missing, o.Examples.Missing)
+	add(&v.Examples.Extra, o.Examples.Extra)
+	add(&v.Examples.Mismatched, o.Examples.Mismatched)
+	add(&v.Examples.RepairLog, o.Examples.RepairLog)
+}
+
+// Counters of a verify job.
+const (
+	VerifyMatching     = "verify_matching"
+	VerifyMissing      = "verify_missing_in_new"
+	VerifyExtra        = "verify_extra_in_new"
+	VerifyMismatched   = "verify_mismatched"
+	VerifyUnattributed = "verify_new_without_user"
+)
+
+var (
+	verifyMatching     = beam.NewCounter("rekey", VerifyMatching)
+	verifyMissing      = beam.NewCounter("rekey", VerifyMissing)
+	verifyExtra        = beam.NewCounter("rekey", VerifyExtra)
+	verifyMismatched   = beam.NewCounter("rekey", VerifyMismatched)
+	verifyUnattributed = beam.NewCounter("rekey", VerifyUnattributed)
+)
+
+func init() {
+	register.DoFn4x1[context.Context, []byte, func(string, []byte), func(string), error](&expectFn{})
+	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&newSideFn{})
+	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), error](&compareFn{})
+	register.Combiner3[string, string, string](&cohortTallyFn{})
+	register.DoFn2x1[int, string, string](&reportLineFn{})
+	register.Emitter2[string, []byte]()
+	register.Emitter2[int, string]()
+	register.Iter1[[]byte]()
+}
+
+// Graph returns the verify job's graph.
+func (v Verify) Graph() Graph {
+	return func(s beam.Scope, j *migration.Job) error {
+		if err := CheckBackfill(j); err != nil {
+			return err
+		}
+		if v.ReportPath == "" {
+			return errors.New("verify: no report path")
+		}
+		b := &cutover.Backfill{Spans: nil}
+		for _, r := range cohort.Merge(v.Cohorts) {
+			b.Spans = append(b.Spans, cutover.BackfillSpan{First: r.First, Last: r.Last})
+		}
+		oldBatches, deads, err := readSource(s.Scope("old"), j, 0, b)
+		if err != nil {
+			return err
+		}
+		oldBatches, cohortDead := selectCohorts(s.Scope("old"), j, b, oldBatches)
+		deads = append(deads, cohortDead)
+		spec, err := json.Marshal(j.Spec)
+		if err != nil {
+			return err
+		}
+		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
+		side := verifySide{Store: j.Config.Target.Type, Sel: sel}
+		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
+			side.Table = j.Spanner.Targets[0]
+		}
+		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &expectFn{Spec: string(spec), Side: side}, oldBatches)
+		deads = append(deads, rewriteDead)
+		newBatches, newDeads := readTarget(s.Scope("new"), j, b)
+		deads = append(deads, newDeads...)
+		actual := beam.ParDo(s.Scope("new"), &newSideFn{Side: side}, newBatches)
+		joined := beam.CoGroupByKey(s, expected, actual)
+		tallies := beam.ParDo(s, &compareFn{Side: side, Examples: v.Examples}, joined)
+		perCohort := beam.CombinePerKey(s, &cohortTallyFn{Examples: v.Examples}, tallies)
+		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
+		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
+		return nil
+	}
+}
+
+// readTarget reads the job's target as a source: the new records, of b's
+// cohorts where a Spanner query can tell them.
+func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
+	t := j.Config.Target
+	switch t.Type {
+	case config.TypeSpanner:
+		filter := ""
+		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
+			filter = cohortFilterOn(j, j.Spanner.Targets[0], b)
+		}
+		batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
+		return batches, []beam.PCollection{dead}
+	default:
+		kind := t.Kind
+		if kind == "" {
+			kind = j.Config.Source.Kind
+		}
+		batches, dead := source.Datastore(s, source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: kind})
+		return batches, []beam.PCollection{dead}
+	}
+}
+
+// verifySide is what both sides of the join need to key and compare
+// records: the target store, its Spanner table, the cohort selection.
+type verifySide struct {
+	Store string                     `json:"store"`
+	Table *spannerdb.Table           `json:"table,omitempty"`
+	Sel   transforms.CohortSelection `json:"sel"`
+}
+
+// key is the text of a new record's key, namespace and database left out
+// (the target's are given).
+func (v verifySide) key(r *record.Record) (string, error) {
+	if v.Store == config.TypeSpanner {
+		k, err := spannerdb.KeyOf(r, v.Table)
+		if err != nil {
+			return "", err
+		}
+		return rewrite.FormatKey(k, false), nil
+	}
+	if r.Key == nil {
+		return "", errors.New("no key")
+	}
+	k := *r.Key
+	k.Namespace, k.Database = "", ""
+	return k.String(), nil
+}
+
+// normal is a new record as the store gives it back: Spanner's types
+// applied, generated columns left out.
+func (v verifySide) normal(r *record.Record) (record.Record, error) {
+	if v.Store != config.TypeSpanner {
+		out := *r
+		if out.Key != nil {
+			k := *out.Key
+			k.Namespace, k.Database = "", ""
+			out.Key = &k
+		}
+		return out, nil
+	}
+	n, err := spannerdb.Normalize(r, v.Table)
+	if err != nil {
+		return n, err
+	}
+	fields := n.Fields[:0:0]
+	for _, f := range n.Fields {
+		if c := v.Table.Column(f.Name); c == nil || !c.Generated {
+			fields = append(fields, f)
+		}
+	}
+	n.Fields = fields
+	n.Table = v.Table.Name
+	return n, nil
+}
+
+// item encodes a side's record for the join: cohort (-1: unknown), the
+// old key's text (old side), the record.
+func item(c int, oldKey string, r record.Record) []byte {
+	b := binary.AppendVarint(nil, int64(c))
+	b = binary.AppendUvarint(b, uint64(len(oldKey)))
+	b = append(b, oldKey...)
+	return append(b, record.EncodeBatch([]record.Record{r})...)
+}
+
+func unitem(b []byte) (c int, oldKey string, r record.Record, err error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, "", r, errors.New("verify: corrupt item")
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || uint64(len(b)-n) < l {
+		return 0, "", r, errors.New("verify: corrupt item")
+	}
+	oldKey, b = string(b[n:n+int(l)]), b[n+int(l):]
+	recs, err := record.DecodeBatch(b)
+	if err != nil || len(recs) != 1 {
+		return 0, "", r, fmt.Errorf("verify: corrupt item: %v", err)
+	}
+	return int(v), oldKey, recs[0], nil
+}
+
+// expectFn maps old records through the rewrite: new key → the record new
+// should hold.
+type expectFn struct {
+	Spec string     `json:"spec"`
+	Side verifySide `json:"side"`
+
+	rk   *rekeyer.Rekeyer
+	user cohort.User
+}
+
+func (f *expectFn) Setup() error {
+	var spec rekeyer.Spec
+	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
+		return err
+	}
+	var err error
+	if f.rk, err = spec.Build(); err != nil {
+		return err
+	}
+	f.user, err = cohort.ParseUser(f.Side.Sel.User)
+	return err
+}
+
+func (f *expectFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte), dead func(string)) error {
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		old := recs[i]
+		c, err := f.user.Cohort(&old, f.Side.Sel.Buckets)
+		if err != nil {
+			return err // selectCohorts passed only records with a cohort
+		}
+		nr := old
+		if err := f.rk.Rewrite(&nr); err != nil {
+			transforms.CountDeadLettered(ctx, 1)
+			dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, err))
+			continue
+		}
+		want, err := f.Side.normal(&nr)
+		if err == nil {
+			var k string
+			if k, err = f.Side.key(&want); err == nil {
+				emit(k, item(c, old.Describe(), want))
+				continue
+			}
+		}
+		transforms.CountDeadLettered(ctx, 1)
+		dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, fmt.Errorf("verify: the rewritten record does not fit the target: %w", err)))
+	}
+	transforms.CountRead(ctx, int64(len(recs)))
+	return nil
+}
+
+// newSideFn keys the new records of the selected cohorts (by the user id
+// a new record holds; -1 where it holds none it can be told by, which
+// only the old side can then attribute).
+type newSideFn struct {
+	Side verifySide `json:"side"`
+
+	user cohort.User
+	in   []bool
+}
+
+func (f *newSideFn) Setup() error {
+	u, rs, err := f.Side.Sel.Parse()
+	if err != nil {
+		return err
+	}
+	f.user = u
+	f.in = make([]bool, f.Side.Sel.Buckets)
+	for _, r := range rs {
+		for c := r.First; c <= r.Last; c++ {
+			f.in[c] = true
+		}
+	}
+	return nil
+}
+
+func (f *newSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte)) error {
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		got, err := f.Side.normal(&recs[i])
+		if err != nil {
+			return err
+		}
+		c, err := f.user.Cohort(&got, f.Side.Sel.Buckets)
+		switch {
+		case err != nil:
+			c = -1
+		case !f.in[c]:
+			continue
+		}
+		k, err := f.Side.key(&got)
+		if err != nil {
+			return fmt.Errorf("verify: a new record's key: %w", err)
+		}
+		emit(k, item(c, "", got))
+	}
+	return nil
+}
+
+// compareFn judges one new key: in old and new (matching or mismatched),
+// old only (missing in new), new only (extra in new), and emits a
+// one-record tally for its cohort.
+type compareFn struct {
+	Side     verifySide `json:"side"`
+	Examples int        `json:"examples"`
+}
+
+func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string)) error {
+	var want, got *record.Record
+	c, oldKey := -1, ""
+	var b []byte
+	for olds(&b) {
+		oc, ok, r, err := unitem(b)
+		if err != nil {
+			return err
+		}
+		if want != nil {
+			// Two old records with one new key: the rewrite collides.
+			return fmt.Errorf("verify: old records %s and %s both map to new key %s", oldKey, ok, key)
+		}
+		c, oldKey, want = oc, ok, &r
+	}
+	for news(&b) {
+		nc, _, r, err := unitem(b)
+		if err != nil {
+			return err
+		}
+		if c < 0 {
+			c = nc
+		}
+		got = &r
+	}
+	var t VerifyCohort
+	switch {
+	case want != nil && got == nil:
+		t.Missing = 1
+		t.Examples.Missing = []string{oldKey}
+		verifyMissing.Inc(ctx, 1)
+	case want == nil && got != nil:
+		if c < 0 {
+			verifyUnattributed.Inc(ctx, 1)
+			return nil
+		}
+		t.Extra = 1
+		t.Examples.Extra = []string{key}
+		verifyExtra.Inc(ctx, 1)
+	default:
+		if d := record.Diff(got, want); d != "" {
+			t.Mismatched = 1
+			t.Examples.Mismatched = []string{oldKey + ": " + d}
+			verifyMismatched.Inc(ctx, 1)
+		} else {
+			t.Matching = 1
+			verifyMatching.Inc(ctx, 1)
+		}
+	}
+	t.Cohort = c
+	line, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	emit(c, string(line))
+	return nil
+}
+
+// cohortTallyFn merges a cohort's tallies (JSON VerifyCohort), keeping
+// up to Examples examples of each finding.
+type cohortTallyFn struct {
+	Examples int `json:"examples"`
+}
+
+func (f *cohortTallyFn) CreateAccumulator() string { return "" }
+
+func (f *cohortTallyFn) ExtractOutput(acc string) string { return acc }
+
+func (f *cohortTallyFn) AddInput(acc, in string) string { return f.MergeAccumulators(acc, in) }
+
+func (f *cohortTallyFn) MergeAccumulators(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	var x, y VerifyCohort
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		panic("verify: corrupt tally") // produced by compareFn; cannot happen
+	}
+	x.merge(y, f.Examples)
+	out, _ := json.Marshal(x)
+	return string(out)
+}
+
+// reportLineFn writes a cohort's merged tally as its report line.
+type reportLineFn struct{}
+
+func (reportLineFn) ProcessElement(_ int, tally string) string { return tally }
+
+// cohortFilterOn is cohortFilter for a Spanner table other than the
+// source (verify's read of the target): "" when the user id is not one
+// of its columns.
+func cohortFilterOn(j *migration.Job, t *spannerdb.Table, b *cutover.Backfill) string {
+	jj := *j
+	schemas := *j.Spanner
+	schemas.Source = t
+	jj.Spanner = &schemas
+	return cohortFilter(&jj, b)
+}
+
+// sortReport orders a report's lines by cohort.
+func sortReport(rs []VerifyCohort) {
+	sort.Slice(rs, func(i, k int) bool { return rs[i].Cohort < rs[k].Cohort })
+}
+
+// VerifyOptions say what RunVerify compares.
+type VerifyOptions struct {
+	// Migration names the migration in the phase store; Cohorts are the
+	// cohorts to compare.
+	Migration string
+	Cohorts   []cohort.Range
+	// Examples is how many example keys to keep per finding and cohort
+	// (0: 5).
+	Examples int
+	// ReportPath receives the report, one JSON line per cohort.
+	ReportPath string
+	// Mark moves the cohorts to verified when every one is clean; Who
+	// goes to the audit.
+	Mark bool
+	Who  string
+}
+
+// RunVerify runs the verify job of cfg on r (Verify), adds each cohort's
+// entries of the repair log, writes the report (every selected cohort,
+// clean ones too) to o.ReportPath and returns it, sorted by cohort. With
+// o.Mark and a clean report (no finding, no repair-log entry, no dead
+// letter) it moves the cohorts to verified, by the rules (they must be
+// backfilled), and returns the move's audit.
+func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runner) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
+	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
+		return nil, nil, nil, &migration.ConfigError{Err: errors.New("verify needs the migration's name, the cohorts and a report path")}
+	}
+	if o.Examples <= 0 {
+		o.Examples = 5
+	}
+	if err := migration.Reach(ctx, cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
+	}
+	defer closeStore()
+	j, err := migration.Resolve(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := Run(ctx, j, r, Verify{Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath}.Graph())
+	if err != nil {
+		return nil, res, nil, err
+	}
+	lines, err := readLines(ctx, o.ReportPath)
+	if err != nil {
+		return nil, res, nil, fmt.Errorf("reading the verify report %s: %w", o.ReportPath, err)
+	}
+	by := map[int]*VerifyCohort{}
+	for _, r := range cohort.Merge(o.Cohorts) {
+		for c := r.First; c <= r.Last; c++ {
+			by[c] = &VerifyCohort{Cohort: c}
+		}
+	}
+	for _, l := range lines {
+		var v VerifyCohort
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			return nil, res, nil, fmt.Errorf("verify report %s: %w", o.ReportPath, err)
+		}
+		if p := by[v.Cohort]; p != nil {
+			p.merge(v, o.Examples)
+		}
+	}
+	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
+	if err != nil {
+		return nil, res, nil, err
+	}
+	for _, e := range entries {
+		if p := by[e.Cohort]; p != nil {
+			p.merge(VerifyCohort{RepairLog: 1, Examples: VerifyExamples{RepairLog: []string{e.String()}}}, o.Examples)
+		}
+	}
+	report := make([]VerifyCohort, 0, len(by))
+	clean := res.Counters[migration.DeadLettered] == 0
+	var out []string
+	for _, v := range by {
+		report = append(report, *v)
+	}
+	sortReport(report)
+	for _, v := range report {
+		clean = clean && v.Clean()
+		b, _ := json.Marshal(v)
+		out = append(out, string(b))
+	}
+	if err := writeLines(ctx, o.ReportPath, out); err != nil {
+		return report, res, nil, fmt.Errorf("writing the verify report %s: %w", o.ReportPath, err)
+	}
+	if !o.Mark {
+		return report, res, nil, nil
+	}
+	if !clean {
+		return report, res, nil, fmt.Errorf("%w: cohorts stay where they are (see %s)", ErrNotClean, o.ReportPath)
+	}
+	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.Verified, Who: o.Who,
+		Why: fmt.Sprintf("verify: %d records match", res.Counters[VerifyMatching]), Rules: cutover.RulesFor(cfg)})
+	if err != nil {
+		return report, res, nil, err
+	}
+	return report, res, &a, nil
+}
+
+// ErrNotClean is RunVerify's error when asked to mark cohorts whose
+// verify found differences, repair-log entries or dead letters.
+var ErrNotClean = errors.New("verify is not clean")
