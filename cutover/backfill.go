@@ -15,6 +15,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -151,52 +152,79 @@ func spannerTouchedKey(k []rewrite.Value) string { return rewrite.FormatKey(k, f
 // many it skipped.
 func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b Backfill) func(ctx context.Context, rows []spannerdb.Row) (int, error) {
 	return func(ctx context.Context, rows []spannerdb.Row) (int, error) {
-		keys := make([]string, len(rows))
-		set := make([]spanner.KeySet, len(rows))
 		muts := make([]*spanner.Mutation, len(rows))
 		for i, r := range rows {
-			k, err := spannerdb.KeyOf(r.Record, t)
-			if err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", r.Record.Describe(), err)
-			}
-			keys[i] = spannerTouchedKey(k)
-			set[i] = spanner.Key{b.Migration, keys[i]}
+			var err error
 			if muts[i], err = spannerdb.MutationFor(r.Record, t, "upsert"); err != nil {
 				return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", r.Record.Describe(), err)
 			}
 		}
-		skipped := 0
-		_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-			stop := map[string]bool{}
-			err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt"}).Do(func(row *spanner.Row) error {
-				var key string
-				var c int64
-				var at time.Time
-				if err := row.Columns(&key, &c, &at); err != nil {
-					return err
-				}
-				if b.keeps(int(c), at) {
-					stop[key] = true
-				}
-				return nil
-			})
+		return spannerUnlessTouched(ctx, client, t, b, func(i int) *record.Record { return rows[i].Record }, muts)
+	}
+}
+
+// SpannerRepairDeletes returns the conditional delete of a repair: one
+// read-write transaction that deletes the rows of recs' keys from table t
+// where their touched marks do not stop it (the application wrote the
+// record since the repair began), returning how many it skipped.
+func SpannerRepairDeletes(client *spanner.Client, t *spannerdb.Table, b Backfill) func(ctx context.Context, recs []record.Record) (int, error) {
+	return func(ctx context.Context, recs []record.Record) (int, error) {
+		muts := make([]*spanner.Mutation, len(recs))
+		for i := range recs {
+			k, err := spannerdb.SpannerKey(&recs[i], t)
 			if err != nil {
+				return 0, fmt.Errorf("repair: %s: %w", recs[i].Describe(), err)
+			}
+			muts[i] = spanner.Delete(t.Name, k)
+		}
+		return spannerUnlessTouched(ctx, client, t, b, func(i int) *record.Record { return &recs[i] }, muts)
+	}
+}
+
+// spannerUnlessTouched applies, in one transaction, the mutations of the
+// records whose touched marks do not stop b (muts[i] is rec(i)'s).
+func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spannerdb.Table, b Backfill, rec func(int) *record.Record, muts []*spanner.Mutation) (int, error) {
+	keys := make([]string, len(muts))
+	set := make([]spanner.KeySet, len(muts))
+	for i := range muts {
+		k, err := spannerdb.KeyOf(rec(i), t)
+		if err != nil {
+			return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", rec(i).Describe(), err)
+		}
+		keys[i] = spannerTouchedKey(k)
+		set[i] = spanner.Key{b.Migration, keys[i]}
+	}
+	skipped := 0
+	_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		stop := map[string]bool{}
+		err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt"}).Do(func(row *spanner.Row) error {
+			var key string
+			var c int64
+			var at time.Time
+			if err := row.Columns(&key, &c, &at); err != nil {
 				return err
 			}
-			var write []*spanner.Mutation
-			for i := range rows {
-				if !stop[keys[i]] {
-					write = append(write, muts[i])
-				}
+			if b.keeps(int(c), at) {
+				stop[key] = true
 			}
-			skipped = len(rows) - len(write)
-			if len(write) == 0 {
-				return nil
-			}
-			return txn.BufferWrite(write)
+			return nil
 		})
-		return skipped, err
-	}
+		if err != nil {
+			return err
+		}
+		var apply []*spanner.Mutation
+		for i := range muts {
+			if !stop[keys[i]] {
+				apply = append(apply, muts[i])
+			}
+		}
+		skipped = len(muts) - len(apply)
+		if len(apply) == 0 {
+			return nil
+		}
+		return txn.BufferWrite(apply)
+	})
+	return skipped, err
 }
 
 // datastoreTouchedKey is the key of the touched mark of a new entity's
@@ -217,49 +245,79 @@ func datastoreTouchedKey(migration, namespace string, k rewrite.DatastoreKey) *d
 // one fails as Aborted, which the writer retries.
 func DatastoreBackfill(client *datastore.Client, b Backfill) func(ctx context.Context, ents []datastore.Entity) (int, error) {
 	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
-		marks := make([]*datastore.Key, len(ents))
-		for i, e := range ents {
-			marks[i] = datastoreTouchedKey(b.Migration, b.Namespace, datastoredb.KeyFromDatastore(e.Key))
+		keys := make([]*datastore.Key, len(ents))
+		for i := range ents {
+			keys[i] = ents[i].Key
 		}
-		skipped := 0
-		_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-			got := make([]dsTouched, len(marks))
-			err := tx.GetMulti(marks, got)
-			var me datastore.MultiError
-			switch {
-			case err == nil:
-			case errors.As(err, &me):
-				for i, e := range me {
-					if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
-						return e
-					}
-					if e != nil {
-						got[i] = dsTouched{}
-					}
-				}
-			default:
-				return err
-			}
-			var keys []*datastore.Key
+		return datastoreUnlessTouched(ctx, client, b, keys, func(tx *datastore.Transaction, keep []int) error {
+			var ks []*datastore.Key
 			var props []any
-			for i, e := range ents {
-				if got[i].Migration != "" && b.keeps(int(got[i].Cohort), got[i].TouchedAt) {
-					continue
-				}
-				pl := datastore.PropertyList(e.Properties)
-				keys = append(keys, e.Key)
+			for _, i := range keep {
+				pl := datastore.PropertyList(ents[i].Properties)
+				ks = append(ks, ents[i].Key)
 				props = append(props, &pl)
 			}
-			skipped = len(ents) - len(keys)
-			if len(keys) == 0 {
-				return nil
-			}
-			_, err = tx.PutMulti(keys, props)
+			_, err := tx.PutMulti(ks, props)
 			return err
 		})
-		if errors.Is(err, datastore.ErrConcurrentTransaction) {
-			err = status.Error(codes.Aborted, err.Error())
-		}
-		return skipped, err
 	}
+}
+
+// DatastoreRepairDeletes returns the conditional delete of a repair: one
+// transaction that deletes the entities of keys whose touched marks do
+// not stop it, returning how many it skipped.
+func DatastoreRepairDeletes(client *datastore.Client, b Backfill) func(ctx context.Context, keys []*datastore.Key) (int, error) {
+	return func(ctx context.Context, keys []*datastore.Key) (int, error) {
+		return datastoreUnlessTouched(ctx, client, b, keys, func(tx *datastore.Transaction, keep []int) error {
+			ks := make([]*datastore.Key, len(keep))
+			for j, i := range keep {
+				ks[j] = keys[i]
+			}
+			return tx.DeleteMulti(ks)
+		})
+	}
+}
+
+// datastoreUnlessTouched runs, in one transaction, apply with the
+// indexes of the keys whose touched marks do not stop b.
+func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b Backfill, keys []*datastore.Key, apply func(tx *datastore.Transaction, keep []int) error) (int, error) {
+	marks := make([]*datastore.Key, len(keys))
+	for i, k := range keys {
+		marks[i] = datastoreTouchedKey(b.Migration, b.Namespace, datastoredb.KeyFromDatastore(k))
+	}
+	skipped := 0
+	_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		got := make([]dsTouched, len(marks))
+		err := tx.GetMulti(marks, got)
+		var me datastore.MultiError
+		switch {
+		case err == nil:
+		case errors.As(err, &me):
+			for i, e := range me {
+				if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
+					return e
+				}
+				if e != nil {
+					got[i] = dsTouched{}
+				}
+			}
+		default:
+			return err
+		}
+		var keep []int
+		for i := range keys {
+			if got[i].Migration == "" || !b.keeps(int(got[i].Cohort), got[i].TouchedAt) {
+				keep = append(keep, i)
+			}
+		}
+		skipped = len(keys) - len(keep)
+		if len(keep) == 0 {
+			return nil
+		}
+		return apply(tx, keep)
+	})
+	if errors.Is(err, datastore.ErrConcurrentTransaction) {
+		err = status.Error(codes.Aborted, err.Error())
+	}
+	return skipped, err
 }

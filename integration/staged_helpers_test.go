@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/migration"
@@ -57,6 +59,9 @@ type stagedEnv struct {
 	migration  string
 	phases     cutover.Store
 	app        stagedApp
+	// tap, if set, is in front of the library's client of new (Spanner:
+	// old and new in two databases), for faults in the second write.
+	tap *committap.Tap
 
 	// key is user's log seq's key alone, as the application gives it.
 	key func(user string, seq int64) record.Record
@@ -95,6 +100,16 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
 	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
+	// The library's client of new (and every client made from now on)
+	// goes through a commit tap; the application's client of old, made
+	// above, does not.
+	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	t.Setenv(emulator.EnvSpannerHost, tap.Addr())
+	e.tap = tap
 	lib, err := cutover.OpenSpanner(ctx, oldC, e.configPath, cutover.Options{Migration: e.migration})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/pipeline"
 )
 
@@ -48,7 +51,10 @@ func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]
 // behind the library's back — a record deleted (missing in new), a value
 // changed (mismatched), an old record deleted (extra in new) — and checks
 // that verify reports each in its cohort, with the key, and refuses to
-// mark them verified; a clean verify with --mark moves them to verified.
+// mark them verified; a dual write whose second write fails (injected by
+// the commit tap) shows in the repair log. Repair puts everything right
+// (written, deleted, the log cleared), and a verify with --mark after it
+// is clean and moves the cohorts to verified.
 func TestVerify(t *testing.T) {
 	for _, se := range stagedEnvs {
 		t.Run(se.name, func(t *testing.T) {
@@ -115,11 +121,41 @@ func TestVerify(t *testing.T) {
 				}
 			}
 
-			// Put things right by hand; a clean verify marks.
-			e.changeNew(t, changed, 1, "seed", false)
-			e.putOld(t, e.rec(extra, 2, "seed"))
-			if err := e.app.Write(ctx, e.rec(missing, 0, "seed")); err != nil { // backfilled: both stores
+			// A dual write whose second write fails: old holds it, new
+			// does not, the repair log says so (Spanner, old and new in
+			// two databases; Datastore's one database writes both in one
+			// transaction).
+			var logged string
+			if e.tap != nil {
+				logged = users[3]
+				e.tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"LogsV2"}})
+				err := e.app.Write(ctx, e.rec(logged, 0, "logged"))
+				e.tap.SetFaults(committap.Faults{})
+				if err != nil {
+					t.Fatalf("a dual write whose second write failed: %v, want success (old is authoritative)", err)
+				}
+				by, _, err = e.verify(t, rs, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := by[cohortOf(logged)]; v.RepairLog != 1 || len(v.Examples.RepairLog) != 1 || !strings.Contains(v.Examples.RepairLog[0], logged) {
+					t.Errorf("cohort %d: repair log %d %q, want the failed write of %s", cohortOf(logged), v.RepairLog, v.Examples.RepairLog, logged)
+				}
+			}
+
+			// Repair puts it all right; a verify after it is clean, and
+			// marks.
+			_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: "prism"})
+			if err != nil {
 				t.Fatal(err)
+			}
+			t.Logf("repair: %s", res.Counters)
+			wantWritten, wantCleared := int64(2), int64(0)
+			if logged != "" {
+				wantWritten, wantCleared = 3, 1
+			}
+			if c := res.Counters; c[pipeline.RepairWritten] != wantWritten || c[pipeline.RepairDeleted] != 1 || c[pipeline.RepairLogCleared] != wantCleared {
+				t.Errorf("repair counters %s; want %s=%d %s=1 %s=%d", c, pipeline.RepairWritten, wantWritten, pipeline.RepairDeleted, pipeline.RepairLogCleared, wantCleared)
 			}
 			by, a, err := e.verify(t, rs, true)
 			if err != nil {
@@ -132,6 +168,12 @@ func TestVerify(t *testing.T) {
 			}
 			if a == nil || a.To != cutover.Verified || a.Cohorts != cohort.Format(rs) {
 				t.Errorf("verify --mark: audit %+v, want cohorts %s to verified", a, cohort.Format(rs))
+			}
+			if logged != "" && e.newPages(t)[logID(logged, 0)] != "logged" {
+				t.Errorf("new %s = %q after the repair, want %q", logID(logged, 0), e.newPages(t)[logID(logged, 0)], "logged")
+			}
+			if _, ok := e.newPages(t)[logID(extra, 2)]; ok {
+				t.Errorf("new still holds %s, which old does not", logID(extra, 2))
 			}
 		})
 	}

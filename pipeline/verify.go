@@ -40,6 +40,10 @@ type Verify struct {
 	Cohorts    []cohort.Range
 	Examples   int
 	ReportPath string
+	// Repair, if set, makes the job a repair (see RunRepair): what it
+	// finds is also put right, conditionally on the touched marks as of
+	// Repair's Since.
+	Repair *cutover.Backfill
 }
 
 // VerifyCohort is one cohort's line of a verify report.
@@ -157,6 +161,13 @@ func (v Verify) Graph() Graph {
 		tallies := beam.ParDo(s, &compareFn{Side: side, Examples: v.Examples}, joined)
 		perCohort := beam.CombinePerKey(s, &cohortTallyFn{Examples: v.Examples}, tallies)
 		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
+		if v.Repair != nil {
+			repairDead, err := v.repairs(s, j, side, joined)
+			if err != nil {
+				return err
+			}
+			deads = append(deads, repairDead...)
+		}
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
 		return nil
 	}
@@ -308,14 +319,13 @@ func (f *expectFn) ProcessElement(ctx context.Context, batch []byte, emit func(s
 		if err == nil {
 			var k string
 			if k, err = f.Side.key(&want); err == nil {
-				emit(k, item(c, old.Describe(), want))
+				emit(k, item(c, old.Describe(), nr))
 				continue
 			}
 		}
 		transforms.CountDeadLettered(ctx, 1)
 		dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, fmt.Errorf("verify: the rewritten record does not fit the target: %w", err)))
 	}
-	transforms.CountRead(ctx, int64(len(recs)))
 	return nil
 }
 
@@ -365,7 +375,7 @@ func (f *newSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		if err != nil {
 			return fmt.Errorf("verify: a new record's key: %w", err)
 		}
-		emit(k, item(c, "", got))
+		emit(k, item(c, "", recs[i]))
 	}
 	return nil
 }
@@ -378,30 +388,54 @@ type compareFn struct {
 	Examples int        `json:"examples"`
 }
 
-func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string)) error {
-	var want, got *record.Record
-	c, oldKey := -1, ""
+// joinedItems reads one new key's records of both sides: the record new
+// should hold (want, nil when old has none) and the one it holds (got),
+// as the store gives them back, with the cohort and the old key.
+func joinedItems(side verifySide, key string, olds, news func(*[]byte) bool) (c int, oldKey string, want, got *record.Record, err error) {
+	c = -1
 	var b []byte
 	for olds(&b) {
 		oc, ok, r, err := unitem(b)
 		if err != nil {
-			return err
+			return c, "", nil, nil, err
 		}
 		if want != nil {
 			// Two old records with one new key: the rewrite collides.
-			return fmt.Errorf("verify: old records %s and %s both map to new key %s", oldKey, ok, key)
+			return c, "", nil, nil, fmt.Errorf("verify: old records %s and %s both map to new key %s", oldKey, ok, key)
 		}
 		c, oldKey, want = oc, ok, &r
 	}
 	for news(&b) {
 		nc, _, r, err := unitem(b)
 		if err != nil {
-			return err
+			return c, "", nil, nil, err
 		}
 		if c < 0 {
 			c = nc
 		}
 		got = &r
+	}
+	return c, oldKey, want, got, nil
+}
+
+// differ says how got (the new record held) differs from want (the one
+// new should hold), "" when they agree.
+func (v verifySide) differ(got, want *record.Record) (string, error) {
+	g, err := v.normal(got)
+	if err != nil {
+		return "", err
+	}
+	w, err := v.normal(want)
+	if err != nil {
+		return "", err
+	}
+	return record.Diff(&g, &w), nil
+}
+
+func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string)) error {
+	c, oldKey, want, got, err := joinedItems(f.Side, key, olds, news)
+	if err != nil {
+		return err
 	}
 	var t VerifyCohort
 	switch {
@@ -418,7 +452,11 @@ func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news f
 		t.Examples.Extra = []string{key}
 		verifyExtra.Inc(ctx, 1)
 	default:
-		if d := record.Diff(got, want); d != "" {
+		d, err := f.Side.differ(got, want)
+		if err != nil {
+			return err
+		}
+		if d != "" {
 			t.Mismatched = 1
 			t.Examples.Mismatched = []string{oldKey + ": " + d}
 			verifyMismatched.Inc(ctx, 1)
@@ -512,9 +550,6 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("verify needs the migration's name, the cohorts and a report path")}
 	}
-	if o.Examples <= 0 {
-		o.Examples = 5
-	}
 	if err := migration.Reach(ctx, cfg); err != nil {
 		return nil, nil, nil, err
 	}
@@ -523,11 +558,24 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
 	defer closeStore()
+	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return runVerify(ctx, cfg, st, o, r, nil, entries)
+}
+
+// runVerify is RunVerify on the phase store st, with the repair-log
+// entries read before, a repair when repair is set.
+func runVerify(ctx context.Context, cfg *config.Config, st cutover.Store, o VerifyOptions, r Runner, repair *cutover.Backfill, entries []cutover.RepairEntry) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
+	if o.Examples <= 0 {
+		o.Examples = 5
+	}
 	j, err := migration.Resolve(ctx, cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := Run(ctx, j, r, Verify{Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath}.Graph())
+	res, err := Run(ctx, j, r, Verify{Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath, Repair: repair}.Graph())
 	if err != nil {
 		return nil, res, nil, err
 	}
@@ -549,10 +597,6 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 		if p := by[v.Cohort]; p != nil {
 			p.merge(v, o.Examples)
 		}
-	}
-	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
-	if err != nil {
-		return nil, res, nil, err
 	}
 	for _, e := range entries {
 		if p := by[e.Cohort]; p != nil {

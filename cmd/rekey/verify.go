@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -37,7 +38,15 @@ new, or differ, with example keys, plus the cohort's entries in the repair
 log. The report is printed as a table and written as JSON Lines (--report).
 With --mark, a clean report moves the cohorts to verified.`
 
-func newCmdVerify(f *factory) *cobra.Command {
+const repairLong = `Puts right what verify finds, for cohorts in which old is authoritative
+(dual_write to shadow): a record missing in new or different there is copied
+from old through the rewrite, a record extra in new is deleted from new, each
+unless the application wrote or deleted it after the repair began (it is then
+newer than what the repair read). It runs verify's Beam job with the repairs,
+prints what it found (so what it repaired) and clears the cohorts' repair-log
+entries logged before it began. A verify after it is clean.`
+
+func newCmdVerify(f *factory, repair bool) *cobra.Command {
 	o := &VerifyOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "verify -c FILE --migration NAME --cohorts LIST [--report FILE] [--mark] [--runner ...] [Beam flags]",
@@ -45,30 +54,39 @@ func newCmdVerify(f *factory) *cobra.Command {
 		Long:  verifyLong,
 		Args:  noArgs,
 	}
+	name := "verify"
+	if repair {
+		name = "repair"
+		cmd.Use = "repair -c FILE --migration NAME --cohorts LIST [--report FILE] [--runner ...] [Beam flags]"
+		cmd.Short = "copy again from old what verify finds missing or different in new, delete what is extra (a Beam job)"
+		cmd.Long = repairLong
+	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.Config, "config", "c", "", "the migration's config file (YAML)")
 	fl.StringVar(&o.Migration, "migration", "", "the migration's name in the phase store")
 	fl.StringVar(&o.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
-	fl.StringVar(&o.Report, "report", "rekey-verify.jsonl", "where to write the report (JSON Lines, one line per cohort; local or gs://)")
+	fl.StringVar(&o.Report, "report", "rekey-"+name+".jsonl", "where to write the report (JSON Lines, one line per cohort; local or gs://)")
 	fl.IntVar(&o.Examples, "examples", 5, "example keys kept per finding and cohort")
-	fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
+	if !repair {
+		fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
+	}
 	fl.StringVar(&o.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	beamFlags := beamFlagSet(&o.BeamArgs, fl)
 	addHidden(fl, beamFlags)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.Config == "" || o.Migration == "" || o.Cohorts == "" {
-			return usagef("verify: -c FILE, --migration NAME and --cohorts LIST are required")
+			return usagef("%s: -c FILE, --migration NAME and --cohorts LIST are required", name)
 		}
 		if !slices.Contains(pipeline.Runners, o.Runner) {
-			return usagef("verify: --runner must be one of %s, got %q", strings.Join(pipeline.Runners, ", "), o.Runner)
+			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), o.Runner)
 		}
 		if o.Examples < 1 {
-			return usagef("verify: --examples must be at least 1")
+			return usagef("%s: --examples must be at least 1", name)
 		}
 		beamFlagErrorsReturn()
 		if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {
-			return usagef("verify: %v", err)
+			return usagef("%s: %v", name, err)
 		}
 		beam.Init()
 		slog.SetDefault(slog.New(slog.NewTextHandler(o.IO.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -80,8 +98,15 @@ func newCmdVerify(f *factory) *cobra.Command {
 		if err != nil {
 			return usagef("--cohorts: %v", err)
 		}
-		report, res, a, err := pipeline.RunVerify(cmd.Context(), cfg, pipeline.VerifyOptions{Migration: o.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operator()},
-			pipeline.Runner{Runner: o.Runner, Progress: o.IO.err})
+		runner := pipeline.Runner{Runner: o.Runner, Progress: o.IO.err}
+		var report []pipeline.VerifyCohort
+		var res *migration.Result
+		var a *cutover.Audit
+		if repair {
+			report, res, err = pipeline.RunRepair(cmd.Context(), cfg, pipeline.RepairOptions{Migration: o.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operator()}, runner)
+		} else {
+			report, res, a, err = pipeline.RunVerify(cmd.Context(), cfg, pipeline.VerifyOptions{Migration: o.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operator()}, runner)
+		}
 		if migration.IsConfigError(err) {
 			return usagef("%s: %w", o.Config, err)
 		}
@@ -97,6 +122,11 @@ func newCmdVerify(f *factory) *cobra.Command {
 		}
 		if err != nil {
 			return err
+		}
+		if repair {
+			fmt.Fprintf(o.IO.out, "rekey: repaired: %d written, %d deleted, %d left as the application wrote them since; %d repair-log entries cleared; run verify to check\n",
+				res.Counters[pipeline.RepairWritten], res.Counters[pipeline.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[pipeline.RepairLogCleared])
+			return nil
 		}
 		for _, v := range report {
 			if !v.Clean() {

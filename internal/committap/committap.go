@@ -112,6 +112,10 @@ type Faults struct {
 	Kinds []Fault
 	// Seed seeds the choice, so a run's faults can be replayed.
 	Seed uint64
+	// Tables, if set, limits the faults to commits that write one of
+	// these Spanner tables or Datastore kinds (case-insensitively): the
+	// data writes of one side, not the bookkeeping next to them.
+	Tables []string
 }
 
 // Tap is a running proxy.
@@ -197,10 +201,24 @@ func (t *Tap) holdRead(method string, req []byte) time.Time {
 	return until
 }
 
-// fault draws the fault of a commit (t.mu held).
-func (t *Tap) fault() *Fault {
+// fault draws the fault of a commit of ms (t.mu held).
+func (t *Tap) fault(ms []Mutation) *Fault {
 	f := t.faults
-	if f.Rate <= 0 || len(f.Kinds) == 0 || t.rnd.Float64() >= f.Rate {
+	if f.Rate <= 0 || len(f.Kinds) == 0 {
+		return nil
+	}
+	if len(f.Tables) > 0 {
+		hit := false
+		for _, m := range ms {
+			for _, name := range f.Tables {
+				hit = hit || strings.EqualFold(m.Table, name)
+			}
+		}
+		if !hit {
+			return nil
+		}
+	}
+	if t.rnd.Float64() >= f.Rate {
 		return nil
 	}
 	k := f.Kinds[t.rnd.IntN(len(f.Kinds))]
@@ -490,7 +508,7 @@ func (t *Tap) observe(method string, req []byte) *Commit {
 	}
 	c.At = time.Now()
 	t.mu.Lock()
-	c.Fault = t.fault()
+	c.Fault = t.fault(c.Mutations)
 	c.Seq = len(t.commits)
 	t.commits = append(t.commits, c)
 	t.mu.Unlock()

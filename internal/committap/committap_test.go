@@ -266,4 +266,15 @@ func TestFaults(t *testing.T) {
 	if recorded < n*3/10-25 || recorded > n*3/10+25 || faulted > recorded {
 		t.Errorf("rate 0.3 of %d commits: %d faults recorded, %d calls failed", n, recorded, faulted)
 	}
+
+	// Faults limited to a kind: the others' commits all go through.
+	tap.Reset()
+	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.Unavailable}}, Tables: []string{"h"}})
+	for i, kind := range []string{"H", "I", "H"} {
+		_, err := c.Mutate(ctx, datastore.NewUpsert(&datastore.Key{Kind: kind, ID: int64(i + 1), Namespace: ns}, &E{i}))
+		if (err != nil) != (kind == "H") {
+			t.Errorf("a commit of kind %s with faults limited to H: %v", kind, err)
+		}
+	}
+	tap.SetFaults(committap.Faults{})
 }
