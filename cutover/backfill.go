@@ -32,6 +32,9 @@ type Backfill struct {
 	// Namespace is the Datastore namespace of the phase store and the
 	// touched marks (the target's).
 	Namespace string `json:"namespace,omitempty"`
+	// Reverse, if set, makes it a reverse backfill: old is written, each
+	// record as new holds it when the record is written (see Reverse).
+	Reverse *Reverse `json:"reverse,omitempty"`
 }
 
 // BackfillSpan is cohorts First..Last, in their phase since Since.
@@ -80,8 +83,8 @@ var ErrNotBackfillable = errors.New("cohorts cannot be backfilled")
 // every application instance writes both stores, and the backfill's read
 // of old comes after every old-only write), unless force, which takes the
 // cohorts in any phase (each span's Since still bounds the touched marks).
-// The map is returned too. now is the caller's clock (the store's is used
-// again when FinishBackfill moves the cohorts).
+// The map is returned too. now should be the store's time (StoreTime),
+// which the holds are measured in.
 func PlanBackfill(ctx context.Context, st Store, migration string, cohorts []cohort.Range, force bool, rules Rules, now time.Time) (Backfill, *Map, error) {
 	b := Backfill{Migration: migration}
 	m, err := st.Load(ctx, migration)

@@ -183,5 +183,6 @@ func TestCohortBackfill(t *testing.T) {
 }
 
 // waitHold waits for the phase-cache TTL plus skew: every instance acts
-// on a move by then.
-func waitHold() { time.Sleep(stagedHold + 100*time.Millisecond) }
+// on a move by then (with a margin: the holds are measured in the
+// store's time, this in the machine's).
+func waitHold() { time.Sleep(stagedHold + 400*time.Millisecond) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -165,7 +164,11 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 	}
 	defer closeStore()
 	rules := cutover.RulesFor(cfg)
-	b, m, err := cutover.PlanBackfill(ctx, st, o.Migration, o.Cohorts, o.Force, rules, time.Now())
+	now, err := cutover.StoreTime(ctx, st)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, m, err := cutover.PlanBackfill(ctx, st, o.Migration, o.Cohorts, o.Force, rules, now)
 	if err != nil {
 		return nil, nil, nil, err
 	}

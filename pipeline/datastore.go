@@ -29,7 +29,9 @@ func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollec
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
 	if w.backfill != nil {
 		b := *w.backfill
-		b.Namespace = tgt.Namespace
+		if b.Namespace == "" {
+			b.Namespace = tgt.Namespace
+		}
 		cfg.Backfill = &b
 	}
 	return []beam.PCollection{sink.Datastore(s, cfg, batches)}

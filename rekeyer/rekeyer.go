@@ -175,20 +175,11 @@ func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
 		}
 		in, out, parent = c.in, c.out, c.parent
 	}
-	old := make([]rewrite.Value, len(in.Columns))
-	for i, c := range in.Columns {
-		v, ok := rec.Get(c.Name)
-		if !ok {
-			return fmt.Errorf("row has no key column %s", c.Name)
-		}
-		kv, err := record.KeyValue(v, c.Type)
-		if err != nil {
-			return fmt.Errorf("key column %s: %w", c.Name, err)
-		}
-		old[i] = kv
+	old, err := keyValues(rec, in)
+	if err != nil {
+		return err
 	}
 	var newKey []rewrite.Value
-	var err error
 	if main {
 		newKey, err = rk.sp.Rewrite(nil, old)
 	} else {
@@ -213,6 +204,23 @@ func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
 		rec.Table = rk.o.Table
 	}
 	return nil
+}
+
+// keyValues reads the values of the key columns of s from a row.
+func keyValues(rec *record.Record, s rewrite.KeySchema) ([]rewrite.Value, error) {
+	vals := make([]rewrite.Value, len(s.Columns))
+	for i, c := range s.Columns {
+		v, ok := rec.Get(c.Name)
+		if !ok {
+			return nil, fmt.Errorf("row has no key column %s", c.Name)
+		}
+		kv, err := record.KeyValue(v, c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("key column %s: %w", c.Name, err)
+		}
+		vals[i] = kv
+	}
+	return vals, nil
 }
 
 func (rk *Rekeyer) rewriteEntity(rec *record.Record) error {

@@ -32,6 +32,9 @@ type RunOptions struct {
 	// Cohorts, for run, makes it a cohort backfill of Migration's cohorts
 	// (pipeline.RunBackfill); Why goes to the audit.
 	Cohorts, Migration, Why string
+	// Reverse makes the cohort backfill a reverse one (new → old, from
+	// new_only; pipeline.RunReverse).
+	Reverse bool
 }
 
 const runLong = `Reads the source, rewrites every record's key and writes the target, as one
@@ -68,6 +71,7 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		fl.StringVar(&opts.Cohorts, "cohorts", "", "backfill only these cohorts (e.g. 0-99,500) of --migration, then move them to backfilled")
 		fl.StringVar(&opts.Migration, "migration", "", "with --cohorts: the migration's name in the phase store")
 		fl.StringVar(&opts.Why, "why", "", "with --cohorts: the reason, for the audit")
+		fl.BoolVar(&opts.Reverse, "reverse", false, "with --cohorts: a reverse backfill, new to old through the inverse rewrite, from new_only back to dual_write")
 	}
 	fl.StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
 	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
@@ -93,6 +97,9 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		}
 		if (opts.Cohorts == "") != (opts.Migration == "") {
 			return usagef("%s: --cohorts LIST and --migration NAME go together (a cohort backfill)", name)
+		}
+		if opts.Reverse && opts.Cohorts == "" {
+			return usagef("%s: --reverse needs --cohorts LIST and --migration NAME", name)
 		}
 		if !slices.Contains(pipeline.Runners, opts.Runner) {
 			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), opts.Runner)
@@ -160,7 +167,12 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		if perr != nil {
 			return usagef("--cohorts: %v", perr)
 		}
-		job, res, _, err = pipeline.RunBackfill(ctx, cfg, pipeline.BackfillOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why, Run: mo}, runner)
+		bo := pipeline.BackfillOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why, Run: mo}
+		if o.Reverse {
+			job, res, _, err = pipeline.RunReverse(ctx, cfg, bo, runner)
+		} else {
+			job, res, _, err = pipeline.RunBackfill(ctx, cfg, bo, runner)
+		}
 	} else {
 		job, res, err = migration.Run(ctx, cfg, mo, runner)
 	}

@@ -131,6 +131,11 @@ type datastoreWriteFn struct {
 	out outcome
 	// pacer paces every Writer's commits under a ramp-up (nil without).
 	pacer storewrite.Pacer
+	// cond is every Writer's conditional commit (a cohort backfill's);
+	// other the client of new a reverse backfill reads, when it is not
+	// client's database.
+	cond  func(ctx context.Context, ents []datastore.Entity) (int, error)
+	other *datastore.Client
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
 	// goroutines, each with a Writer of its own from idle and an outcome
@@ -176,6 +181,20 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: f.Cfg.Namespace}); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
+	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil {
+		newC := c
+		if r := b.Reverse; r.NewProject != f.Cfg.Project || r.NewDatastoreDB != f.Cfg.Database {
+			if newC, err = datastoredb.Client(ctx, r.NewProject, r.NewDatastoreDB); err != nil {
+				return err
+			}
+			f.other = newC
+		}
+		if f.cond, err = cutover.DatastoreReverse(c, newC, *b.Reverse); err != nil {
+			return fmt.Errorf("sink.Datastore: %w", err)
+		}
+	} else if b != nil {
+		f.cond = cutover.DatastoreBackfill(c, *b)
+	}
 	f.w = f.newWriter()
 	if f.parallel() {
 		f.idle = make(chan *datastoredb.Writer, f.Cfg.Parallelism)
@@ -202,9 +221,7 @@ func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
 	w.Retry = f.Cfg.Guard.Retry
 	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
 	w.Pacer = f.pacer
-	if b := f.Cfg.Backfill; b != nil {
-		w.Conditional = cutover.DatastoreBackfill(f.client, *b)
-	}
+	w.Conditional = f.cond
 	return w
 }
 
@@ -212,6 +229,10 @@ func (f *datastoreWriteFn) parallel() bool { return f.Cfg.CommitPerElement && f.
 
 func (f *datastoreWriteFn) Teardown() error {
 	f.inflight.Wait()
+	if f.other != nil {
+		f.other.Close()
+		f.other = nil
+	}
 	if f.client == nil {
 		return nil
 	}

@@ -178,6 +178,9 @@ type spannerWriteFn struct {
 	Cfg SpannerSinkConfig `json:"cfg"`
 
 	client *spanner.Client
+	// other is the client of new a reverse backfill reads, when it is
+	// not client's database.
+	other *spanner.Client
 	// w converts and batches on the bundle's goroutine (Add, Cut); its
 	// batches commit on goroutines of their own (WriteBatch), at most
 	// spannerAhead per bundle (ahead), each returning its Outcome. Beam's
@@ -242,7 +245,22 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 		return nil, fmt.Errorf("spanner sink: %w", err)
 	}
 	if b := f.Cfg.Backfill; b != nil && f.client != nil {
-		w.Conditional = cutover.SpannerBackfill(f.client, w.Table, *b)
+		if b.Reverse == nil {
+			w.Conditional = cutover.SpannerBackfill(f.client, w.Table, *b)
+		} else {
+			newC := f.client
+			if db := b.Reverse.NewDatabase; db != f.Cfg.DatabasePath() {
+				if f.other == nil {
+					if f.other, err = spanner.NewClient(ctx, db); err != nil {
+						return nil, fmt.Errorf("spanner sink: client for %s: %w", db, err)
+					}
+				}
+				newC = f.other
+			}
+			if w.Conditional, err = cutover.SpannerReverse(f.client, newC, w.Table, *b.Reverse); err != nil {
+				return nil, fmt.Errorf("spanner sink: %w", err)
+			}
+		}
 	}
 	n := f.Cfg.Parallelism
 	if n == 0 && os.Getenv("SPANNER_EMULATOR_HOST") != "" {
@@ -257,6 +275,9 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 
 func (f *spannerWriteFn) Teardown() {
 	f.inflight.Wait()
+	if f.other != nil {
+		f.other.Close()
+	}
 	if f.client != nil {
 		f.client.Close()
 	}

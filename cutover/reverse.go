@@ -1,0 +1,264 @@
+package cutover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
+)
+
+// A reverse backfill (rekey run --reverse) brings cohorts back from
+// new_only: the operator's tool first moves them to read_new, where every
+// instance writes new and then old, holds that for the cache TTL plus
+// skew, then copies new to old through the inverse rewrite, and finally
+// moves them to dual_write (old authoritative again).
+//
+// Why the copy loses no write. The pipeline reads new and sends, batch by
+// batch, the old keys to copy; each batch is one read-write transaction
+// in old's database that first reads the old rows (taking their locks),
+// then reads the new records of those keys — strongly, now — and writes
+// old as new holds it (deleting the old record where new has none). An
+// application write of one of these records in read_new writes new, then
+// old. If its write of new came before the copy's read of new, the copy
+// writes that value (or a later one) and the application's write of old,
+// if it lands after, writes the same; if its write of new came after the
+// copy's read, its write of old comes after too, so it waits for the
+// copy's locks and lands last. Either way old ends as new: no write is
+// lost, and the value the copy read in the pipeline is only a hint of the
+// keys. With old and new in one database the reads are in the same
+// transaction and the argument is simpler still.
+
+// Reverse says how a reverse backfill computes, for an old record it
+// writes, the new record it copies: the migration's rekeyer spec (its
+// forward rewrite gives the new key, its inverse turns the new record
+// back) and, for Spanner, the new table's schema and database.
+type Reverse struct {
+	Spec string `json:"spec"`
+	// NewTable is the new Spanner table; NewDatabase its database
+	// (projects/P/instances/I/databases/D).
+	NewTable    *spannerdb.Table `json:"new_table,omitempty"`
+	NewDatabase string           `json:"new_database,omitempty"`
+	// NewProject and NewDatastoreDB name the new Datastore database, and
+	// OldNamespace the namespace old records go to.
+	NewProject     string `json:"new_project,omitempty"`
+	NewDatastoreDB string `json:"new_datastore_db,omitempty"`
+	OldNamespace   string `json:"old_namespace,omitempty"`
+}
+
+// NewReverse returns the Reverse of a migration's rekeyer spec.
+func NewReverse(spec rekeyer.Spec) (Reverse, error) {
+	b, err := json.Marshal(spec)
+	return Reverse{Spec: string(b)}, err
+}
+
+func (r Reverse) rekeyer() (*rekeyer.Rekeyer, error) {
+	var spec rekeyer.Spec
+	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
+		return nil, fmt.Errorf("reverse backfill: the rewrite spec: %w", err)
+	}
+	return spec.Build()
+}
+
+// SpannerReverse returns the conditional commit (spannerdb.Writer's
+// Conditional) of a reverse backfill into old table t of oldC's
+// database, reading new through newC (see the argument above); it
+// returns how many records it deleted from old because new holds none.
+func SpannerReverse(oldC, newC *spanner.Client, t *spannerdb.Table, r Reverse) (func(ctx context.Context, rows []spannerdb.Row) (int, error), error) {
+	rk, err := r.rekeyer()
+	if err != nil {
+		return nil, err
+	}
+	if r.NewTable == nil {
+		return nil, errors.New("reverse backfill: no new table")
+	}
+	newCols := columnNames(r.NewTable)
+	return func(outer context.Context, rows []spannerdb.Row) (int, error) {
+		ctx := outer
+		oldKeys := make([]spanner.KeySet, len(rows))
+		newKeys := make([]spanner.KeySet, len(rows))
+		oldKeyOf := map[string]int{} // new key text → row
+		for i, row := range rows {
+			ok, err := spannerdb.SpannerKey(row.Record, t)
+			if err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", row.Record.Describe(), err)
+			}
+			nr := *row.Record
+			nr.Fields = append([]record.Field(nil), row.Record.Fields...)
+			if err := rk.Rewrite(&nr); err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", row.Record.Describe(), err)
+			}
+			nk, err := spannerdb.SpannerKey(&nr, r.NewTable)
+			if err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", row.Record.Describe(), err)
+			}
+			oldKeys[i], newKeys[i] = ok, nk
+			oldKeyOf[nk.String()] = i
+		}
+		deleted := 0
+		_, err := spannerdb.Transact(ctx, oldC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+			// Lock the old rows first.
+			if err := txn.Read(ctx, t.Name, spanner.KeySets(oldKeys...), []string{t.Key.Columns[0].Name}).Do(func(*spanner.Row) error { return nil }); err != nil {
+				return err
+			}
+			// Then read new, now (across databases with a context of its
+			// own: the client refuses a read inside another transaction's).
+			read, rctx := txn.Read, ctx
+			if newC != oldC {
+				read, rctx = newC.Single().Read, outer
+			}
+			found := make([]*record.Record, len(rows))
+			err := read(rctx, r.NewTable.Name, spanner.KeySets(newKeys...), newCols).Do(func(row *spanner.Row) error {
+				nr, err := spannerdb.RowToRecord(row, r.NewTable)
+				if err != nil {
+					return err
+				}
+				nk, err := spannerdb.SpannerKey(&nr, r.NewTable)
+				if err != nil {
+					return err
+				}
+				if i, ok := oldKeyOf[nk.String()]; ok {
+					found[i] = &nr
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			deleted = 0
+			var muts []*spanner.Mutation
+			for i := range rows {
+				if found[i] == nil {
+					deleted++
+					muts = append(muts, spanner.Delete(t.Name, oldKeys[i]))
+					continue
+				}
+				old := *found[i]
+				if err := rk.Invert(&old); err != nil {
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", found[i].Describe(), err)
+				}
+				m, err := spannerdb.MutationFor(&old, t, "upsert")
+				if err != nil {
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", old.Describe(), err)
+				}
+				muts = append(muts, m)
+			}
+			return txn.BufferWrite(muts)
+		})
+		return deleted, err
+	}, nil
+}
+
+// DatastoreReverse returns the conditional commit (datastoredb.Writer's
+// Conditional) of a reverse backfill into oldC's database, reading new
+// through newC (see the argument above); it returns how many entities it
+// deleted from old because new holds none.
+func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
+	rk, err := r.rekeyer()
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
+		oldKeys := make([]*datastore.Key, len(ents))
+		newKeys := make([]*datastore.Key, len(ents))
+		for i, e := range ents {
+			oldKeys[i] = e.Key
+			rec, err := datastoredb.FromEntity(e.Key, e.Properties)
+			if err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", e.Key, err)
+			}
+			if err := rk.Rewrite(&rec); err != nil {
+				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", e.Key, err)
+			}
+			newKeys[i] = datastoredb.KeyToDatastore(*rec.Key)
+		}
+		deleted := 0
+		_, err := oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			olds := make([]datastore.PropertyList, len(ents))
+			if err := ignoreMissing(tx.GetMulti(oldKeys, olds)); err != nil {
+				return err
+			}
+			news := make([]datastore.PropertyList, len(ents))
+			var gerr error
+			if newC == oldC {
+				gerr = tx.GetMulti(newKeys, news)
+			} else {
+				gerr = newC.GetMulti(ctx, newKeys, news)
+			}
+			missing, err := missingOf(gerr, len(ents))
+			if err != nil {
+				return err
+			}
+			deleted = 0
+			var muts []*datastore.Mutation
+			for i := range ents {
+				if missing[i] {
+					deleted++
+					muts = append(muts, datastore.NewDelete(oldKeys[i]))
+					continue
+				}
+				rec, err := datastoredb.FromEntity(newKeys[i], news[i])
+				if err != nil {
+					return err
+				}
+				if err := rk.Invert(&rec); err != nil {
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", newKeys[i], err)
+				}
+				rec.Key.Namespace = r.OldNamespace
+				k, props, err := datastoredb.ToEntity(&rec)
+				if err != nil {
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", newKeys[i], err)
+				}
+				pl := props
+				muts = append(muts, datastore.NewUpsert(k, &pl))
+			}
+			_, err = tx.Mutate(muts...)
+			return err
+		})
+		if errors.Is(err, datastore.ErrConcurrentTransaction) {
+			err = status.Error(codes.Aborted, err.Error())
+		}
+		return deleted, err
+	}, nil
+}
+
+// ignoreMissing is err without the "no such entity" parts of a GetMulti.
+func ignoreMissing(err error) error {
+	_, err = missingOf(err, 0)
+	return err
+}
+
+// missingOf reads a GetMulti's error of n keys: which are missing, or
+// another error.
+func missingOf(err error, n int) ([]bool, error) {
+	missing := make([]bool, n)
+	var me datastore.MultiError
+	switch {
+	case err == nil:
+		return missing, nil
+	case errors.As(err, &me):
+		if n == 0 {
+			missing = make([]bool, len(me))
+		}
+		for i, e := range me {
+			switch {
+			case e == nil:
+			case errors.Is(e, datastore.ErrNoSuchEntity):
+				missing[i] = true
+			default:
+				return nil, e
+			}
+		}
+		return missing, nil
+	}
+	return nil, err
+}

@@ -1,0 +1,258 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/transforms/sink"
+)
+
+func init() {
+	register.DoFn4x1[context.Context, []byte, func([]byte), func(string), error](&invertFn{})
+}
+
+// Reverse returns the graph of a reverse backfill (rekey run --reverse):
+// the new records of b's cohorts (a Spanner target filters in its query
+// where the user id is a column of the new table) are turned back into
+// old records by the inverse rewrite (rekeyer.Invert), kept if their user
+// is in the cohorts, planned as old keys and written to old, each batch
+// as new holds it when the batch is committed (cutover.Reverse: so no
+// application write is lost). b.Reverse must be set.
+func Reverse(b cutover.Backfill) Graph {
+	return func(s beam.Scope, j *migration.Job) error {
+		if err := CheckReverse(j); err != nil {
+			return err
+		}
+		if b.Reverse == nil {
+			return errors.New("reverse backfill: no Reverse")
+		}
+		newBatches, deads := readTarget(s.Scope("new"), j, &b)
+		spec, err := json.Marshal(j.Spec)
+		if err != nil {
+			return err
+		}
+		olds, invertDead := beam.ParDo2(s, &invertFn{Spec: string(spec), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
+		deads = append(deads, invertDead)
+		olds, cohortDead := selectCohorts(s, j, &b, olds)
+		deads = append(deads, cohortDead)
+		w := newWrites(toOld(j), newRun())
+		w.backfill = &b
+		writeDead, err := w.target(s, w.plan(s, olds))
+		if err != nil {
+			return err
+		}
+		deads = append(deads, writeDead...)
+		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
+		return nil
+	}
+}
+
+// CheckReverse refuses a job a reverse backfill cannot run: what
+// CheckBackfill refuses, and a rewrite Invert cannot undo (no inverse and
+// no kept original key, references, or two stores).
+func CheckReverse(j *migration.Job) error {
+	if err := CheckBackfill(j); err != nil {
+		return err
+	}
+	var problems []string
+	if j.Config.Source.Type != j.Config.Target.Type {
+		problems = append(problems, fmt.Sprintf("the migration goes from %s to %s", j.Config.Source.Type, j.Config.Target.Type))
+	}
+	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Invertible && j.Spec.KeepOriginalKey == "" {
+		problems = append(problems, fmt.Sprintf("strategy %s has no inverse and keep_original_key is not set", st.Info().Name))
+	}
+	if len(j.Spec.References) > 0 || len(j.Spec.ReferencesTo) > 0 {
+		problems = append(problems, "the migration rewrites references")
+	}
+	if len(problems) > 0 {
+		return &migration.ConfigError{Err: fmt.Errorf("reverse backfill: %s", strings.Join(problems, "; "))}
+	}
+	return nil
+}
+
+// toOld is the job turned around for writing: its target is the source
+// (endpoint, key, Spanner table), without a ramp-up (the old store has no
+// ramp table, and a reverse backfill is a rollback, which should not
+// wait).
+func toOld(j *migration.Job) *migration.Job {
+	jr := *j
+	cfg := *j.Config
+	cfg.Target = cfg.Source
+	cfg.Ramp = config.RampConfig{}
+	jr.Config = &cfg
+	jr.TargetKey = j.SourceKey
+	if j.Spanner != nil {
+		sp := *j.Spanner
+		sp.Targets = []*spannerdb.Table{j.Spanner.Source}
+		jr.Spanner = &sp
+	}
+	return &jr
+}
+
+// invertFn turns new records back into old ones (rekeyer.Invert), in the
+// source's namespace and database.
+type invertFn struct {
+	Spec      string `json:"spec"`
+	Namespace string `json:"namespace"`
+	Database  string `json:"database"`
+
+	rk *rekeyer.Rekeyer
+}
+
+func (f *invertFn) Setup() error {
+	var spec rekeyer.Spec
+	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
+		return err
+	}
+	var err error
+	f.rk, err = spec.Build()
+	return err
+}
+
+func (f *invertFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
+	recs, err := record.DecodeBatch(batch)
+	if err != nil {
+		return err
+	}
+	out := recs[:0]
+	for i := range recs {
+		nr := recs[i]
+		r := nr
+		r.Fields = append([]record.Field(nil), nr.Fields...)
+		if err := f.rk.Invert(&r); err != nil {
+			transforms.CountDeadLettered(ctx, 1)
+			dead(record.NewDeadLetter(record.StageRewrite, nr.Table, &nr, fmt.Errorf("reverse backfill: %w", err)))
+			continue
+		}
+		if r.Key != nil {
+			r.Key.Namespace, r.Key.Database = f.Namespace, f.Database
+		}
+		out = append(out, r)
+	}
+	transforms.CountRewritten(ctx, int64(len(out)))
+	if len(out) > 0 {
+		emit(record.EncodeBatch(out))
+	}
+	return nil
+}
+
+// RunReverse runs a reverse backfill of cfg's cohorts on r: they must be
+// in new_only (unless o.Force). It moves them back to read_new (a forced
+// move, said so in the audit: the rules let only a reverse backfill go
+// back from new_only), waits the cache TTL plus skew so that every
+// instance writes old too, copies new to old (Reverse), and on success,
+// with no dead letter, moves them to dual_write: old is authoritative
+// again, holding every write. On failure the cohorts stay in read_new,
+// where both stores are written and new is read: safe to run again.
+func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Runner) (*migration.Job, *migration.Result, *cutover.Audit, error) {
+	out := o.Run.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if o.Migration == "" || len(o.Cohorts) == 0 {
+		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a reverse backfill needs the migration's name and the cohorts")}
+	}
+	if err := migration.Reach(ctx, cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	j, err := migration.Resolve(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := CheckReverse(j); err != nil {
+		return j, nil, nil, err
+	}
+	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	if err != nil {
+		return j, nil, nil, fmt.Errorf("phase store: %w", err)
+	}
+	defer closeStore()
+	rules := cutover.RulesFor(cfg)
+	m, err := st.Load(ctx, o.Migration)
+	if err != nil {
+		return j, nil, nil, err
+	}
+	var refused []string
+	backToReadNew := false
+	for _, rg := range cohort.Merge(o.Cohorts) {
+		for _, seg := range m.Segments(rg) {
+			switch {
+			case seg.Phase == cutover.NewOnly:
+				backToReadNew = true
+			case seg.Phase == cutover.ReadNew: // a reverse backfill that stopped midway
+			case !o.Force:
+				refused = append(refused, fmt.Sprintf("%s are %s", seg.Range, seg.Phase))
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return j, nil, nil, fmt.Errorf("%w: a reverse backfill brings cohorts back from new_only (or read_new, after one that stopped): cohorts %s (--force runs it anyway)", cutover.ErrNotBackfillable, strings.Join(refused, "; cohorts "))
+	}
+	if backToReadNew || o.Force {
+		_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.ReadNew, Who: o.Who, Force: true,
+			Why: "reverse backfill: back to read_new first, so that every instance writes old too"})
+		if err != nil {
+			return j, nil, nil, err
+		}
+		fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d); waiting %s for every instance to write old too\n", a.Cohorts, a.From, a.To, a.Version, rules.DualWriteHold)
+		select {
+		case <-time.After(rules.DualWriteHold):
+		case <-ctx.Done():
+			return j, nil, nil, ctx.Err()
+		}
+	}
+	rev, err := cutover.NewReverse(j.Spec)
+	if err != nil {
+		return j, nil, nil, err
+	}
+	t := cfg.Target
+	switch t.Type {
+	case config.TypeSpanner:
+		rev.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
+		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
+			rev.NewTable = j.Spanner.Targets[0]
+		}
+	case config.TypeDatastore:
+		rev.NewProject, rev.NewDatastoreDB, rev.OldNamespace = t.Project, t.Database, cfg.Source.Namespace
+	}
+	b := cutover.Backfill{Migration: o.Migration, Namespace: t.Namespace, Reverse: &rev}
+	for _, rg := range cohort.Merge(o.Cohorts) {
+		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Phase: cutover.ReadNew})
+	}
+	fmt.Fprintf(out, "rekey: copying cohorts %s of migration %s back from new to old\n", cohort.Format(b.Cohorts()), o.Migration)
+	res, err := Run(ctx, j, r, Reverse(b))
+	if err != nil {
+		return j, res, nil, err
+	}
+	if d := res.Counters[migration.DeadLettered]; d > 0 {
+		return j, res, nil, fmt.Errorf("%w: %d records were dead-lettered (see %s); cohorts %s stay in read_new: fix the cause and run the reverse backfill again",
+			ErrBackfillIncomplete, d, j.DeadLetterPath, cohort.Format(b.Cohorts()))
+	}
+	why := o.Why
+	if why == "" {
+		why = fmt.Sprintf("reverse backfill: %d records copied back to old", res.Counters[migration.Written])
+	}
+	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.DualWrite, Who: o.Who, Why: why, Rules: rules})
+	if err != nil {
+		return j, res, nil, fmt.Errorf("the reverse backfill ran, but its cohorts were not moved to dual_write: %w", err)
+	}
+	fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+	return j, res, &a, nil
+}

@@ -1,0 +1,141 @@
+package rekeyer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// ErrNotInvertible is wrapped by Invert's errors for a record whose old
+// key cannot be computed: the strategy has no inverse and no original key
+// was kept, or the migration maps references or crosses stores.
+var ErrNotInvertible = rewrite.ErrNotInvertible
+
+// Invert turns a rewritten record (of the main Spanner table, or of the
+// migrated kind) back into the record it was rewritten from, in place: the
+// strategy's inverse gives the old key, or, where the strategy has none,
+// the original key kept in KeepOriginalKey; the columns the rewrite added
+// (and the kept key) are dropped and the old table or kind restored. A
+// Datastore record's namespace is left for the caller to set (the source
+// namespace), as is its database. Invert(Rewrite(r)) holds r's content.
+// Migrations that map references, cross stores or rewrite interleaved
+// children are not inverted (ErrNotInvertible).
+func (rk *Rekeyer) Invert(rec *record.Record) error {
+	if rk.o.SourceStore != rk.o.TargetStore {
+		return fmt.Errorf("%w: the migration goes from %s to %s", ErrNotInvertible, rk.o.SourceStore, rk.o.TargetStore)
+	}
+	if len(rk.refs) > 0 || len(rk.foreign) > 0 {
+		return fmt.Errorf("%w: the migration rewrites references", ErrNotInvertible)
+	}
+	if rk.o.TargetStore == record.Spanner {
+		return rk.invertRow(rec)
+	}
+	return rk.invertEntity(rec)
+}
+
+func (rk *Rekeyer) invertRow(rec *record.Record) error {
+	in, out := rk.o.Key, rk.sp.Out()
+	if t := rk.o.TargetTable; rec.Table != "" && !strings.EqualFold(rec.Table, t) && !strings.EqualFold(rec.Table, rk.o.Table) {
+		return fmt.Errorf("%w: row of table %s, not of %s", ErrNotInvertible, rec.Table, firstNonEmpty(t, rk.o.Table))
+	}
+	var old []rewrite.Value
+	if rk.sp.Invertible() {
+		nk, err := keyValues(rec, out)
+		if err != nil {
+			return err
+		}
+		if old, err = rk.sp.Invert(nil, nk); err != nil {
+			return err
+		}
+	} else if rk.o.KeepOriginalKey != "" {
+		v, ok := rec.Get(rk.o.KeepOriginalKey)
+		if !ok || v.Kind != record.KindString {
+			return fmt.Errorf("%w: the row has no original key in %s", ErrNotInvertible, rk.o.KeepOriginalKey)
+		}
+		text := v.Str
+		if len(in.Columns) == 1 && !strings.HasPrefix(strings.TrimSpace(text), "[") {
+			text = "[" + text + "]"
+		}
+		pk, err := rewrite.ParseKey(text, &in)
+		if err != nil {
+			return fmt.Errorf("the original key %s in %s: %w", v.Str, rk.o.KeepOriginalKey, err)
+		}
+		old = pk.Values
+	} else {
+		return fmt.Errorf("%w: strategy %s has no inverse and keep_original_key is not set", ErrNotInvertible, rk.o.Strategy.Info().Name)
+	}
+	// Drop what the rewrite added: the new key columns that are not old
+	// ones, and the kept key.
+	drop := func(name string) bool {
+		if rk.o.KeepOriginalKey != "" && strings.EqualFold(name, rk.o.KeepOriginalKey) {
+			return true
+		}
+		if in.Index(name) >= 0 {
+			return false
+		}
+		return out.Index(name) >= 0
+	}
+	fields := rec.Fields[:0:0]
+	for _, f := range rec.Fields {
+		if !drop(f.Name) {
+			fields = append(fields, f)
+		}
+	}
+	rec.Fields = fields
+	for i, c := range in.Columns {
+		rec.Set(c.Name, record.FromKeyValue(old[i]))
+	}
+	rec.Table = rk.o.Table
+	return nil
+}
+
+func (rk *Rekeyer) invertEntity(rec *record.Record) error {
+	if rec.Key == nil {
+		return errors.New("entity has no key")
+	}
+	nk := rec.Key.Clone()
+	if rk.o.TargetKind != "" && rk.o.Kind != "" {
+		for i := range nk.Path {
+			if nk.Path[i].Kind == rk.o.TargetKind {
+				nk.Path[i].Kind = rk.o.Kind
+			}
+		}
+	}
+	var old rewrite.DatastoreKey
+	fields := rec.Fields
+	kept := -1
+	if rk.o.KeepOriginalKey != "" {
+		kept = rec.Index(rk.o.KeepOriginalKey)
+	}
+	switch {
+	case rk.ds.Invertible():
+		var err error
+		if old, err = rk.ds.Invert(nk); err != nil {
+			return err
+		}
+	case kept >= 0 && fields[kept].Value.Kind == record.KindKey && fields[kept].Value.Key != nil:
+		old = fields[kept].Value.Key.Clone()
+	default:
+		return fmt.Errorf("%w: strategy %s has no inverse and the entity keeps no original key", ErrNotInvertible, rk.o.Strategy.Info().Name)
+	}
+	if kept >= 0 {
+		fields = append(fields[:kept:kept], fields[kept+1:]...)
+	}
+	old.Namespace, old.Database = rec.Key.Namespace, rec.Key.Database
+	rec.Key = &old
+	rec.Table = old.Leaf().Kind
+	rec.Fields = fields
+	return nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
