@@ -65,10 +65,11 @@ type repairPickFn struct {
 }
 
 func (f *repairPickFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, write func([]byte)) error {
-	_, _, want, got, err := joinedItems(f.Side, key, olds, news)
+	jd, err := joinedItems(f.Side, key, olds, news)
 	if err != nil {
 		return err
 	}
+	want, got := jd.want, jd.got
 	switch {
 	case want == nil:
 		if got != nil {

@@ -53,6 +53,9 @@ type VerifyCohort struct {
 	Missing    int `json:"missing_in_new"`
 	Extra      int `json:"extra_in_new"`
 	Mismatched int `json:"mismatched"`
+	// Settled counts the findings that old and new agreed on when read
+	// again (writes in flight while the job read; see recheck.go).
+	Settled int `json:"settled_on_recheck"`
 	// RepairLog counts the cohort's entries in the repair log (added by
 	// RunVerify, which reads the log).
 	RepairLog int `json:"repair_log"`
@@ -82,6 +85,7 @@ func (v *VerifyCohort) merge(o VerifyCohort, n int) {
 	v.Missing += o.Missing
 	v.Extra += o.Extra
 	v.Mismatched += o.Mismatched
+	v.Settled += o.Settled
 	v.RepairLog += o.RepairLog
 	add := func(dst *[]string, src []string) {
 		for _, s := range src {
@@ -103,6 +107,7 @@ const (
 	VerifyExtra        = "verify_extra_in_new"
 	VerifyMismatched   = "verify_mismatched"
 	VerifyUnattributed = "verify_new_without_user"
+	VerifySettled      = "verify_settled_on_recheck"
 )
 
 var (
@@ -111,6 +116,7 @@ var (
 	verifyExtra        = beam.NewCounter("rekey", VerifyExtra)
 	verifyMismatched   = beam.NewCounter("rekey", VerifyMismatched)
 	verifyUnattributed = beam.NewCounter("rekey", VerifyUnattributed)
+	verifySettled      = beam.NewCounter("rekey", VerifySettled)
 )
 
 func init() {
@@ -158,7 +164,15 @@ func (v Verify) Graph() Graph {
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &newSideFn{Side: side}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		tallies := beam.ParDo(s, &compareFn{Side: side, Examples: v.Examples}, joined)
+		cmp := &compareFn{Side: side, Examples: v.Examples}
+		if v.Repair == nil {
+			var src *spannerdb.Table
+			if j.Spanner != nil {
+				src = j.Spanner.Source
+			}
+			cmp.Recheck = newRecheck(j.Config, src, j.Spec)
+		}
+		tallies := beam.ParDo(s, cmp, joined)
 		perCohort := beam.CombinePerKey(s, &cohortTallyFn{Examples: v.Examples}, tallies)
 		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
 		if v.Repair != nil {
@@ -248,31 +262,32 @@ func (v verifySide) normal(r *record.Record) (record.Record, error) {
 	return n, nil
 }
 
-// item encodes a side's record for the join: cohort (-1: unknown), the
-// old key's text (old side), the record.
-func item(c int, oldKey string, r record.Record) []byte {
+// item encodes a side's records for the join: cohort (-1: unknown), the
+// old key's text (old side), the record (new side: as new holds it; old
+// side: as new should hold it, then the old record).
+func item(c int, oldKey string, recs ...record.Record) []byte {
 	b := binary.AppendVarint(nil, int64(c))
 	b = binary.AppendUvarint(b, uint64(len(oldKey)))
 	b = append(b, oldKey...)
-	return append(b, record.EncodeBatch([]record.Record{r})...)
+	return append(b, record.EncodeBatch(recs)...)
 }
 
-func unitem(b []byte) (c int, oldKey string, r record.Record, err error) {
+func unitem(b []byte) (c int, oldKey string, recs []record.Record, err error) {
 	v, n := binary.Varint(b)
 	if n <= 0 {
-		return 0, "", r, errors.New("verify: corrupt item")
+		return 0, "", nil, errors.New("verify: corrupt item")
 	}
 	b = b[n:]
 	l, n := binary.Uvarint(b)
 	if n <= 0 || uint64(len(b)-n) < l {
-		return 0, "", r, errors.New("verify: corrupt item")
+		return 0, "", nil, errors.New("verify: corrupt item")
 	}
 	oldKey, b = string(b[n:n+int(l)]), b[n+int(l):]
-	recs, err := record.DecodeBatch(b)
-	if err != nil || len(recs) != 1 {
-		return 0, "", r, fmt.Errorf("verify: corrupt item: %v", err)
+	recs, err = record.DecodeBatch(b)
+	if err != nil || len(recs) == 0 {
+		return 0, "", nil, fmt.Errorf("verify: corrupt item: %v", err)
 	}
-	return int(v), oldKey, recs[0], nil
+	return int(v), oldKey, recs, nil
 }
 
 // expectFn maps old records through the rewrite: new key → the record new
@@ -319,7 +334,7 @@ func (f *expectFn) ProcessElement(ctx context.Context, batch []byte, emit func(s
 		if err == nil {
 			var k string
 			if k, err = f.Side.key(&want); err == nil {
-				emit(k, item(c, old.Describe(), nr))
+				emit(k, item(c, old.Describe(), nr, old))
 				continue
 			}
 		}
@@ -386,36 +401,65 @@ func (f *newSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 type compareFn struct {
 	Side     verifySide `json:"side"`
 	Examples int        `json:"examples"`
+	// Recheck, if set, reads every finding again (see recheck.go).
+	Recheck *recheckSpec `json:"recheck,omitempty"`
+
+	rc *rechecker
 }
 
-// joinedItems reads one new key's records of both sides: the record new
-// should hold (want, nil when old has none) and the one it holds (got),
-// as the store gives them back, with the cohort and the old key.
-func joinedItems(side verifySide, key string, olds, news func(*[]byte) bool) (c int, oldKey string, want, got *record.Record, err error) {
-	c = -1
+func (f *compareFn) Setup(ctx context.Context) error {
+	if f.Recheck == nil {
+		return nil
+	}
+	var err error
+	f.rc, err = openRechecker(ctx, f.Recheck, f.Side)
+	return err
+}
+
+func (f *compareFn) Teardown() {
+	if f.rc != nil {
+		f.rc.close()
+	}
+}
+
+// joined is one new key's records of both sides: the record new should
+// hold (want, nil when old has none) and the one it holds (got), the old
+// record, its cohort and its key's text.
+type joined struct {
+	cohort         int
+	oldKey         string
+	want, got, old *record.Record
+}
+
+// joinedItems reads one new key's records of both sides.
+func joinedItems(side verifySide, key string, olds, news func(*[]byte) bool) (joined, error) {
+	j := joined{cohort: -1}
 	var b []byte
 	for olds(&b) {
-		oc, ok, r, err := unitem(b)
+		oc, ok, rs, err := unitem(b)
 		if err != nil {
-			return c, "", nil, nil, err
+			return j, err
 		}
-		if want != nil {
+		if j.want != nil {
 			// Two old records with one new key: the rewrite collides.
-			return c, "", nil, nil, fmt.Errorf("verify: old records %s and %s both map to new key %s", oldKey, ok, key)
+			return j, fmt.Errorf("verify: old records %s and %s both map to new key %s", j.oldKey, ok, key)
 		}
-		c, oldKey, want = oc, ok, &r
+		j.cohort, j.oldKey, j.want = oc, ok, &rs[0]
+		if len(rs) > 1 {
+			j.old = &rs[1]
+		}
 	}
 	for news(&b) {
-		nc, _, r, err := unitem(b)
+		nc, _, rs, err := unitem(b)
 		if err != nil {
-			return c, "", nil, nil, err
+			return j, err
 		}
-		if c < 0 {
-			c = nc
+		if j.cohort < 0 {
+			j.cohort = nc
 		}
-		got = &r
+		j.got = &rs[0]
 	}
-	return c, oldKey, want, got, nil
+	return j, nil
 }
 
 // differ says how got (the new record held) differs from want (the one
@@ -433,11 +477,36 @@ func (v verifySide) differ(got, want *record.Record) (string, error) {
 }
 
 func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string)) error {
-	c, oldKey, want, got, err := joinedItems(f.Side, key, olds, news)
+	jd, err := joinedItems(f.Side, key, olds, news)
 	if err != nil {
 		return err
 	}
+	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
 	var t VerifyCohort
+	finding := want == nil || got == nil
+	if !finding {
+		d, err := f.Side.differ(got, want)
+		if err != nil {
+			return err
+		}
+		finding = d != ""
+	}
+	if finding && f.rc != nil && c >= 0 {
+		settled, err := f.rc.settles(ctx, jd)
+		if err != nil {
+			return fmt.Errorf("verify: reading %s again: %w", key, err)
+		}
+		if settled {
+			t.Cohort, t.Settled = c, 1
+			verifySettled.Inc(ctx, 1)
+			line, err := json.Marshal(t)
+			if err != nil {
+				return err
+			}
+			emit(c, string(line))
+			return nil
+		}
+	}
 	switch {
 	case want != nil && got == nil:
 		t.Missing = 1
