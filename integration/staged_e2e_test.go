@@ -1,0 +1,330 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/committap"
+	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
+)
+
+// simApp is a simulated application: workers goroutines reading,
+// writing and deleting random records of their own users through the
+// library at a steady rate, each call retried until it succeeds (as an
+// application does; a call may fail on an injected fault or while the
+// emulator is busy). It checks every read against the latest
+// acknowledged write of its record and keeps what each record should
+// hold. pause stops every call until the returned resume.
+type simApp struct {
+	e       *stagedEnv
+	mu      sync.Mutex
+	want    map[string]*string // "user/seq" → page, nil when deleted
+	fails   []string
+	calls   int
+	retries int
+	gate    sync.RWMutex
+	stop    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+func startSimApp(t *testing.T, e *stagedEnv, users []string, seqs, workers int) *simApp {
+	t.Helper()
+	a := &simApp{e: e, want: map[string]*string{}, stop: make(chan struct{})}
+	for _, u := range users {
+		for q := range int64(seqs) {
+			v := "seed"
+			a.want[logID(u, q)] = &v
+		}
+	}
+	ctx := context.Background()
+	for w := range workers {
+		var mine []string
+		for i, u := range users {
+			if i%workers == w {
+				mine = append(mine, u)
+			}
+		}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 11))
+			for n := 0; ; n++ {
+				select {
+				case <-a.stop:
+					return
+				case <-time.After(8 * time.Millisecond):
+				}
+				u, q := mine[rnd.IntN(len(mine))], int64(rnd.IntN(seqs))
+				k := logID(u, q)
+				a.gate.RLock()
+				a.mu.Lock()
+				want := a.want[k]
+				a.mu.Unlock()
+				switch r := rnd.IntN(100); {
+				case r < 45:
+					v := fmt.Sprintf("w%d-%d", w, n)
+					if a.do("write "+k, func() error { return e.app.Write(ctx, e.rec(u, q, v)) }) {
+						a.set(k, &v)
+					}
+				case r < 60:
+					if a.do("delete "+k, func() error { return e.app.Delete(ctx, e.key(u, q)) }) {
+						a.set(k, nil)
+					}
+				default:
+					var got record.Record
+					var found bool
+					if a.do("read "+k, func() (err error) { got, found, err = e.app.Read(ctx, e.key(u, q)); return err }) {
+						page, _ := got.Get("Page")
+						switch {
+						case want == nil && found:
+							a.fail("read %s: %q, want nothing (deleted)", k, page.Str)
+						case want != nil && !found:
+							a.fail("read %s: nothing, want %q", k, *want)
+						case want != nil && page.Str != *want:
+							a.fail("read %s: %q, want %q", k, page.Str, *want)
+						}
+					}
+				}
+				a.gate.RUnlock()
+			}
+		}()
+	}
+	return a
+}
+
+func (a *simApp) set(k string, v *string) {
+	a.mu.Lock()
+	a.want[k] = v
+	a.mu.Unlock()
+}
+
+func (a *simApp) fail(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.fails) < 20 {
+		a.fails = append(a.fails, fmt.Sprintf(format, args...))
+	}
+}
+
+// do retries f until it succeeds, for up to 20 s.
+func (a *simApp) do(what string, f func() error) bool {
+	a.mu.Lock()
+	a.calls++
+	a.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			a.fail("%s: %v (no success in 20 s)", what, err)
+			return false
+		}
+		a.mu.Lock()
+		a.retries++
+		a.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pause holds every call until resume is called.
+func (a *simApp) pause() (resume func()) {
+	a.gate.Lock()
+	return a.gate.Unlock
+}
+
+func (a *simApp) close() {
+	a.once.Do(func() { close(a.stop) })
+	a.wg.Wait()
+}
+
+// wanted is what the records should hold now: "user/seq" → page, the
+// deleted ones left out.
+func (a *simApp) wanted() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range a.want {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+// TestStagedMigrationEndToEnd is the staged cutover end to end on both
+// stores: a simulated application reads, writes and deletes its users'
+// records through the library at a steady rate while the test moves 1%,
+// then 10%, 50% and 100% of the cohorts through every phase — dual_write,
+// a backfill (backfilled), repair and verify --mark (verified), shadow,
+// read_new, new_only, done — rolls one cohort back from read_new (to
+// dual_write, backfilled and verified again) and another from new_only
+// (the reverse backfill), and cleans up nothing yet (see the README).
+// On Spanner, old and new are in two databases and 5% of the second
+// writes of dual writes fail (the commit tap), which the repair log and
+// repair close; Datastore's one database writes both in one transaction.
+// Every read must return the latest acknowledged write of its record;
+// after the reverse backfill old holds every write of its cohort; each
+// verify --mark is clean; at the end new, authoritative, holds exactly
+// every acknowledged write and no deleted record.
+func TestStagedMigrationEndToEnd(t *testing.T) {
+	for _, se := range stagedEnvs {
+		t.Run(se.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := se.make(t)
+			const seqs = 3
+			users, _ := stagedSeed(t, e, "e2e-user", 40, seqs)
+			stages := [][]cohort.Range{{{First: 0, Last: 0}}, {{First: 1, Last: 9}}, {{First: 10, Last: 49}}, {{First: 50, Last: 99}}}
+			// The cohorts rolled back: one of stage 3 from read_new, one of
+			// stage 4 from new_only; each with users.
+			var fromReadNew, fromNewOnly = -1, -1
+			for _, u := range users {
+				switch c := cohortOf(u); {
+				case c >= 10 && c <= 49 && fromReadNew < 0:
+					fromReadNew = c
+				case c >= 50 && fromNewOnly < 0:
+					fromNewOnly = c
+				}
+			}
+			if fromReadNew < 0 || fromNewOnly < 0 {
+				t.Fatal("no users in the rolled-back cohorts' stages")
+			}
+			faults := func(on bool) {
+				if e.tap == nil {
+					return
+				}
+				f := committap.Faults{}
+				if on {
+					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.PermissionDenied}, {Code: codes.Unavailable}}, Tables: []string{"LogsV2"}, Seed: 5}
+				}
+				e.tap.SetFaults(f)
+			}
+			app := startSimApp(t, e, users, seqs, 4)
+			defer app.close()
+			faults(true)
+
+			// verified takes cohorts from dual_write to verified: backfill,
+			// then repair and verify --mark (faults off meanwhile: what they
+			// put in the repair log is repaired before the mark).
+			verified := func(rs []cohort.Range) {
+				t.Helper()
+				if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
+					t.Fatalf("backfill %s: %v", cohort.Format(rs), err)
+				}
+				faults(false)
+				defer faults(true)
+				for attempt := 1; ; attempt++ {
+					if _, _, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: "prism"}); err != nil {
+						t.Fatalf("repair %s: %v", cohort.Format(rs), err)
+					}
+					by, _, err := e.verify(t, rs, true)
+					if err == nil {
+						return
+					}
+					if !errors.Is(err, pipeline.ErrNotClean) || attempt == 3 {
+						for c, v := range by {
+							if !v.Clean() {
+								t.Logf("cohort %d: %+v", c, v)
+							}
+						}
+						t.Fatalf("verify --mark %s (attempt %d): %v", cohort.Format(rs), attempt, err)
+					}
+				}
+			}
+			for i, rs := range stages {
+				e.move(t, rs, cutover.DualWrite)
+				waitHold()
+				verified(rs)
+				e.move(t, rs, cutover.Shadow)
+				time.Sleep(300 * time.Millisecond)
+				e.move(t, rs, cutover.ReadNew)
+				waitHold()
+				if i == 2 { // one cohort back from read_new, and forward again
+					x := one(fromReadNew)
+					e.move(t, x, cutover.DualWrite)
+					waitHold()
+					verified(x)
+					e.move(t, x, cutover.ReadNew)
+					waitHold()
+				}
+				e.move(t, rs, cutover.NewOnly)
+				waitHold()
+				if i == 3 { // one cohort back from new_only: the reverse backfill
+					y := one(fromNewOnly)
+					if _, res, _, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: "prism"}); err != nil {
+						t.Fatalf("reverse backfill of cohort %d: %v", fromNewOnly, err)
+					} else {
+						t.Logf("reverse backfill of cohort %d: %s", fromNewOnly, res.Counters)
+					}
+					// Old, authoritative again, holds every write of the cohort.
+					resume := app.pause()
+					want, old := app.wanted(), e.oldPages(t)
+					for _, u := range users {
+						if cohortOf(u) != fromNewOnly {
+							continue
+						}
+						for q := range int64(seqs) {
+							k := logID(u, q)
+							if want[k] != old[k] {
+								t.Errorf("after the reverse backfill old %s = %q, want %q", k, old[k], want[k])
+							}
+						}
+					}
+					resume()
+					waitHold()
+					verified(y)
+					e.move(t, y, cutover.ReadNew)
+					waitHold()
+					e.move(t, y, cutover.NewOnly)
+					waitHold()
+				}
+				e.move(t, rs, cutover.Done)
+			}
+			time.Sleep(500 * time.Millisecond)
+			faults(false)
+			app.close()
+
+			st := e.app.Stats()
+			t.Logf("%d calls (%d retried); library: %+v", app.calls, app.retries, st)
+			for _, f := range app.fails {
+				t.Error(f)
+			}
+			if st.Unrepaired != 0 {
+				t.Errorf("%d writes neither reached both stores nor the repair log", st.Unrepaired)
+			}
+			m, err := e.phases.Load(ctx, e.migration)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range stagedBuckets {
+				if p := m.Phase(c); p != cutover.Done {
+					t.Errorf("cohort %d is %s, want done", c, p)
+				}
+			}
+			want, got := app.wanted(), e.newPages(t)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("new %s = %q, want the latest acknowledged write %q", k, got[k], v)
+				}
+			}
+			for k, v := range got {
+				if _, ok := want[k]; !ok {
+					t.Errorf("new holds %s = %q, deleted by the application", k, v)
+				}
+			}
+		})
+	}
+}
