@@ -827,8 +827,14 @@ cohort: {user: 'ref:owner'}
 		})
 	}
 
-	if _, err := load(t, datastorePair+"cohort: {user: x, bucket: 5}\n"); err == nil || !strings.Contains(err.Error(), `cohort.bucket: unknown key (did you mean "buckets"?) (known: user, buckets)`) {
+	if _, err := load(t, datastorePair+"cohort: {user: x, bucket: 5}\n"); err == nil || !strings.Contains(err.Error(), `cohort.bucket: unknown key (did you mean "buckets"?) (known: user, buckets, cache_ttl, skew)`) {
 		t.Errorf("an unknown cohort key: %v", err)
+	}
+	if c, err := load(t, datastorePair+"cohort: {user: x, cache_ttl: 5s, skew: 2s}\n"); err != nil || c.Cohort.CacheTTL != 5*time.Second || c.Cohort.Skew != 2*time.Second {
+		t.Errorf("cohort cache_ttl and skew: %+v, %v", c, err)
+	}
+	if c := mustLoad(t, datastorePair+"cohort: {user: x, skew: -1s}\n"); c.Validate() == nil || !strings.Contains(c.Validate().Error(), "cohort.skew") {
+		t.Errorf("a negative skew: %v", c.Validate())
 	}
 	if _, err := load(t, datastorePair+"cohort: {buckets: many}\n"); err == nil || !strings.Contains(err.Error(), `cohort.buckets: must be an integer, got "many"`) {
 		t.Errorf("buckets not a number: %v", err)
