@@ -220,7 +220,7 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 			}
 		}
 	}
-	a.From = m.phasesOf(cohorts)
+	a.From = m.PhasesOf(cohorts)
 	for _, r := range cohorts {
 		m.paint(r, mv.To, mv.Who)
 	}
@@ -241,7 +241,7 @@ func (m *Map) note(n Note) (Audit, error) {
 	if err != nil {
 		return a, err
 	}
-	a.From = m.phasesOf(cohorts)
+	a.From = m.PhasesOf(cohorts)
 	m.Version++
 	a.Version = m.Version
 	a.Cohorts = cohort.Format(cohorts)
@@ -271,13 +271,13 @@ func (m *Map) cohorts(migration string, buckets int, rs []cohort.Range, what str
 	return cohorts, nil
 }
 
-// phasesOf writes the phases of cohorts: "0-49 dual_write; 50-99 old", or
+// PhasesOf writes the phases of cohorts: "0-49 dual_write; 50-99 old", or
 // the one phase they share.
-func (m *Map) phasesOf(cohorts []cohort.Range) string {
+func (m *Map) PhasesOf(cohorts []cohort.Range) string {
 	var parts []string
 	phases := map[Phase]bool{}
 	var one Phase
-	for _, r := range cohorts {
+	for _, r := range cohort.Merge(cohorts) {
 		for _, seg := range m.Segments(r) {
 			parts = append(parts, seg.Range.String()+" "+string(seg.Phase))
 			phases[seg.Phase], one = true, seg.Phase
