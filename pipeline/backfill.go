@@ -145,9 +145,9 @@ type CohortOptions struct {
 // BackfillOptions say which cohorts RunBackfill copies.
 type BackfillOptions = CohortOptions
 
-// start checks o for a run (what it is, for messages), checks that the
-// stores can be reached (not for a translate-only run), and opens the
-// phase store at cfg's target; out is o.Run.Out, never nil.
+// start checks o and cfg's target for a run (what it is, for messages),
+// checks that the stores can be reached (not for a translate-only run),
+// and opens the phase store at the target; out is o.Run.Out, never nil.
 func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (out io.Writer, st cutover.Store, closeStore func(), err error) {
 	out = o.Run.Out
 	if out == nil {
@@ -155,6 +155,9 @@ func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what strin
 	}
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
+	}
+	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
+		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: the phase store is kept at a Spanner or Datastore target; this config's target is %s", what, t)}
 	}
 	if !o.Run.TranslateOnly {
 		if err := migration.Reach(ctx, cfg); err != nil {

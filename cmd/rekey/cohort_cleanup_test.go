@@ -44,10 +44,17 @@ func TestCohortCleanupFlags(t *testing.T) {
 		}
 	}
 	// Through the root: the command is there, and a bad cohort list, a
-	// config file that is not there, are usage errors too.
+	// config file that is not there, a target without a phase store are
+	// usage errors too.
 	cfg := writeTestConfig(t, `
 source: {type: jsonl, path: "%s/in.jsonl", key: "Id STRING(MAX)"}
 target: {type: spanner, project: p, instance: inst, database: db, table: T}
+rewrite: {strategy: none}
+cohort: {user: Id, buckets: 100}
+`)
+	files := writeTestConfig(t, `
+source: {type: jsonl, path: "%s/in.jsonl", key: "Id STRING(MAX)"}
+target: {type: jsonl, path: "%s/out.jsonl"}
 rewrite: {strategy: none}
 cohort: {user: Id, buckets: 100}
 `)
@@ -57,6 +64,7 @@ cohort: {user: Id, buckets: 100}
 		want string
 	}{
 		{[]string{"cohort", "cleanup", "-c", cfg, "--migration", "m", "--cohorts", "100"}, "--cohorts:"},
+		{[]string{"cohort", "cleanup", "-c", files, "--migration", "m", "--cohorts", "1", "--runner", "direct"}, "the phase store is kept at a Spanner or Datastore target; this config's target is jsonl"},
 		{[]string{"cohort", "cleanup", "-c", cfg + ".missing", "--migration", "m", "--cohorts", "1"}, "missing"},
 	} {
 		_, errs, code := rekey(t, "", tc.args...)
