@@ -148,13 +148,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 		if _, err := tx.PutMulti(keys, ents); err != nil {
 			return err
 		}
-		if _, err := tx.Put(root, &dsMigration{Buckets: int64(m.Buckets), Version: m.Version, UpdatedAt: now}); err != nil {
-			return err
-		}
-		ak := datastore.IDKey(DatastoreAuditKind, a.Version, root)
-		ak.Namespace = s.Namespace
-		_, err = tx.Put(ak, &dsAudit{Version: a.Version, ChangedAt: now, Who: a.Who, Why: a.Why, Cohorts: a.Cohorts, FromPhase: a.From, ToPhase: string(a.To), Forced: a.Forced})
-		return err
+		return s.putRecord(tx, m, a)
 	})
 	if refusal != nil {
 		return nil, Audit{}, refusal
@@ -165,6 +159,43 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 	return m, a, nil
 }
 
+// putRecord puts what every move and note writes besides the spans: the
+// migration's entity with its version, and the audit record (at a.At).
+func (s DatastoreStore) putRecord(tx *datastore.Transaction, m *Map, a Audit) error {
+	root := s.root(m.Migration)
+	if _, err := tx.Put(root, &dsMigration{Buckets: int64(m.Buckets), Version: m.Version, UpdatedAt: a.At}); err != nil {
+		return err
+	}
+	ak := datastore.IDKey(DatastoreAuditKind, a.Version, root)
+	ak.Namespace = s.Namespace
+	_, err := tx.Put(ak, &dsAudit{Version: a.Version, ChangedAt: a.At, Who: a.Who, Why: a.Why, Cohorts: a.Cohorts, FromPhase: a.From, ToPhase: a.toText(), Forced: a.Forced})
+	return err
+}
+
+// Note implements Store.
+func (s DatastoreStore) Note(ctx context.Context, n Note) (Audit, error) {
+	var a Audit
+	var refusal error
+	_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		m, _, err := s.load(ctx, tx, n.Migration)
+		if err != nil {
+			return err
+		}
+		if a, refusal = m.note(n); refusal != nil {
+			return errRefused
+		}
+		a.At = s.clock()
+		return s.putRecord(tx, m, a)
+	})
+	if refusal != nil {
+		return Audit{}, refusal
+	}
+	if err != nil {
+		return Audit{}, fmt.Errorf("recording the %s of cohorts of %s: %w", n.Action, n.Migration, err)
+	}
+	return a, nil
+}
+
 // Audits implements Store.
 func (s DatastoreStore) Audits(ctx context.Context, migration string) ([]Audit, error) {
 	var ents []dsAudit
@@ -173,7 +204,8 @@ func (s DatastoreStore) Audits(ctx context.Context, migration string) ([]Audit, 
 	}
 	out := make([]Audit, len(ents))
 	for i, e := range ents {
-		out[i] = Audit{Migration: migration, Version: e.Version, At: e.ChangedAt, Who: e.Who, Why: e.Why, Cohorts: e.Cohorts, From: e.FromPhase, To: Phase(e.ToPhase), Forced: e.Forced}
+		out[i] = Audit{Migration: migration, Version: e.Version, At: e.ChangedAt, Who: e.Who, Why: e.Why, Cohorts: e.Cohorts, From: e.FromPhase, Forced: e.Forced}
+		out[i].setTo(e.ToPhase)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil

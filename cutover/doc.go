@@ -23,7 +23,7 @@
 //
 // A Store keeps, per migration, a Map: the spans of contiguous cohorts in
 // one phase (a cohort in none is old), its number of cohorts and a
-// version counting the moves. Spans are stored as rows (Spanner:
+// version counting the records of its audit (moves and notes). Spans are stored as rows (Spanner:
 // RekeyCohortPhase, interleaved in RekeyCutover) or entities (Datastore:
 // RekeyCohortPhase under the migration's RekeyCutover entity), so reading
 // the phases of all 10,000 cohorts is one small read of a few spans.
@@ -39,6 +39,11 @@
 // commits and the other, run again by the store's transaction retry,
 // finds the cohorts already moved and is refused (ErrIllegal): exactly
 // one wins either way.
+//
+// A note (Store.Note) records in the audit an operation on cohorts that
+// moves none of them, a cleanup of their old records: one transaction
+// that reads the map and writes the record (its From the cohorts' phases
+// then, its Action instead of To) and the version plus one.
 //
 // Spans entered at different times stay apart even when their phase is
 // the same: each span's Since is when its cohorts entered the phase (the
@@ -122,6 +127,25 @@
 //     delete marks the key touched (deleted) in the transaction that
 //     deletes the new record, so a backfill that read the record before the
 //     delete skips it, whichever commits first.
+//
+// # Cleaning up
+//
+// Once a cohort is done its old records may go (rekey cohort cleanup:
+// PlanCleanup refuses cohorts that are not done, the pipeline deletes the
+// cohorts' records from old, FinishCleanup notes it in the audit). Why
+// that loses nothing and breaks no instance: done needs new_only held for
+// H, and new_only read_new held for H. So by the time a cohort enters
+// done (M), every instance has acted on new_only for a while and every
+// call that acted on read_new ended (by the new_only move plus H ≤ M):
+// no instance reads old any more (read_new's fallback was the last
+// reader), and none writes old (new_only and done write new only). What
+// still reaches old is new_only's delete of a record also deleted from
+// new, which a cleanup's delete of the same key only repeats (deletes are
+// idempotent, in either order). The backfill reads only dual_write
+// cohorts. Nothing moves a cohort out of done but a forced move;
+// FinishCleanup reports a cohort found moved when it records the cleanup,
+// and a forced move back to an earlier phase after a cleanup needs the
+// old records restored (a reverse backfill) first.
 //
 // Not covered: two instances writing the same record at once while they
 // act on different phases, across databases, can leave old and new

@@ -22,7 +22,8 @@ type Span struct {
 
 // Map is a migration's phase map: the spans of cohorts that a move has
 // touched, sorted and apart; a cohort in no span is Old. Version counts
-// the moves; a Move may require it (compare-and-set).
+// the records of the audit, moves and notes (Store.Note); a Move may
+// require it (compare-and-set).
 type Map struct {
 	Migration string
 	Buckets   int
@@ -127,10 +128,11 @@ type Move struct {
 	Rules Rules
 }
 
-// Audit is the record of one move, written in the move's transaction.
+// Audit is the record of one move, written in the move's transaction, or
+// of a note (Store.Note).
 type Audit struct {
 	Migration string
-	// Version is the map's version the move made.
+	// Version is the map's version the move or note made.
 	Version int64
 	At      time.Time
 	Who     string
@@ -139,13 +141,55 @@ type Audit struct {
 	// before ("0-49 dual_write; 50-99 old", or the one phase they shared).
 	Cohorts string
 	From    string
-	To      Phase
-	Forced  bool
+	// To is the phase a move moved the cohorts to; empty for a note.
+	To Phase
+	// Action is, for a note, what was done to the cohorts, which stayed
+	// in their phases (From): ActionCleanup. Empty for a move. The stores
+	// keep it where they keep To (no phase has an action's name).
+	Action string
+	Forced bool
 }
 
-func (mv Move) buckets() int {
-	if mv.Buckets > 0 {
-		return mv.Buckets
+// Note is an operation on cohorts of a migration that moves none of them,
+// recorded in the audit as a move is (Store.Note).
+type Note struct {
+	Migration string
+	// Buckets is the migration's number of cohorts, as for a Move.
+	Buckets int
+	Cohorts []cohort.Range
+	// Action names the operation (ActionCleanup).
+	Action   string
+	Who, Why string
+	// Forced says the operation skipped its rules (a cleanup of cohorts
+	// that are not in done).
+	Forced bool
+}
+
+// ActionCleanup is the action of a cohort cleanup's note: the cohorts'
+// old records were deleted (rekey cohort cleanup).
+const ActionCleanup = "cleanup"
+
+// toText is what the stores keep of To and Action: the one that is set.
+func (a Audit) toText() string {
+	if a.Action != "" {
+		return a.Action
+	}
+	return string(a.To)
+}
+
+// setTo sets To, or for a note Action, from what a store kept (toText).
+func (a *Audit) setTo(text string) {
+	if p, err := ParsePhase(text); err == nil {
+		a.To = p
+		return
+	}
+	a.Action = text
+}
+
+// bucketsOr is n cohorts, or cohort.DefaultBuckets for 0.
+func bucketsOr(n int) int {
+	if n > 0 {
+		return n
 	}
 	return cohort.DefaultBuckets
 }
@@ -157,25 +201,14 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 	if _, err := ParsePhase(string(mv.To)); err != nil {
 		return a, fmt.Errorf("%w: %v", ErrIllegal, err)
 	}
-	if len(mv.Cohorts) == 0 {
-		return a, fmt.Errorf("%w: no cohorts to move", ErrIllegal)
-	}
-	if m.Buckets == 0 {
-		m.Buckets = mv.buckets()
-	}
-	if m.Buckets != mv.buckets() {
-		return a, fmt.Errorf("%w: migration %s has %d cohorts, the move counts %d", ErrIllegal, mv.Migration, m.Buckets, mv.buckets())
+	cohorts, err := m.cohorts(mv.Migration, mv.Buckets, mv.Cohorts, "move")
+	if err != nil {
+		return a, err
 	}
 	if mv.Version != 0 && mv.Version != m.Version {
 		return a, fmt.Errorf("%w: the move was decided on version %d, the map is at version %d", ErrConflict, mv.Version, m.Version)
 	}
-	cohorts := cohort.Merge(mv.Cohorts)
-	var froms []string
-	phases := map[Phase]bool{}
 	for _, r := range cohorts {
-		if r.First < 0 || r.Last >= m.Buckets || r.Last < r.First {
-			return a, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrIllegal, r, m.Buckets-1)
-		}
 		for _, seg := range m.Segments(r) {
 			if mv.From != "" && seg.Phase != mv.From {
 				return a, fmt.Errorf("%w: cohorts %s are %s, not %s", ErrIllegal, seg.Range, seg.Phase, mv.From)
@@ -185,21 +218,75 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 					return a, err
 				}
 			}
-			froms = append(froms, seg.Range.String()+" "+string(seg.Phase))
-			phases[seg.Phase] = true
 		}
 	}
+	a.From = m.PhasesOf(cohorts)
 	for _, r := range cohorts {
 		m.paint(r, mv.To, mv.Who)
 	}
 	m.Version++
 	a.Version = m.Version
 	a.Cohorts = cohort.Format(cohorts)
-	a.From = strings.Join(froms, "; ")
-	if len(phases) == 1 {
-		_, a.From, _ = strings.Cut(froms[0], " ") // one phase: just its name
-	}
 	return a, nil
+}
+
+// note checks n against m and counts it as a version, returning its audit
+// record (At to be set to the commit time); the phases stay as they are.
+func (m *Map) note(n Note) (Audit, error) {
+	a := Audit{Migration: n.Migration, Who: n.Who, Why: n.Why, Action: n.Action, Forced: n.Forced}
+	if _, err := ParsePhase(n.Action); err == nil || n.Action == "" || len(n.Action) > 16 {
+		return a, fmt.Errorf("%w: note action %q: want a name of at most 16 bytes that is not a phase's", ErrIllegal, n.Action)
+	}
+	cohorts, err := m.cohorts(n.Migration, n.Buckets, n.Cohorts, n.Action)
+	if err != nil {
+		return a, err
+	}
+	a.From = m.PhasesOf(cohorts)
+	m.Version++
+	a.Version = m.Version
+	a.Cohorts = cohort.Format(cohorts)
+	return a, nil
+}
+
+// cohorts checks the cohorts of a move or note (what, for messages) of
+// migration counting buckets cohorts against m, recording the number in a
+// map no move has touched, and returns them merged.
+func (m *Map) cohorts(migration string, buckets int, rs []cohort.Range, what string) ([]cohort.Range, error) {
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no cohorts to %s", ErrIllegal, what)
+	}
+	buckets = bucketsOr(buckets)
+	if m.Buckets == 0 {
+		m.Buckets = buckets
+	}
+	if m.Buckets != buckets {
+		return nil, fmt.Errorf("%w: migration %s has %d cohorts, the %s counts %d", ErrIllegal, migration, m.Buckets, what, buckets)
+	}
+	cohorts := cohort.Merge(rs)
+	for _, r := range cohorts {
+		if r.First < 0 || r.Last >= m.Buckets || r.Last < r.First {
+			return nil, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrIllegal, r, m.Buckets-1)
+		}
+	}
+	return cohorts, nil
+}
+
+// PhasesOf writes the phases of cohorts: "0-49 dual_write; 50-99 old", or
+// the one phase they share.
+func (m *Map) PhasesOf(cohorts []cohort.Range) string {
+	var parts []string
+	phases := map[Phase]bool{}
+	var one Phase
+	for _, r := range cohort.Merge(cohorts) {
+		for _, seg := range m.Segments(r) {
+			parts = append(parts, seg.Range.String()+" "+string(seg.Phase))
+			phases[seg.Phase], one = true, seg.Phase
+		}
+	}
+	if len(phases) == 1 {
+		return string(one)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // settle gives the fresh spans their commit time.

@@ -212,10 +212,9 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 		if a, refusal = m.apply(mv, now); refusal != nil {
 			return errRefused
 		}
-		muts := []*spanner.Mutation{
-			spanner.InsertOrUpdate(SpannerMigrationTable, spannerMigrationColumns, []any{mv.Migration, int64(m.Buckets), m.Version, spanner.CommitTimestamp}),
-			spanner.Delete(SpannerPhaseTable, spanner.Key{mv.Migration}.AsPrefix()),
-		}
+		// The migration's row first: the spans and the audit record are
+		// interleaved in it.
+		muts := append(spannerRecord(m, a), spanner.Delete(SpannerPhaseTable, spanner.Key{mv.Migration}.AsPrefix()))
 		for _, sp := range m.Spans {
 			var since any = sp.Since
 			if sp.fresh {
@@ -223,7 +222,6 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 			}
 			muts = append(muts, spanner.Insert(SpannerPhaseTable, spannerPhaseColumns, []any{mv.Migration, int64(sp.First), int64(sp.Last), string(sp.Phase), since, sp.By}))
 		}
-		muts = append(muts, spanner.Insert(SpannerAuditTable, spannerAuditColumns, []any{mv.Migration, a.Version, spanner.CommitTimestamp, a.Who, a.Why, a.Cohorts, a.From, string(a.To), a.Forced}))
 		return txn.BufferWrite(muts)
 	})
 	if refusal != nil {
@@ -237,6 +235,39 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 	return m, a, nil
 }
 
+// spannerRecord is what every move and note writes besides the spans: the
+// migration's row with its version, and the audit record.
+func spannerRecord(m *Map, a Audit) []*spanner.Mutation {
+	return []*spanner.Mutation{
+		spanner.InsertOrUpdate(SpannerMigrationTable, spannerMigrationColumns, []any{m.Migration, int64(m.Buckets), m.Version, spanner.CommitTimestamp}),
+		spanner.Insert(SpannerAuditTable, spannerAuditColumns, []any{a.Migration, a.Version, spanner.CommitTimestamp, a.Who, a.Why, a.Cohorts, a.From, a.toText(), a.Forced}),
+	}
+}
+
+// Note implements Store.
+func (s SpannerStore) Note(ctx context.Context, n Note) (Audit, error) {
+	var a Audit
+	var refusal error
+	ts, err := spannerdb.Transact(ctx, s.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		m, err := spannerLoad(ctx, txn, n.Migration)
+		if err != nil {
+			return err
+		}
+		if a, refusal = m.note(n); refusal != nil {
+			return errRefused
+		}
+		return txn.BufferWrite(spannerRecord(m, a))
+	})
+	if refusal != nil {
+		return Audit{}, refusal
+	}
+	if err != nil {
+		return Audit{}, fmt.Errorf("recording the %s of cohorts of %s: %w", n.Action, n.Migration, err)
+	}
+	a.At = ts
+	return a, nil
+}
+
 // Audits implements Store.
 func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, error) {
 	var out []Audit
@@ -247,7 +278,8 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 		if err := r.Columns(&a.Migration, &a.Version, &a.At, &who, &why, &a.Cohorts, &a.From, &to, &a.Forced); err != nil {
 			return err
 		}
-		a.Who, a.Why, a.To = who.StringVal, why.StringVal, Phase(to)
+		a.Who, a.Why = who.StringVal, why.StringVal
+		a.setTo(to)
 		out = append(out, a)
 		return nil
 	})

@@ -26,6 +26,14 @@ type Store interface {
 	// and, in the same transaction, writes the new map and the move's
 	// audit record. A refused move writes nothing.
 	Move(ctx context.Context, mv Move) (*Map, Audit, error)
+	// Note records an operation on cohorts that moves none of them (a
+	// cleanup of their old records): in one transaction it reads the map
+	// and writes an audit record whose From are the cohorts' phases then
+	// and whose Version is the map's next. The phases stay as they are,
+	// but the version counts the note, so a move decided before it fails
+	// its compare-and-set (ErrConflict) and is judged again. A refused
+	// note (cohorts outside the map, a bad action) writes nothing.
+	Note(ctx context.Context, n Note) (Audit, error)
 	// Audits returns a migration's audit records, oldest first.
 	Audits(ctx context.Context, migration string) ([]Audit, error)
 }

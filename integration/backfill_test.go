@@ -36,13 +36,7 @@ func TestCohortBackfill(t *testing.T) {
 				byCohort[cohortOf(u)] = append(byCohort[cohortOf(u)], u)
 			}
 			// The backfilled cohorts: those of the first 15 users.
-			var sel []cohort.Range
-			in := map[int]bool{}
-			for _, u := range users[:15] {
-				in[cohortOf(u)] = true
-				sel = append(sel, one(cohortOf(u))...)
-			}
-			sel = cohort.Merge(sel)
+			sel, in := cohortsOf(users[:15])
 			var outside string // a user of a cohort not backfilled
 			for _, u := range users {
 				if !in[cohortOf(u)] {

@@ -302,5 +302,16 @@ func (e *stagedEnv) backfill(t *testing.T, runner string, rs []cohort.Range, for
 // cohortOf is user's cohort.
 func cohortOf(user string) int { return cohort.Of(user, stagedBuckets) }
 
+// cohortsOf is the cohorts of users, merged, and the set of them.
+func cohortsOf(users []string) ([]cohort.Range, map[int]bool) {
+	var rs []cohort.Range
+	in := map[int]bool{}
+	for _, u := range users {
+		in[cohortOf(u)] = true
+		rs = append(rs, one(cohortOf(u))...)
+	}
+	return cohort.Merge(rs), in
+}
+
 // one is the range of cohort c alone.
 func one(c int) []cohort.Range { return []cohort.Range{{First: c, Last: c}} }

@@ -62,8 +62,12 @@ type Result struct {
 }
 
 // WouldWrite is the prefix of a dry run's counters of records per target
-// table or kind: "would_write:Customers".
-const WouldWrite = "would_write:"
+// table or kind: "would_write:Customers"; WouldDelete that of a cohort
+// cleanup's dry run, per source table or kind.
+const (
+	WouldWrite  = "would_write:"
+	WouldDelete = "would_delete:"
+)
 
 // Counters are a run's counts by name.
 type Counters map[string]int64
@@ -83,6 +87,8 @@ const (
 	// the application wrote or deleted them after the backfill read them.
 	CohortOther     = "cohort_other"
 	BackfillSkipped = "backfill_skipped"
+	// Deleted counts the old records a cohort cleanup deleted.
+	Deleted = "deleted"
 )
 
 // String renders the counters in a stable order: the main five first,

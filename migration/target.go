@@ -138,18 +138,47 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 		return fmt.Errorf("writing %s: %w", ManifestTable, err)
 	}
 	if !j.Ramp("").Off() {
-		// The ramp-up's leases (throttle, spannerdb.RampLease).
-		_, err := c.Single().ReadRow(ctx, spannerdb.RampTable, spanner.Key{"", ""}, []string{"BeatAt"})
-		switch {
-		case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
-			if err := updateDDL(ctx, admin, endpointPath(tgt), []string{spannerdb.RampDDL}); err != nil {
-				return fmt.Errorf("creating %s: %w", spannerdb.RampTable, err)
-			}
-		case err != nil && !errors.Is(err, spanner.ErrRowNotFound):
-			return fmt.Errorf("reading %s: %w", spannerdb.RampTable, err)
-		}
+		return rampTable(ctx, admin, c, endpointPath(tgt))
 	}
 	return nil
+}
+
+// rampTable creates the ramp-up's lease table (throttle,
+// spannerdb.RampLease) in database db, which c reaches, if it is missing.
+func rampTable(ctx context.Context, admin *database.DatabaseAdminClient, c *spanner.Client, db string) error {
+	_, err := c.Single().ReadRow(ctx, spannerdb.RampTable, spanner.Key{"", ""}, []string{"BeatAt"})
+	switch {
+	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
+		if err := updateDDL(ctx, admin, db, []string{spannerdb.RampDDL}); err != nil {
+			return fmt.Errorf("creating %s: %w", spannerdb.RampTable, err)
+		}
+	case err != nil && !errors.Is(err, spanner.ErrRowNotFound):
+		return fmt.Errorf("reading %s: %w", spannerdb.RampTable, err)
+	}
+	return nil
+}
+
+// PrepareCleanup prepares the source for a cohort cleanup, which deletes
+// there: under a ramp-up a Spanner source gets the ramp-up's lease table
+// where it is missing, as Prepare gives a target (the lease is kept where
+// the writes go). Nothing else is touched: a cleanup needs neither the
+// target's tables nor its manifest.
+func (j *Job) PrepareCleanup(ctx context.Context) error {
+	src := j.Config.Source
+	if src.Type != config.TypeSpanner || j.Ramp("").Off() {
+		return nil
+	}
+	admin, err := database.NewDatabaseAdminClient(ctx)
+	if err != nil {
+		return fmt.Errorf("spanner admin: %w", err)
+	}
+	defer admin.Close()
+	c, err := spannerClient(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return rampTable(ctx, admin, c, endpointPath(src))
 }
 
 func updateDDL(ctx context.Context, admin *database.DatabaseAdminClient, db string, stmts []string) error {

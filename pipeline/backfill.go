@@ -67,16 +67,17 @@ func CheckBackfill(j *migration.Job) error {
 	return nil
 }
 
-// selectCohorts keeps the records of b's cohorts, before the rewrite.
-func selectCohorts(s beam.Scope, j *migration.Job, b *cutover.Backfill, batches beam.PCollection) (kept, dead beam.PCollection) {
-	return transforms.Cohorts(s, transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}, batches)
+// selectCohorts keeps the records of cohorts (as read from the source,
+// before the rewrite).
+func selectCohorts(s beam.Scope, j *migration.Job, cohorts []cohort.Range, batches beam.PCollection) (kept, dead beam.PCollection) {
+	return transforms.Cohorts(s, transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(cohorts)}, batches)
 }
 
-// cohortFilter is the Spanner SQL condition that pushes b's cohorts into
-// the source's query, "" when the user id is not a column of the source
-// table of a type with a SQL expression (then the records are filtered
-// as they are read).
-func cohortFilter(j *migration.Job, b *cutover.Backfill) string {
+// cohortFilter is the Spanner SQL condition that pushes cohorts into the
+// source's query, "" when the user id is not a column of the source table
+// of a type with a SQL expression (then the records are filtered as they
+// are read).
+func cohortFilter(j *migration.Job, cohorts []cohort.Range) string {
 	u, ok, err := j.Config.Cohort.UserSpec()
 	if err != nil || !ok || u.From != cohort.FromField || j.Spanner == nil || j.Spanner.Source == nil {
 		return ""
@@ -99,7 +100,7 @@ func cohortFilter(j *migration.Job, b *cutover.Backfill) string {
 	}
 	c := cohort.SQL(expr, j.Config.Cohort.Buckets)
 	var ors []string
-	for _, r := range b.Cohorts() {
+	for _, r := range cohort.Merge(cohorts) {
 		if r.First == r.Last {
 			ors = append(ors, fmt.Sprintf("%s = %d", c, r.First))
 		} else {
@@ -121,20 +122,51 @@ func andFilter(a, b string) string {
 	return "(" + a + ") AND (" + b + ")"
 }
 
-// BackfillOptions say which cohorts RunBackfill copies.
-type BackfillOptions struct {
+// CohortOptions say which cohorts of a migration a run for them
+// (RunBackfill, RunCleanup) takes.
+type CohortOptions struct {
 	// Migration names the migration in the phase store; Cohorts are the
-	// cohorts to copy.
+	// cohorts to copy or clean up.
 	Migration string
 	Cohorts   []cohort.Range
-	// Force backfills cohorts that are not in dual_write, or not held
-	// there long enough, and moves them to backfilled anyway (said so in
-	// the audit).
+	// Force takes cohorts that are not where the run needs them, said so
+	// in the audit: a backfill copies cohorts that are not in dual_write,
+	// or not held there long enough, and moves them to backfilled anyway;
+	// a cleanup deletes the old records of cohorts that are not done.
 	Force bool
-	// Who and Why go to the audit record of the move to backfilled.
+	// Who and Why go to the run's audit record (the move to backfilled,
+	// the note of the cleanup).
 	Who, Why string
 	// Run are the options of the run itself (Out, DryRun, ...).
 	Run migration.Options
+}
+
+// BackfillOptions say which cohorts RunBackfill copies.
+type BackfillOptions = CohortOptions
+
+// start checks o and cfg's target for a run (what it is, for messages),
+// checks that the stores can be reached (not for a translate-only run),
+// and opens the phase store at the target; out is o.Run.Out, never nil.
+func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (out io.Writer, st cutover.Store, closeStore func(), err error) {
+	out = o.Run.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if o.Migration == "" || len(o.Cohorts) == 0 {
+		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
+	}
+	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
+		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: the phase store is kept at a Spanner or Datastore target; this config's target is %s", what, t)}
+	}
+	if !o.Run.TranslateOnly {
+		if err := migration.Reach(ctx, cfg); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if st, closeStore, err = cutover.OpenStore(ctx, cfg.Target, false); err != nil {
+		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
+	}
+	return out, st, closeStore, nil
 }
 
 // ErrBackfillIncomplete is wrapped by RunBackfill's error when the
@@ -151,16 +183,9 @@ var ErrBackfillIncomplete = errors.New("backfill incomplete")
 // run plans and reads but neither writes nor moves. The audit record of
 // the move is returned (nil when there was none).
 func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r Runner) (*migration.Job, *migration.Result, *cutover.Audit, error) {
-	out := o.Run.Out
-	if out == nil {
-		out = io.Discard
-	}
-	if o.Migration == "" || len(o.Cohorts) == 0 {
-		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a cohort backfill needs the migration's name and the cohorts")}
-	}
-	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	out, st, closeStore, err := o.start(ctx, cfg, "backfill")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
+		return nil, nil, nil, err
 	}
 	defer closeStore()
 	rules := cutover.RulesFor(cfg)

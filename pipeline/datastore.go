@@ -3,6 +3,7 @@ package pipeline
 import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
@@ -22,11 +23,17 @@ func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCo
 	return beam.Flatten(s, batches...), deads, nil
 }
 
+// datastore writes to the target's database, or deletes from the
+// source's: each key in its own namespace (the rewrite gives the
+// target's; a delete's key is the source's, as read).
 func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollection {
-	tgt, wc := w.job.Config.Target, w.job.Config.Write
+	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
+	if w.deletes {
+		cfg.Mode = storewrite.ModeDelete
+	}
 	if w.backfill != nil {
 		b := *w.backfill
 		if b.Namespace == "" {

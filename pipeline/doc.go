@@ -1,8 +1,10 @@
 // Package pipeline builds rekey's Beam graphs from a resolved
 // migration.Job and runs them: Migrate reads the source, rewrites every
 // record's key and writes the target, with a dead-letter branch at every
-// step. Run runs any such graph on a Beam runner; Runner plugs Migrate
-// into migration.Run.
+// step; Backfill does so for some cohorts of a staged cutover, and Cleanup
+// deletes the old records of cohorts that are done (RunBackfill,
+// RunCleanup run them with the phase store). Run runs any such graph on a
+// Beam runner; Runner plugs Migrate into migration.Run.
 //
 // # Counters and progress
 //

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
@@ -36,13 +37,17 @@ func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 	} else {
 		var readDead []beam.PCollection
 		var err error
-		if batches, readDead, err = readSource(s, j, w.interleave(), b); err != nil {
+		var cohorts []cohort.Range
+		if b != nil {
+			cohorts = b.Cohorts()
+		}
+		if batches, readDead, err = readSource(s, j, w.interleave(), cohorts); err != nil {
 			return err
 		}
 		deads = append(deads, readDead...)
 		if b != nil {
 			var other beam.PCollection
-			batches, other = selectCohorts(s, j, b, batches)
+			batches, other = selectCohorts(s, j, cohorts, batches)
 			deads = append(deads, other)
 		}
 	}
@@ -70,28 +75,26 @@ func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 
 // readSource reads the job's source; a JSON Lines source in interleaved
 // ranges, interleave records from each in turn, if interleave > 0; a
-// Spanner source only the rows of b's cohorts, if b is set and the cohort
-// function can be pushed into the query.
-func readSource(s beam.Scope, j *migration.Job, interleave int, b *cutover.Backfill) (beam.PCollection, []beam.PCollection, error) {
+// Spanner source only the rows of cohorts, if some are given and the
+// cohort function can be pushed into the query.
+func readSource(s beam.Scope, j *migration.Job, interleave int, cohorts []cohort.Range) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
 	switch src.Type {
 	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
 		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Interleave: interleave})
 		return b, []beam.PCollection{d}, nil
 	case config.TypeSpanner:
-		filter := ""
-		if b != nil {
-			filter = cohortFilter(j, b)
-		}
-		return readSpanner(s, j, filter)
+		return readSpanner(s, j, cohortFilter(j, cohorts))
 	case config.TypeDatastore:
 		return readDatastore(s, j)
 	}
 	return beam.PCollection{}, nil, fmt.Errorf("source.type %q is not supported yet", src.Type)
 }
 
+// target writes the planned batches to the job's target (deletes them
+// from its source) and returns the dead letters.
 func (w writes) target(s beam.Scope, batches beam.PCollection) ([]beam.PCollection, error) {
-	tgt := w.job.Config.Target
+	tgt := w.endpoint()
 	switch tgt.Type {
 	case config.TypeJSONL:
 		sink.JSONL(s, tgt.Path, batches)

@@ -50,7 +50,7 @@ func Reverse(b cutover.Backfill) Graph {
 		}
 		olds, invertDead := beam.ParDo2(s, &invertFn{Spec: string(spec), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
 		deads = append(deads, invertDead)
-		olds, cohortDead := selectCohorts(s, j, &b, olds)
+		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
 		deads = append(deads, cohortDead)
 		w := newWrites(toOld(j), newRun())
 		w.backfill = &b

@@ -30,8 +30,8 @@ import (
 // Runners rekey supports.
 var Runners = []string{"prism", "direct", "dataflow", "universal"}
 
-// Graph adds a job's pipeline to the scope (Migrate; later Verify and
-// Backfill).
+// Graph adds a job's pipeline to the scope (Migrate, Backfill, Cleanup;
+// later Verify).
 type Graph func(s beam.Scope, j *migration.Job) error
 
 // Runner runs jobs on a Beam runner: Name is one of Runners. While a job
@@ -283,7 +283,10 @@ func startProgress(w io.Writer, start time.Time, now func() migration.Counters) 
 }
 
 func progressLine(c migration.Counters, el time.Duration) string {
-	n := c[migration.Written]
-	return fmt.Sprintf("%d read, %d written, %d dead-lettered, %.0f records/s, %s elapsed",
-		c[migration.Read], n, c[migration.DeadLettered], float64(n)/el.Seconds(), el.Truncate(time.Second))
+	n, done := c[migration.Written], "written"
+	if d := c[migration.Deleted]; d > 0 { // a cohort cleanup
+		n, done = d, "deleted"
+	}
+	return fmt.Sprintf("%d read, %d %s, %d dead-lettered, %.0f records/s, %s elapsed",
+		c[migration.Read], n, done, c[migration.DeadLettered], float64(n)/el.Seconds(), el.Truncate(time.Second))
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -17,8 +18,7 @@ import (
 // holds too.
 func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
-	cfg := source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts)}
-	batches, dead := source.Spanner(s, cfg)
+	batches, dead := source.Spanner(s, spannerSource(j, cohorts))
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
 	for name := range j.Spanner.Children {
 		cb, cd := source.Spanner(s.Scope(name), source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
@@ -31,6 +31,13 @@ func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollecti
 	return beam.Flatten(s, all...), deads, nil
 }
 
+// spannerSource is the source's config: the main table's rows where the
+// config's filter and cohorts (a SQL condition, "" for none) hold.
+func spannerSource(j *migration.Job, cohorts string) source.SpannerConfig {
+	src := j.Config.Source
+	return source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts)}
+}
+
 func init() {
 	register.DoFn3x1[[]byte, func([]byte), func([]byte), error](&splitTableFn{})
 	register.DoFn3x0[[]byte, func(*string) bool, func([]byte)](&afterFn{})
@@ -39,13 +46,19 @@ func init() {
 
 // writeSpanner writes the main table's rows, then each level of
 // interleaved children once the level above is written (the emulator and
-// Spanner reject a child whose parent row does not exist yet).
+// Spanner reject a child whose parent row does not exist yet). Deletes
+// go to the source table, which has no children then (CheckCleanup).
 func (w writes) spanner(s beam.Scope, batches beam.PCollection) ([]beam.PCollection, error) {
-	tgt, wc, targets := w.job.Config.Target, w.job.Config.Write, w.job.Spanner.Targets
+	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
-		Table: targets[0].Name, Mode: wc.Mode,
-		MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,
+		Mode: wc.Mode, MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard(), Backfill: w.backfill} // one planned batch, one commit
+	if w.deletes {
+		cfg.Table, cfg.Mode = w.job.Spanner.Source.Name, storewrite.ModeDelete
+		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
+	}
+	targets := w.job.Spanner.Targets
+	cfg.Table = targets[0].Name
 	if len(targets) == 1 {
 		return []beam.PCollection{sink.Spanner(s, cfg, batches)}, nil
 	}

@@ -143,11 +143,11 @@ func (v Verify) Graph() Graph {
 		for _, r := range cohort.Merge(v.Cohorts) {
 			b.Spans = append(b.Spans, cutover.BackfillSpan{First: r.First, Last: r.Last})
 		}
-		oldBatches, deads, err := readSource(s.Scope("old"), j, 0, b)
+		oldBatches, deads, err := readSource(s.Scope("old"), j, 0, b.Cohorts())
 		if err != nil {
 			return err
 		}
-		oldBatches, cohortDead := selectCohorts(s.Scope("old"), j, b, oldBatches)
+		oldBatches, cohortDead := selectCohorts(s.Scope("old"), j, b.Cohorts(), oldBatches)
 		deads = append(deads, cohortDead)
 		spec, err := json.Marshal(j.Spec)
 		if err != nil {
@@ -584,7 +584,7 @@ func cohortFilterOn(j *migration.Job, t *spannerdb.Table, b *cutover.Backfill) s
 	schemas := *j.Spanner
 	schemas.Source = t
 	jj.Spanner = &schemas
-	return cohortFilter(&jj, b)
+	return cohortFilter(&jj, b.Cohorts())
 }
 
 // sortReport orders a report's lines by cohort.

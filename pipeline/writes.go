@@ -25,6 +25,10 @@ type writes struct {
 	ramp throttle.Ramp
 	// backfill, if set, makes the sinks a cohort backfill's (Backfill).
 	backfill *cutover.Backfill
+	// deletes makes the writes a cohort cleanup's (Cleanup): the records
+	// are the source's, planned by the source's key and deleted from the
+	// source (the sinks in storewrite.ModeDelete).
+	deletes bool
 }
 
 // newWrites names the run whose writes share the job's ramp-up.
@@ -44,18 +48,29 @@ func (w writes) guard() sink.Guard {
 		AdaptiveK: wc.AdaptiveThrottle.K, AdaptiveWindow: wc.AdaptiveThrottle.Window, Ramp: w.ramp}
 }
 
-// planOptions are the write-planning options for the job's target, and
-// false for targets that are not databases (files are written in the
-// order records come).
+// endpoint is the store the writes go to: the target, or the source for
+// deletes.
+func (w writes) endpoint() config.Endpoint {
+	if w.deletes {
+		return w.job.Config.Source
+	}
+	return w.job.Config.Target
+}
+
+// planOptions are the write-planning options for the job's target (the
+// source for deletes, by its key), and false for targets that are not
+// databases (files are written in the order records come).
 func (w writes) planOptions() (writeorder.Options, bool) {
 	j := w.job
 	wc := j.Config.Write
 	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows}
-	switch j.Config.Target.Type {
+	switch w.endpoint().Type {
 	case config.TypeSpanner:
 		o.Store = record.Spanner
 		o.Key = j.TargetKey.Text()
-		if j.Spanner != nil && len(j.Spanner.Targets) > 1 {
+		if w.deletes {
+			o.Key = j.SourceKey.Text()
+		} else if j.Spanner != nil && len(j.Spanner.Targets) > 1 {
 			o.Children = map[string]string{}
 			for _, t := range j.Spanner.Targets[1:] {
 				o.Children[t.Name] = t.Key.Text()
@@ -73,7 +88,9 @@ func (w writes) planOptions() (writeorder.Options, bool) {
 	case config.ShuffleNever:
 		o.Local = true
 	case config.ShuffleAuto:
-		o.Local = j.Scatters() || interleavable(j)
+		// Deletes go by the old keys, which the source reads in their
+		// order: only a global shuffle spreads them.
+		o.Local = !w.deletes && (j.Scatters() || interleavable(j))
 	}
 	if !o.Local {
 		o.Spill = j.ScratchDir
@@ -104,8 +121,11 @@ func (w writes) interleave() int {
 
 // DescribeWrites says in one line how the job's writes are planned (for
 // `rekey run` to print), or "" for targets that are not databases.
-func DescribeWrites(j *migration.Job) string {
-	w := newWrites(j, "")
+func DescribeWrites(j *migration.Job) string { return newWrites(j, "").describe() }
+
+// describe is DescribeWrites of w's writes.
+func (w writes) describe() string {
+	j := w.job
 	o, ok := w.planOptions()
 	if !ok {
 		return ""
@@ -120,7 +140,11 @@ func DescribeWrites(j *migration.Job) string {
 	case o.Local:
 		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", j.Spec.Strategy.Strategy)
 	}
-	s := fmt.Sprintf("write planning: %s; commits of up to %d records sorted from buffers of %d", how, o.BatchRows, o.Buffer)
+	what := "write"
+	if w.deletes {
+		what = "delete"
+	}
+	s := fmt.Sprintf("%s planning: %s; commits of up to %d records sorted from buffers of %d", what, how, o.BatchRows, o.Buffer)
 	if !w.ramp.Off() {
 		s += fmt.Sprintf("; ramp-up %s from %g ops/s, from the first data commit", w.ramp.Profile, w.ramp.Base)
 	}

@@ -130,3 +130,37 @@ func TestPlanShuffle(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanDeletes: a cohort cleanup's deletes are planned for the source
+// by its key (old keys, never scattered by the rewrite: a global shuffle
+// unless write.shuffle says never), a Datastore source's within the
+// sink's entity bound.
+func TestPlanDeletes(t *testing.T) {
+	old, _ := rewrite.ParseKeySchema("Logs", "UserId STRING(36), Seq INT64")
+	shard, _ := rewrite.ParseKeySchema("LogsV2", "ShardId INT64, UserId STRING(36), Seq INT64")
+	hash := rewrite.StepConfig{Strategy: "hashprefix"}
+	for _, shuffle := range []string{config.ShuffleAuto, config.ShuffleAlways, config.ShuffleNever} {
+		j := &migration.Job{
+			Config: &config.Config{Source: config.Endpoint{Type: config.TypeSpanner}, Target: config.Endpoint{Type: config.TypeSpanner},
+				Write: config.WriteConfig{BatchRows: 50, Shuffle: shuffle}},
+			Spec:      rekeyer.Spec{Strategy: hash, SourceStore: record.Spanner, TargetStore: record.Spanner},
+			SourceKey: old, TargetKey: shard,
+		}
+		w := newWrites(j, "run")
+		w.deletes = true
+		o, ok := w.planOptions()
+		if !ok || o.Store != record.Spanner || o.Key != old.Text() || o.BatchRows != 50 || o.Local != (shuffle == config.ShuffleNever) {
+			t.Errorf("shuffle %s: %+v, %v; want the source's key, Local only for never", shuffle, o, ok)
+		}
+		if d := w.describe(); !strings.HasPrefix(d, "delete planning: ") {
+			t.Errorf("describe() = %q", d)
+		}
+	}
+	j := &migration.Job{Config: &config.Config{Source: config.Endpoint{Type: config.TypeDatastore}, Target: config.Endpoint{Type: config.TypeJSONL},
+		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
+	w := newWrites(j, "run")
+	w.deletes = true
+	if o, ok := w.planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 {
+		t.Errorf("datastore source: %+v, %v", o, ok)
+	}
+}

@@ -73,6 +73,9 @@ func CountUnmapped(ctx context.Context, n int64) {
 // backfill.
 func CountCohortOther(ctx context.Context, n int64) { count(ctx, CohortOther, "cohort_other", n) }
 
+// CountDeleted counts deleted keys.
+func CountDeleted(ctx context.Context, n int64) { count(ctx, Deleted, "deleted", n) }
+
 // CountBackfillSkipped counts records a cohort backfill left as the
 // application made them.
 func CountBackfillSkipped(ctx context.Context, n int64) {

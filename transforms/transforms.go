@@ -42,4 +42,7 @@ var (
 	// BackfillSkipped counts records a cohort backfill did not write because
 	// the application wrote or deleted them after the backfill read them.
 	BackfillSkipped = beam.NewCounter("rekey", "backfill_skipped")
+	// Deleted counts the keys a sink in delete mode deleted (a cohort
+	// cleanup's old records).
+	Deleted = beam.NewCounter("rekey", "deleted")
 )

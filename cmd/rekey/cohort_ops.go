@@ -138,7 +138,7 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 	o := &CohortOpsOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "log -c FILE --migration NAME",
-		Short: "print the audit of the migration's phase moves, oldest first",
+		Short: "print the audit of the migration's phase moves (and cleanups), oldest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, _, done, err := phaseStore(cmd.Context(), o, false)
@@ -153,17 +153,25 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 			w := tabwriter.NewWriter(o.IO.out, 2, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "VERSION\tAT\tWHO\tCOHORTS\tFROM\tTO\tWHY\n")
 			for _, a := range audits {
-				why := a.Why
-				if a.Forced {
-					why = "(forced) " + why
+				to := string(a.To)
+				if a.Action != "" {
+					to = "(" + a.Action + ")" // a note: the cohorts stayed where they were
 				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Version, a.At.UTC().Format(time.RFC3339), a.Who, a.Cohorts, a.From, a.To, why)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Version, a.At.UTC().Format(time.RFC3339), a.Who, a.Cohorts, a.From, to, auditWhy(a))
 			}
 			return w.Flush()
 		},
 	}
 	cohortOpsFlags(cmd, o)
 	return cmd
+}
+
+// auditWhy is an audit record's reason, said to be forced if it was.
+func auditWhy(a cutover.Audit) string {
+	if a.Forced {
+		return "(forced) " + a.Why
+	}
+	return a.Why
 }
 
 // newCmdCohortMove is `rekey cohort advance` (rollback false) or `rekey

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -63,7 +64,6 @@ func newCmdRedrive(f *factory, runF func(*RunOptions) error) *cobra.Command {
 func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error) *cobra.Command {
 	opts := &RunOptions{IO: f.IO}
 	name := cmd.Name()
-	var helpBeam bool
 	fl := cmd.Flags()
 	if name == "redrive" {
 		fl.StringVar(&opts.From, "from", "", "dead-letter file to re-submit (local or gs://)")
@@ -73,11 +73,37 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		fl.StringVar(&opts.Why, "why", "", "with --cohorts: the reason, for the audit")
 		fl.BoolVar(&opts.Reverse, "reverse", false, "with --cohorts: a reverse backfill, new to old through the inverse rewrite, from new_only back to dual_write")
 	}
-	fl.StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
-	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	fl.BoolVar(&opts.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
 	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite (with --cohorts: also backfill cohorts that are not in dual_write, said so in the audit)")
 	fl.BoolVar(&opts.Overwrite, "overwrite", false, "replace a JSON Lines target file that exists already")
+	return pipelineCommand(cmd, opts, func(cmd *cobra.Command) error {
+		if name == "redrive" && opts.From == "" {
+			return usagef("redrive: --from DEAD_LETTERS is required")
+		}
+		if (opts.Cohorts == "") != (opts.Migration == "") {
+			return usagef("%s: --cohorts LIST and --migration NAME go together (a cohort backfill)", name)
+		}
+		if opts.Reverse && opts.Cohorts == "" {
+			return usagef("%s: --reverse needs --cohorts LIST and --migration NAME", name)
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		beamFlagErrorsReturn()
+		return runMigration(cmd.Context(), opts, opts.IO)
+	})
+}
+
+// pipelineCommand adds to cmd, after its own flags, the flags of every
+// command that runs a pipeline (-c, --runner, -v, --help-beam and Beam's
+// own, hidden), and its action: --help-beam, or check -c and --runner
+// and then run (the command's own checks and work).
+func pipelineCommand(cmd *cobra.Command, opts *RunOptions, run func(cmd *cobra.Command) error) *cobra.Command {
+	name := cmd.Name()
+	var helpBeam bool
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Config, "config", "c", "", "config file (YAML)")
+	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show the runner's own log")
 	fl.BoolVar(&helpBeam, "help-beam", false, "list Beam's flags (--project, --region, ...) and exit")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
@@ -92,74 +118,82 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 		if opts.Config == "" {
 			return usagef("%s: -c FILE is required", name)
 		}
-		if name == "redrive" && opts.From == "" {
-			return usagef("redrive: --from DEAD_LETTERS is required")
-		}
-		if (opts.Cohorts == "") != (opts.Migration == "") {
-			return usagef("%s: --cohorts LIST and --migration NAME go together (a cohort backfill)", name)
-		}
-		if opts.Reverse && opts.Cohorts == "" {
-			return usagef("%s: --reverse needs --cohorts LIST and --migration NAME", name)
-		}
 		if !slices.Contains(pipeline.Runners, opts.Runner) {
 			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), opts.Runner)
 		}
-		if runF != nil {
-			return runF(opts)
-		}
-		beamFlagErrorsReturn()
-		return runMigration(cmd.Context(), opts, opts.IO)
+		return run(cmd)
 	}
 	return cmd
 }
 
-// runMigration resolves the config, prepares the target and runs the
-// migration (or the redrive of o.From).
-func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
-	// Beam's flags live on the global flag set: Beam and its runners read
-	// them from there, and workers are started with them.
+// beamRun is what a command that runs a pipeline knows once Beam is set
+// up (startBeam).
+type beamRun struct {
+	cfg *config.Config
+	// dryRun is --dry_run on a local runner (migration.Options.DryRun:
+	// read and plan, write nothing); translateOnly on Dataflow, where it
+	// is Beam's (the job is translated, not submitted).
+	dryRun, translateOnly bool
+	runner                pipeline.Runner
+}
+
+// startBeam parses Beam's flags into flag.CommandLine (Beam and its
+// runners read them from there, and workers are started with them),
+// initialises Beam and the log, and loads the config (checked for
+// Dataflow when the job runs there). done restores Beam's log.
+func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
+	done = func() {}
 	if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {
-		return usagef("run: %v", err)
+		return b, done, usagef("run: %v", err)
 	}
 	if flag.NArg() > 0 {
-		return usagef("run: unexpected arguments: %s", strings.Join(flag.Args(), " "))
+		return b, done, usagef("run: unexpected arguments: %s", strings.Join(flag.Args(), " "))
 	}
 	beam.Init()
 	dryRun := false
 	if f := flag.Lookup("dry_run"); f != nil && f.Value.String() == "true" {
 		dryRun = true
 	}
-	// On Dataflow, --dry_run is Beam's: the job is translated, not
-	// submitted. On the local runners it is rekey's dry run
-	// (migration.Options.DryRun): read, rewrite and plan, write nothing.
-	translateOnly := dryRun && o.Runner == "dataflow"
+	b.translateOnly = dryRun && o.Runner == "dataflow"
+	b.dryRun = dryRun && !b.translateOnly
 	level := slog.LevelWarn // prism and the SDK log every job step at INFO
-	if o.Verbose || translateOnly {
+	if o.Verbose || b.translateOnly {
 		level = slog.LevelInfo // a dry run logs the translated job at INFO
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
-	if translateOnly {
+	if b.translateOnly {
 		beamlog.SetLogger(jobPrinter{out: io.out, next: &beamlog.Structural{}})
-		defer beamlog.SetLogger(&beamlog.Structural{})
+		done = func() { beamlog.SetLogger(&beamlog.Structural{}) }
 	}
 	if o.Runner == "dataflow" {
 		for _, name := range []string{"project", "region"} {
 			if f := flag.Lookup(name); f == nil || f.Value.String() == "" {
-				return usagef("--runner dataflow needs --project and --region (Beam's flags)")
+				return b, done, usagef("--runner dataflow needs --project and --region (Beam's flags)")
 			}
 		}
 	}
-	cfg, err := loadConfig(o.Config, io.err)
+	if b.cfg, err = loadConfig(o.Config, io.err); err != nil {
+		return b, done, err
+	}
+	if o.Runner == "dataflow" {
+		if err := b.cfg.ValidateRemote(); err != nil {
+			return b, done, usagef("%s: %w", o.Config, joinLines(err))
+		}
+	}
+	b.runner = pipeline.Runner{Runner: o.Runner, Progress: io.err}
+	return b, done, nil
+}
+
+// runMigration resolves the config, prepares the target and runs the
+// migration (or the redrive of o.From).
+func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
+	b, done, err := startBeam(o, io)
+	defer done()
 	if err != nil {
 		return err
 	}
-	if o.Runner == "dataflow" {
-		if err := cfg.ValidateRemote(); err != nil {
-			return usagef("%s: %w", o.Config, joinLines(err))
-		}
-	}
-	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: dryRun && !translateOnly, TranslateOnly: translateOnly}
-	runner := pipeline.Runner{Runner: o.Runner, Progress: io.err}
+	cfg, runner, translateOnly := b.cfg, b.runner, b.translateOnly
+	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: b.dryRun, TranslateOnly: translateOnly}
 	var job *migration.Job
 	var res *migration.Result
 	if o.Cohorts != "" {
@@ -176,21 +210,10 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	} else {
 		job, res, err = migration.Run(ctx, cfg, mo, runner)
 	}
-	if migration.IsConfigError(err) {
-		return usagef("%s: %w", o.Config, err)
-	}
-	if translateOnly && err == nil {
-		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (its JSON above) and not submitted\n", o.Runner)
-		return nil
-	}
-	if res != nil && job.DryRun {
-		printDryRun(io.out, job, res)
+	if stop, err := printRun(io, o, job, res, err, translateOnly, migration.WouldWrite, "written"); stop {
+		return err
 	}
 	if res != nil {
-		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
-		if res.Counters[migration.DeadLettered] > 0 {
-			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
-		}
 		if n := res.Counters[migration.ReferencesUnmapped]; n > 0 {
 			fmt.Fprintf(io.out, "rekey: %d key values point at a migrated kind through a property that neither references nor references_to names; they still point at the old keys\n", n)
 		}
@@ -204,19 +227,45 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	return nil
 }
 
-// printDryRun says what a dry run found: the records each target table or
-// kind would get, and a sample of old and new keys.
-func printDryRun(w io.Writer, job *migration.Job, res *migration.Result) {
+// printRun says what a run did (what a dry run found, its counters, where
+// its dead letters are) and reports whether the caller should stop there
+// and return the error it gives: a config error (as a usage error) or a
+// job only translated.
+func printRun(io stdio, o *RunOptions, job *migration.Job, res *migration.Result, err error, translateOnly bool, wouldPrefix, done string) (stop bool, _ error) {
+	if migration.IsConfigError(err) {
+		return true, usagef("%s: %w", o.Config, err)
+	}
+	if translateOnly && err == nil {
+		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (its JSON above) and not submitted\n", o.Runner)
+		return true, nil
+	}
+	if res != nil && job.DryRun {
+		printDryRun(io.out, job, res, wouldPrefix, done)
+	}
+	if res != nil {
+		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
+		if res.Counters[migration.DeadLettered] > 0 {
+			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
+		}
+	}
+	return false, err
+}
+
+// printDryRun says what a dry run found: the records each table or kind
+// would get (counters named prefix + the table: migration.WouldWrite) or
+// lose (migration.WouldDelete), done ("written", "deleted"), and a sample
+// of old and new keys.
+func printDryRun(w io.Writer, job *migration.Job, res *migration.Result, prefix, done string) {
 	var tables []string
 	var total int64
 	for name, n := range res.Counters {
-		if t, ok := strings.CutPrefix(name, migration.WouldWrite); ok {
+		if t, ok := strings.CutPrefix(name, prefix); ok {
 			tables = append(tables, fmt.Sprintf("%s %d", t, n))
 			total += n
 		}
 	}
 	slices.Sort(tables)
-	fmt.Fprintf(w, "rekey: dry run: nothing was written; %d records would be written", total)
+	fmt.Fprintf(w, "rekey: dry run: nothing was %s; %d records would be %s", done, total, done)
 	if len(tables) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(tables, ", "))
 	}

@@ -52,17 +52,27 @@ var (
 // Datastore stores it (times truncated to microseconds, NoIndex where the
 // store forces it), so FromEntity of it equals what a later read returns.
 func ToEntity(rec *record.Record) (*datastore.Key, datastore.PropertyList, error) {
-	if rec == nil || rec.Key == nil {
-		return nil, nil, errors.New("record has no Datastore key (a Spanner row needs a key rewrite to a Datastore key first)")
-	}
-	if err := rewrite.ValidateDatastoreKey(*rec.Key); err != nil {
+	key, err := entityKey(rec)
+	if err != nil {
 		return nil, nil, err
 	}
 	props, _, err := toProperties(rec.Fields, false, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("entity %s: %w", rec.Key, err)
 	}
-	return KeyToDatastore(*rec.Key), props, nil
+	return key, props, nil
+}
+
+// entityKey converts the record's key, which must pass
+// rewrite.ValidateDatastoreKey.
+func entityKey(rec *record.Record) (*datastore.Key, error) {
+	if rec == nil || rec.Key == nil {
+		return nil, errors.New("record has no Datastore key (a Spanner row needs a key rewrite to a Datastore key first)")
+	}
+	if err := rewrite.ValidateDatastoreKey(*rec.Key); err != nil {
+		return nil, err
+	}
+	return KeyToDatastore(*rec.Key), nil
 }
 
 // toProperties converts fields; in an embedded entity (embedded true) a

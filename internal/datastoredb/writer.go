@@ -28,6 +28,10 @@ const (
 // when insert is set, upserts otherwise.
 type CommitFunc func(ctx context.Context, insert bool, entities []datastore.Entity) error
 
+// DeleteFunc deletes the entities of keys in one non-transactional
+// request; a key that is not stored is no error.
+type DeleteFunc func(ctx context.Context, keys []*datastore.Key) error
+
 // GetFunc reads the entities of keys; found[i] reports whether keys[i]
 // exists.
 type GetFunc func(ctx context.Context, keys []*datastore.Key) (props []datastore.PropertyList, found []bool, err error)
@@ -56,7 +60,11 @@ type GetFunc func(ctx context.Context, keys []*datastore.Key) (props []datastore
 // entities with the error: no retry helps, and they can be redriven once
 // access is granted. A Writer is not safe for concurrent use.
 type Writer struct {
-	// Mode is storewrite.ModeUpsert (the default when empty) or storewrite.ModeInsert.
+	// Mode is storewrite.ModeUpsert (the default when empty),
+	// storewrite.ModeInsert, or storewrite.ModeDelete: each record's key
+	// is deleted (with Delete; the properties are not read), a key that
+	// is not stored being no error; the deletes are counted in the
+	// Outcome's Deleted.
 	Mode string
 	// MaxEntities caps a commit's entities: 1..MaxCommitEntities, 0 for
 	// MaxCommitEntities.
@@ -71,16 +79,18 @@ type Writer struct {
 	// Source names the target in dead letters.
 	Source string
 
-	// Commit and Get reach the store; NewWriter sets them to a client's
-	// Mutate and GetMulti. Tests replace them (to fake the store or to
-	// inject faults around the real one).
+	// Commit, Delete and Get reach the store; NewWriter sets them to a
+	// client's Mutate (upserts or inserts; deletes) and GetMulti. Tests
+	// replace them (to fake the store or to inject faults around the real
+	// one).
 	Commit CommitFunc
+	Delete DeleteFunc
 	Get    GetFunc
 	// Conditional, if set, commits instead of Commit, always as upserts:
 	// one transaction that may leave some entities unwritten on purpose,
 	// returning how many (a cohort backfill leaves an entity the
 	// application wrote or deleted since it was read; see
-	// cutover.DatastoreBackfill).
+	// cutover.DatastoreBackfill). It is not used in delete mode.
 	Conditional func(ctx context.Context, entities []datastore.Entity) (skipped int, err error)
 
 	// Retry is the backoff of commits failing with a transient error
@@ -109,7 +119,19 @@ type pending struct {
 
 // NewWriter returns a Writer committing through c.
 func NewWriter(c *datastore.Client) *Writer {
-	return &Writer{Commit: ClientCommit(c), Get: ClientGet(c)}
+	return &Writer{Commit: ClientCommit(c), Delete: ClientDelete(c), Get: ClientGet(c)}
+}
+
+// ClientDelete deletes with c.Mutate and datastore.NewDelete.
+func ClientDelete(c *datastore.Client) DeleteFunc {
+	return func(ctx context.Context, keys []*datastore.Key) error {
+		muts := make([]*datastore.Mutation, len(keys))
+		for i, k := range keys {
+			muts[i] = datastore.NewDelete(k)
+		}
+		_, err := c.Mutate(ctx, muts...)
+		return err
+	}
 }
 
 // ClientCommit commits with c.Mutate and datastore.NewInsert or
@@ -178,6 +200,18 @@ func (w *Writer) maxBytes() int {
 
 func (w *Writer) insert() bool { return w.Mode == storewrite.ModeInsert }
 
+func (w *Writer) deletes() bool { return w.Mode == storewrite.ModeDelete }
+
+// convert is the key and properties to commit for r: in delete mode the
+// key alone.
+func (w *Writer) convert(r *record.Record) (*datastore.Key, datastore.PropertyList, error) {
+	if w.deletes() {
+		key, err := entityKey(r)
+		return key, nil, err
+	}
+	return ToEntity(r)
+}
+
 // Add converts rec and buffers it, committing first when the buffer is
 // full or already holds the key; what it does is recorded in out. The
 // record must stay unchanged until the next Flush. A record that cannot be
@@ -192,7 +226,7 @@ func (w *Writer) Add(ctx context.Context, rec *record.Record, out *storewrite.Ou
 		cp.Key = &k
 		r = &cp
 	}
-	key, props, err := ToEntity(r)
+	key, props, err := w.convert(r)
 	if err != nil {
 		out.DeadLetter(w.Source, r, err)
 		return nil
@@ -310,19 +344,33 @@ func (w *Writer) commit(ctx context.Context, batch []pending, out *storewrite.Ou
 	}
 	start := time.Now()
 	skipped := 0
+	var keys []*datastore.Key
+	if w.deletes() {
+		keys = make([]*datastore.Key, len(ents))
+		for i := range ents {
+			keys[i] = ents[i].Key
+		}
+	}
 	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) (err error) {
-		if w.Conditional != nil {
+		switch {
+		case w.deletes():
+			return w.Delete(actx, keys)
+		case w.Conditional != nil:
 			skipped, err = w.Conditional(actx, ents)
 			return err
 		}
 		return w.Commit(actx, w.insert(), ents)
 	})
 	out.Commits = append(out.Commits, storewrite.Commit{Records: len(batch), Mutations: len(batch), Bytes: bytes, Took: time.Since(start), OK: err == nil})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case w.deletes():
+		out.Deleted += len(batch)
+	default:
+		out.Written += len(batch) - skipped
+		out.Skipped += skipped
 	}
-	out.Written += len(batch) - skipped
-	out.Skipped += skipped
 	return nil
 }
 

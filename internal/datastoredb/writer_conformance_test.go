@@ -58,11 +58,18 @@ func (s *datastoreStore) Write(ctx context.Context, o writertest.Options, recs [
 	if o.Insert {
 		w.Mode = storewrite.ModeInsert
 	}
+	if o.Delete {
+		w.Mode = storewrite.ModeDelete
+	}
 	w.MaxEntities = o.Batch
 	w.Retry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 30 * time.Millisecond}
 	commit, calls := w.Commit, &writertest.Counter{}
 	w.Commit = func(ctx context.Context, insert bool, ents []datastore.Entity) error {
 		return calls.Call(o.Fault, func() error { return commit(ctx, insert, ents) })
+	}
+	del := w.Delete
+	w.Delete = func(ctx context.Context, keys []*datastore.Key) error {
+		return calls.Call(o.Fault, func() error { return del(ctx, keys) })
 	}
 	return w.Write(ctx, recs)
 }

@@ -65,6 +65,26 @@ func (s *fakeStore) commit(_ context.Context, insert bool, ents []datastore.Enti
 	return nil
 }
 
+// delete deletes keys, as a non-transactional commit of deletes: a key
+// not stored is no error, a key twice is refused.
+func (s *fakeStore) delete(_ context.Context, keys []*datastore.Key) error {
+	s.calls++
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k.String()] {
+			return status.Error(codes.InvalidArgument, "A non-transactional commit may not contain multiple mutations affecting the same entity.")
+		}
+		seen[k.String()] = true
+	}
+	var done []string
+	for _, k := range keys {
+		delete(s.entities, k.String())
+		done = append(done, k.String())
+	}
+	s.commits = append(s.commits, done)
+	return nil
+}
+
 func (s *fakeStore) get(_ context.Context, keys []*datastore.Key) ([]datastore.PropertyList, []bool, error) {
 	props := make([]datastore.PropertyList, len(keys))
 	found := make([]bool, len(keys))
@@ -77,6 +97,7 @@ func (s *fakeStore) get(_ context.Context, keys []*datastore.Key) ([]datastore.P
 type writerLog struct {
 	dead      []record.DeadLetter
 	written   int
+	deleted   int
 	existing  int
 	retries   int
 	throttled int
@@ -95,6 +116,7 @@ func (log *writerLog) take(o storewrite.Outcome) {
 		log.dead = append(log.dead, d)
 	}
 	log.written += o.Written
+	log.deleted += o.Deleted
 	log.existing += o.Existing
 	log.retries += len(o.Retries)
 	log.throttled += len(o.Throttled)
@@ -109,6 +131,7 @@ func (log *writerLog) take(o storewrite.Outcome) {
 func newTestWriter(s *fakeStore) *Writer {
 	return &Writer{
 		Commit: s.commit,
+		Delete: s.delete,
 		Get:    s.get,
 		Source: "test",
 		Retry:  retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 20 * time.Millisecond},
@@ -483,5 +506,50 @@ func TestWriterNamespaceOverride(t *testing.T) {
 	}
 	if r.Key.Namespace != "source" {
 		t.Errorf("the record's own key changed to %q", r.Key.Namespace)
+	}
+}
+
+// TestWriterDeleteMode: in delete mode the records' keys are deleted, in
+// commits of at most MaxEntities, the namespace replaced as for writes;
+// their properties are not read (one no write would take is deleted all
+// the same), a key not stored counts as deleted, a record without a key
+// is dead-lettered, and nothing is written.
+func TestWriterDeleteMode(t *testing.T) {
+	s, log := newFakeStore(), &writerLog{}
+	w := newTestWriter(s)
+	w.Namespace = "old"
+	var recs []*record.Record
+	for i := int64(1); i <= 10; i++ {
+		recs = append(recs, idRecord(i, i))
+	}
+	addAll(t, w, log, recs...)
+	*log, s.commits = writerLog{}, nil
+	w.Mode, w.MaxEntities = storewrite.ModeDelete, 3
+	s.refuse = func(*datastore.Key, datastore.PropertyList) error {
+		t.Error("delete mode committed a write")
+		return nil
+	}
+	dotted := idRecord(2, 1)
+	dotted.Fields[0].Name = "a.b" // ToEntity refuses it
+	keyless := &record.Record{Table: "K", Fields: []record.Field{{Name: "v", Value: record.Int(1)}}}
+	addAll(t, w, log, idRecord(1, 99), dotted, idRecord(3, 1), idRecord(4, 1), idRecord(11, 1), keyless)
+	if log.deleted != 5 || log.written != 0 {
+		t.Errorf("deleted %d, written %d; want 5 and 0", log.deleted, log.written)
+	}
+	if len(log.dead) != 1 || !strings.Contains(log.dead[0].Reason, "no Datastore key") {
+		t.Errorf("dead letters %v, want the record without a key", log.dead)
+	}
+	if got, want := commitSizes(s), "3 2"; got != want {
+		t.Errorf("commit sizes = %s, want %s", got, want)
+	}
+	if len(s.entities) != 6 {
+		t.Errorf("%d entities left, want 6 (5..10): %v", len(s.entities), s.entities)
+	}
+	for _, id := range []int64{1, 2, 3, 4} {
+		k := datastore.IDKey("K", id, nil)
+		k.Namespace = "old"
+		if _, ok := s.entities[k.String()]; ok {
+			t.Errorf("%s was not deleted", k)
+		}
 	}
 }

@@ -166,11 +166,20 @@ func decodeValue(t *sppb.Type, v *structpb.Value) (record.Value, error) {
 }
 
 // MutationFor converts a record into a mutation of table t: InsertOrUpdate
-// for mode "upsert" (or ""), Insert for "insert". See ConvertRow for the
-// conversion and what it refuses.
+// for mode "upsert" (or ""), Insert for "insert" (see ConvertRow for the
+// conversion and what it refuses), and for "delete" a Delete of the
+// record's primary key (SpannerKey: only the key columns are read; a
+// missing one is refused).
 func MutationFor(rec *record.Record, t *Table, mode string) (*spanner.Mutation, error) {
-	if mode != "" && mode != storewrite.ModeUpsert && mode != storewrite.ModeInsert {
-		return nil, fmt.Errorf("write mode %q: want %s or %s", mode, storewrite.ModeUpsert, storewrite.ModeInsert)
+	if err := storewrite.CheckMode(mode); err != nil {
+		return nil, err
+	}
+	if mode == storewrite.ModeDelete {
+		key, err := SpannerKey(rec, t)
+		if err != nil {
+			return nil, err
+		}
+		return spanner.Delete(t.Name, key), nil
 	}
 	cols, vals, err := ConvertRow(rec, t)
 	if err != nil {

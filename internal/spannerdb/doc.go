@@ -21,7 +21,10 @@
 // returned. In insert mode a commit that meets existing rows reads them
 // back at once: a row stored with exactly the values being written counts
 // as written (Existing), one with other values is dead-lettered, and the
-// rest is committed again. Upserts commit with ApplyAtLeastOnce, inserts
+// rest is committed again. In delete mode each record becomes a Delete of
+// its primary key (a cohort cleanup's deletes of old rows), bounded and
+// handled as writes are; a key not stored is no error. Upserts and deletes
+// commit with ApplyAtLeastOnce (a replay does the same again), inserts
 // with Apply's replay protection (ClientCommit). Everything a write does
 // (written counts, dead letters, retry and throttle waits, splits, commit
 // sizes and times) is returned as a storewrite.Outcome, never emitted.

@@ -40,8 +40,8 @@ type Row struct {
 }
 
 // CommitFunc applies the mutations of rows in one commit: with replay
-// protection (Apply) when insert, at least once otherwise (upserts are
-// idempotent). Rows must not be modified.
+// protection (Apply) when insert, at least once otherwise (upserts and
+// deletes are idempotent). Rows must not be modified.
 type CommitFunc func(ctx context.Context, insert bool, rows []Row) error
 
 // ReadFunc reads columns of the rows of keys in table, calling f for each
@@ -49,7 +49,8 @@ type CommitFunc func(ctx context.Context, insert bool, rows []Row) error
 type ReadFunc func(ctx context.Context, table string, keys spanner.KeySet, columns []string, f func(*spanner.Row) error) error
 
 // ClientCommit commits with c.Apply: spanner.ApplyAtLeastOnce for upserts
-// (one RPC; a replay rewrites the same values), Apply's replay protection
+// and deletes (one RPC; a replay rewrites the same values, or deletes
+// again), Apply's replay protection
 // for inserts (so an insert is never refused because of its own retried
 // RPC).
 func ClientCommit(c *spanner.Client) CommitFunc {
@@ -82,7 +83,11 @@ func ClientRead(c *spanner.Client) ReadFunc {
 type Writer struct {
 	// Table is the target table's schema (ReadTable).
 	Table *Table
-	// Mode is storewrite.ModeUpsert (the default when empty) or storewrite.ModeInsert.
+	// Mode is storewrite.ModeUpsert (the default when empty),
+	// storewrite.ModeInsert, or storewrite.ModeDelete: each record's row
+	// is deleted by its primary key (the other fields are not read), a
+	// row that is not stored being no error; the deletes are counted in
+	// the Outcome's Deleted.
 	Mode string
 	// MaxMutations, MaxBytes and MaxRows bound a commit; 0 takes
 	// DefaultMaxMutations, DefaultMaxBytes and DefaultMaxRows, and
@@ -102,7 +107,7 @@ type Writer struct {
 	// how many (a cohort backfill leaves a row the application wrote or
 	// deleted since it was read; see cutover.SpannerBackfill). It must be
 	// one transaction, so that a retry after an unknown outcome decides
-	// again.
+	// again. It is not used in delete mode.
 	Conditional func(ctx context.Context, rows []Row) (skipped int, err error)
 
 	// Retry is the backoff of commits failing with a transient error
@@ -152,6 +157,8 @@ func NewWriter(ctx context.Context, c *spanner.Client, table string) (*Writer, e
 
 func (w *Writer) insert() bool { return w.Mode == storewrite.ModeInsert }
 
+func (w *Writer) deletes() bool { return w.Mode == storewrite.ModeDelete }
+
 func bound(v, def, most int) int {
 	switch {
 	case v <= 0:
@@ -181,6 +188,11 @@ func (w *Writer) Add(rec *record.Record, out *storewrite.Outcome) *Batch {
 		return nil
 	}
 	r := row{rec: *rec, m: m, cells: writtenColumns(rec, w.Table), size: recordSize(rec)}
+	if w.deletes() {
+		// A delete of a row is one mutation (plus its index entries, as
+		// for a write) and carries only the key.
+		r.cells, r.size = 1, keySize(rec, w.Table)
+	}
 	var full *Batch
 	p := &w.pending
 	if len(p.rows) > 0 && (p.cells+r.cells > w.maxMutations() || p.bytes+r.size > w.maxBytes() || len(p.rows)+1 > w.maxRows()) {
@@ -291,7 +303,7 @@ func (w *Writer) commit(ctx context.Context, rows []row, out *storewrite.Outcome
 	}
 	skipped := 0
 	err := storewrite.Retry(ctx, w.Retry, w.Throttle, out, func(actx context.Context) (err error) {
-		if w.Conditional != nil {
+		if w.Conditional != nil && !w.deletes() {
 			skipped, err = w.Conditional(actx, rs)
 			return err
 		}
@@ -301,7 +313,11 @@ func (w *Writer) commit(ctx context.Context, rows []row, out *storewrite.Outcome
 		<-w.Slots
 	}
 	out.Commits = append(out.Commits, storewrite.Commit{Records: len(rows), Mutations: cells, Bytes: size, Took: time.Since(start) - (out.Paced - paced), OK: err == nil})
-	if err == nil {
+	switch {
+	case err != nil:
+	case w.deletes():
+		out.Deleted += len(rows)
+	default:
 		out.Written += len(rows) - skipped
 		out.Skipped += skipped
 	}
@@ -408,6 +424,18 @@ func recordSize(rec *record.Record) int {
 	n := 0
 	for _, fd := range rec.Fields {
 		n += valueSize(fd.Value)
+	}
+	return n
+}
+
+// keySize estimates the bytes of a record's primary key in table t (what
+// a delete carries).
+func keySize(rec *record.Record, t *Table) int {
+	n := 0
+	for _, c := range t.Key.Columns {
+		if v, ok := rec.Get(c.Name); ok {
+			n += valueSize(v)
+		}
 	}
 	return n
 }

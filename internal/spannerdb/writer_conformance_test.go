@@ -62,6 +62,9 @@ func (s *spannerStore) Write(ctx context.Context, o writertest.Options, recs []r
 	if o.Insert {
 		w.Mode = storewrite.ModeInsert
 	}
+	if o.Delete {
+		w.Mode = storewrite.ModeDelete
+	}
 	w.MaxRows = o.Batch
 	w.Retry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxCumulative: 30 * time.Millisecond}
 	commit, calls := w.Commit, &writertest.Counter{}

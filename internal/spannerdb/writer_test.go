@@ -13,6 +13,7 @@ import (
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -167,5 +168,44 @@ func TestWriterBounds(t *testing.T) {
 	}
 	if len(sizes) != 3 || sizes[0] != 7 || sizes[1] != 7 || sizes[2] != 6 {
 		t.Errorf("commits of %v rows, want [7 7 6]", sizes)
+	}
+}
+
+// TestWriterDeleteMode: in delete mode a row counts one mutation however
+// many columns the record carries (the commits fill MaxMutations with
+// rows, not cells), only the key is read (a value the table would refuse
+// does not stop the delete), a record without its key is dead-lettered,
+// and the rows are counted deleted, not written.
+func TestWriterDeleteMode(t *testing.T) {
+	commit, commits := spannerdbtest.FakeCommit(func(int64) error { return nil })
+	table := spannerdbtest.IDTable()
+	table.Columns = append(table.Columns, spannerdb.Column{Name: "V", Type: "STRING(4)"})
+	w := &spannerdb.Writer{Table: table, Source: "spanner:test/T", Mode: storewrite.ModeDelete, MaxMutations: 4, Commit: commit}
+	var recs []record.Record
+	for i := range 10 {
+		recs = append(recs, record.Record{Table: "T", Fields: []record.Field{{Name: "Id", Value: record.Int(int64(i))}, {Name: "V", Value: record.String("longer than 4")}}})
+	}
+	recs = append(recs, record.Record{Table: "T", Fields: []record.Field{{Name: "V", Value: record.String("x")}}})
+	out, err := w.Write(context.Background(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Deleted != 10 || out.Written != 0 {
+		t.Errorf("deleted %d, written %d; want 10 and 0", out.Deleted, out.Written)
+	}
+	if len(out.DeadLetters) != 1 || !strings.Contains(out.DeadLetters[0], "key column Id") {
+		t.Errorf("dead letters %v, want the record without its key", out.DeadLetters)
+	}
+	var sizes []int
+	for _, c := range *commits {
+		sizes = append(sizes, len(c))
+	}
+	if len(sizes) != 3 || sizes[0] != 4 || sizes[1] != 4 || sizes[2] != 2 {
+		t.Errorf("commits of %v rows, want [4 4 2]: a delete is one mutation", sizes)
+	}
+	for _, c := range out.Commits {
+		if c.Mutations > 4 {
+			t.Errorf("a commit of %d mutations, over MaxMutations 4", c.Mutations)
+		}
 	}
 }

@@ -15,13 +15,20 @@ const (
 	// earlier run's write) counts as written, one stored with other
 	// content is dead-lettered, and the rest is committed again.
 	ModeInsert = "insert"
+	// ModeDelete deletes the record's key instead of writing the record
+	// (Spanner Delete, Datastore delete): only the key is read from it. A
+	// key that is not stored is no error, so deletes are idempotent and a
+	// re-run converges. It is a sink's mode for a cohort cleanup (rekey
+	// cohort cleanup), never a config's write.mode.
+	ModeDelete = "delete"
 )
 
-// CheckMode reports whether mode is a write mode ("" is ModeUpsert).
+// CheckMode reports whether mode is a writer's mode: a write mode ("" is
+// ModeUpsert) or ModeDelete.
 func CheckMode(mode string) error {
 	switch mode {
-	case "", ModeUpsert, ModeInsert:
+	case "", ModeUpsert, ModeInsert, ModeDelete:
 		return nil
 	}
-	return fmt.Errorf("write mode %q: want %q or %q", mode, ModeUpsert, ModeInsert)
+	return fmt.Errorf("write mode %q: want %q, %q or %q", mode, ModeUpsert, ModeInsert, ModeDelete)
 }

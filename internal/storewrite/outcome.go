@@ -16,6 +16,9 @@ type Outcome struct {
 	// Written counts the records the store holds as written, Existing
 	// included.
 	Written int
+	// Deleted counts the keys a writer in ModeDelete deleted (stored or
+	// not: a delete of a missing key succeeds); they are not in Written.
+	Deleted int
 	// Existing counts the records an insert found stored with the very
 	// content it was writing (an earlier run or attempt wrote them).
 	Existing int
@@ -57,6 +60,7 @@ func (o *Outcome) DeadLetter(source string, rec *record.Record, err error) {
 // Merge adds p to o.
 func (o *Outcome) Merge(p Outcome) {
 	o.Written += p.Written
+	o.Deleted += p.Deleted
 	o.Existing += p.Existing
 	o.Skipped += p.Skipped
 	o.DeadLetters = append(o.DeadLetters, p.DeadLetters...)

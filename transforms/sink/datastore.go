@@ -28,9 +28,11 @@ type DatastoreSinkConfig struct {
 	// empty keeps each key's own namespace.
 	Namespace string `json:"namespace"`
 	// Mode is "upsert" (the default: replace or create, so re-runs
-	// converge) or "insert" (create only; an existing key with the same
-	// content counts as written, with other content it is dead-lettered).
-	// See storewrite.ModeUpsert and storewrite.ModeInsert.
+	// converge), "insert" (create only; an existing key with the same
+	// content counts as written, with other content it is dead-lettered)
+	// or "delete" (each record's key is deleted, counted as deleted; a
+	// cohort cleanup's). See storewrite.ModeUpsert, ModeInsert and
+	// ModeDelete.
 	Mode string `json:"mode"`
 	// MaxEntities caps the entities of one commit (0: 500, the service's
 	// limit, which is also the most allowed).
@@ -62,6 +64,9 @@ func (c DatastoreSinkConfig) check() error {
 	var errs []error
 	if err := storewrite.CheckMode(c.Mode); err != nil {
 		errs = append(errs, fmt.Errorf("datastore sink: %w", err))
+	}
+	if c.Mode == storewrite.ModeDelete && c.Backfill != nil {
+		errs = append(errs, errors.New("datastore sink: a cohort backfill writes; it cannot be in delete mode"))
 	}
 	if c.MaxEntities < 0 || c.MaxEntities > datastoredb.MaxCommitEntities {
 		errs = append(errs, fmt.Errorf("datastore sink: max_entities %d: want 0 (default) to %d", c.MaxEntities, datastoredb.MaxCommitEntities))

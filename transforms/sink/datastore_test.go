@@ -372,6 +372,28 @@ func TestDatastoreSinkInsertMode(t *testing.T) {
 	}
 }
 
+// TestDatastoreSinkDeleteMode: in delete mode the sink deletes the
+// records' keys in their own namespace, counts them deleted (keys not
+// stored too) and writes nothing.
+func TestDatastoreSinkDeleteMode(t *testing.T) {
+	c := emulator.TestDatastore(t)
+	for _, runner := range dsRunners {
+		t.Run(runner, func(t *testing.T) {
+			ns := emulator.UniqueNamespace(t.Name())
+			if dead, _ := dsWrite(t, runner, sink.DatastoreSinkConfig{}, dsBatches(dsNumbered(ns, 1, 100, "v"), 50)); len(dead) > 0 {
+				t.Fatal(dead)
+			}
+			dead, m := dsWrite(t, runner, sink.DatastoreSinkConfig{Mode: "delete", MaxEntities: 7, CommitPerElement: true}, dsBatches(dsNumbered(ns, 61, 120, "other"), 20))
+			if len(dead) > 0 || m["rekey/deleted"] != 60 || m["rekey/written"] != 0 {
+				t.Errorf("deleted %d, written %d, dead %v; want 60, 0, none", m["rekey/deleted"], m["rekey/written"], dead)
+			}
+			if n := dsCount(t, c, ns, "N"); n != 60 {
+				t.Errorf("%d entities left, want 60", n)
+			}
+		})
+	}
+}
+
 // TestDatastoreSinkNamespaceAndDatabase: the sink writes into the
 // configured database, replacing the keys' namespace when one is set.
 func TestDatastoreSinkNamespaceAndDatabase(t *testing.T) {

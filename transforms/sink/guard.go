@@ -87,6 +87,9 @@ func (o *outcome) report(ctx context.Context, emit func(string), m storeMetrics)
 	}
 	m(ctx, &o.Outcome)
 	transforms.CountWritten(ctx, int64(o.Written))
+	if o.Deleted > 0 {
+		transforms.CountDeleted(ctx, int64(o.Deleted))
+	}
 	if o.Skipped > 0 {
 		transforms.CountBackfillSkipped(ctx, int64(o.Skipped))
 	}

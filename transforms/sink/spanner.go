@@ -26,9 +26,11 @@ type SpannerSinkConfig struct {
 	// Table receives every record, whatever the record's own Table says.
 	Table string `json:"table"`
 	// Mode is "upsert" (the default: InsertOrUpdate, so a re-run after a
-	// failure overwrites its own earlier writes and converges) or "insert"
+	// failure overwrites its own earlier writes and converges), "insert"
 	// (Insert: a row that exists already is refused, unless it holds
-	// exactly the values being written, which a re-run finds; see Spanner).
+	// exactly the values being written, which a re-run finds; see Spanner)
+	// or "delete" (storewrite.ModeDelete: each record's row is deleted by
+	// its primary key, counted as deleted; a cohort cleanup's).
 	Mode string `json:"mode,omitempty"`
 	// MaxMutations caps the cells (columns x rows) of a commit, MaxBytes
 	// its estimated size and MaxRows its rows; 0 takes the defaults. A
@@ -85,8 +87,11 @@ func (c SpannerSinkConfig) Validate() error {
 	if c.Project == "" || c.Instance == "" || c.Database == "" || c.Table == "" {
 		problems = append(problems, "project, instance, database and table are required")
 	}
-	if c.Mode != storewrite.ModeUpsert && c.Mode != storewrite.ModeInsert {
-		problems = append(problems, fmt.Sprintf("mode %q: want upsert or insert", c.Mode))
+	if err := storewrite.CheckMode(c.Mode); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if c.Mode == storewrite.ModeDelete && c.Backfill != nil {
+		problems = append(problems, "a cohort backfill writes; it cannot be in delete mode")
 	}
 	if c.MaxMutations < 1 || c.MaxMutations > spannerdb.MaxCommitMutations {
 		problems = append(problems, fmt.Sprintf("max_mutations %d: want 1..%d", c.MaxMutations, spannerdb.MaxCommitMutations))

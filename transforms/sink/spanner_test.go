@@ -9,10 +9,12 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 )
@@ -326,5 +328,14 @@ func TestSpannerSinkConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to mention %q", err, want)
 		}
+	}
+	del := ok
+	del.Mode = storewrite.ModeDelete
+	if err := del.Validate(); err != nil {
+		t.Errorf("delete mode: %v", err)
+	}
+	del.Backfill = &cutover.Backfill{Migration: "m"}
+	if err := del.Validate(); err == nil || !strings.Contains(err.Error(), "cannot be in delete mode") {
+		t.Errorf("a backfill in delete mode: Validate() = %v, want it refused", err)
 	}
 }

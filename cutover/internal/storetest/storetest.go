@@ -167,6 +167,88 @@ func Run(t *testing.T, s cutover.Store) {
 		t.Errorf("another migration: %+v, %v", other, err)
 	}
 	backfill(t, s, mig+"-backfill", hold)
+	cleanup(t, s, mig+"-cleanup")
+}
+
+// cleanup checks PlanCleanup, Note and FinishCleanup on s: only cohorts
+// in done are planned (unless forced), a note leaves the phases as they
+// are, counts as a version (a move decided before it conflicts) and is
+// read back as a note; a refused note writes nothing.
+func cleanup(t *testing.T, s cutover.Store, mig string) {
+	t.Helper()
+	ctx := context.Background()
+	rs := func(text string) []cohort.Range { return ranges(t, text) }
+	for _, mv := range []struct {
+		cohorts string
+		to      cutover.Phase
+	}{{"0-9", cutover.Done}, {"10-19", cutover.NewOnly}} {
+		if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs(mv.cohorts), To: mv.to, Force: true, Who: "op"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("0-9"), false); err != nil {
+		t.Errorf("planning a cleanup of done cohorts: %v", err)
+	}
+	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("5-19,30"), false); !errors.Is(err, cutover.ErrNotCleanable) || !strings.Contains(err.Error(), "10-19 are new_only; cohorts 30 are old") {
+		t.Errorf("planning a cleanup of cohorts in new_only and old: %v, want ErrNotCleanable naming them with their phases", err)
+	}
+	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("5-19,30"), true); err != nil {
+		t.Errorf("a forced plan: %v", err)
+	}
+	before, err := s.Load(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("0-9"), "cleaner", "old records deleted", false)
+	if err != nil || a.Action != cutover.ActionCleanup || a.To != "" || a.From != "done" || a.Cohorts != "0-9" || a.Who != "cleaner" || a.Forced || a.Version != before.Version+1 || a.At.IsZero() {
+		t.Fatalf("finishing a cleanup: %+v, %v; want a cleanup note of 0-9 from done at version %d", a, err, before.Version+1)
+	}
+	after, err := s.Load(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spans(after) != spans(before) || after.Version != before.Version+1 {
+		t.Errorf("after a note the map is %q at version %d, want %q at version %d", spans(after), after.Version, spans(before), before.Version+1)
+	}
+	// A move decided before the note conflicts.
+	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs("50"), To: cutover.DualWrite, Version: before.Version}); !errors.Is(err, cutover.ErrConflict) {
+		t.Errorf("a move decided before a note: %v, want ErrConflict", err)
+	}
+	// Refused notes write nothing.
+	for _, n := range []cutover.Note{
+		{Migration: mig, Cohorts: rs("0-9"), Action: "done"},
+		{Migration: mig, Cohorts: rs("0-9")},
+		{Migration: mig, Action: cutover.ActionCleanup},
+		{Migration: mig, Buckets: 100, Cohorts: rs("0-9"), Action: cutover.ActionCleanup},
+	} {
+		if _, err := s.Note(ctx, n); !errors.Is(err, cutover.ErrIllegal) {
+			t.Errorf("note %+v: %v, want ErrIllegal", n, err)
+		}
+	}
+	// A forced cleanup says so; one whose cohorts are not done, unforced,
+	// is recorded and reported.
+	if a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("10-19"), "cleaner", "", true); err != nil || !a.Forced || a.From != "new_only" {
+		t.Errorf("a forced cleanup of new_only cohorts: %+v, %v", a, err)
+	}
+	if a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("5-14"), "cleaner", "", false); !errors.Is(err, cutover.ErrConflict) || a.From != "5-9 done; 10-14 new_only" {
+		t.Errorf("an unforced cleanup of cohorts moved out of done: %+v, %v; want the record and ErrConflict", a, err)
+	}
+	audits, err := s.Audits(ctx, mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for i, a := range audits {
+		if a.Version != int64(i+1) {
+			t.Errorf("audit %d has version %d", i, a.Version)
+		}
+		if a.Action != "" {
+			notes = append(notes, fmt.Sprintf("%s %s %s from %s", a.Action, a.To, a.Cohorts, a.From))
+		}
+	}
+	if got, want := strings.Join(notes, "; "), "cleanup  0-9 from done; cleanup  10-19 from new_only; cleanup  5-14 from 5-9 done; 10-14 new_only"; got != want || len(audits) != 5 {
+		t.Errorf("%d audit records with notes %q; want 5 with %q", len(audits), got, want)
+	}
 }
 
 // backfill checks PlanBackfill and FinishBackfill on s: only cohorts held
@@ -176,13 +258,7 @@ func Run(t *testing.T, s cutover.Store) {
 func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	t.Helper()
 	ctx := context.Background()
-	rs := func(text string) []cohort.Range {
-		r, err := cohort.Parse(text, cohort.DefaultBuckets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	rs := func(text string) []cohort.Range { return ranges(t, text) }
 	move := func(text string, to cutover.Phase) {
 		t.Helper()
 		if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs(text), To: to, Who: "op", Rules: hold}); err != nil {
@@ -227,6 +303,16 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	if err != nil || len(b.Spans) != 1 || b.Spans[0].Phase != cutover.Backfilled {
 		t.Fatalf("a forced plan of backfilled cohorts: %+v, %v", b, err)
 	}
+}
+
+// ranges parses cohorts and ranges of cohort.DefaultBuckets.
+func ranges(t *testing.T, text string) []cohort.Range {
+	t.Helper()
+	r, err := cohort.Parse(text, cohort.DefaultBuckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // spans writes m's spans as "0-49 new_only; 50-99 dual_write", merging

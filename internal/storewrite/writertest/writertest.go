@@ -18,7 +18,11 @@
 //   - insert versus upsert: an insert of records stored with the same
 //     content counts them written, of records stored with other content
 //     dead-letters them and leaves the store as it was; an upsert
-//     overwrites.
+//     overwrites;
+//   - deletes: a delete of records (given with other content: only the
+//     key counts) removes exactly their keys, under lost responses, counts
+//     keys that were not stored as deleted too, and done again changes
+//     nothing.
 package writertest
 
 import (
@@ -44,8 +48,8 @@ type Fault func(call int, commit func() error) error
 
 // Options of one Write.
 type Options struct {
-	// Insert selects insert mode; upsert otherwise.
-	Insert bool
+	// Insert selects insert mode, Delete delete mode; upsert otherwise.
+	Insert, Delete bool
 	// Batch caps the records of a commit.
 	Batch int
 	// Fault, if not nil, wraps every commit call (Counter numbers them).
@@ -62,9 +66,10 @@ type Store interface {
 	// committed (not before: the writer must not refuse it itself), and a
 	// text the dead letter's reason contains.
 	Poison(rec record.Record) (bad record.Record, reason string)
-	// Write writes recs with a new writer in the store's own mode of
-	// production use, except for o, with a short retry policy (a few
-	// tens of milliseconds of backoff in all) and no adaptive throttle.
+	// Write writes (or with o.Delete deletes) recs with a new writer in
+	// the store's own mode of production use, except for o, with a short
+	// retry policy (a few tens of milliseconds of backoff in all) and no
+	// adaptive throttle; o.Fault wraps its deletes too.
 	Write(ctx context.Context, o Options, recs []record.Record) (storewrite.Outcome, error)
 	// Contents reads back every record the target holds.
 	Contents(ctx context.Context) ([]record.Record, error)
@@ -149,6 +154,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("poison isolation", func(t *testing.T) { poison(t, h.New(t)) })
 	t.Run("idempotent replays", func(t *testing.T) { replays(t, h.New(t)) })
 	t.Run("insert versus upsert", func(t *testing.T) { insertVersusUpsert(t, h.New(t)) })
+	t.Run("deletes", func(t *testing.T) { deletes(t, h.New(t)) })
 }
 
 func exactlyOnce(t *testing.T, s Store, insert bool, fault Fault) {
@@ -288,6 +294,27 @@ func insertVersusUpsert(t *testing.T, s Store) {
 		t.Errorf("upsert: written %d, dead letters %v; want %d and none", out.Written, out.DeadLetters, len(changed))
 	}
 	wantContents(t, s, append(append(slices.Clone(changed), first[n/2:]...), fresh...))
+}
+
+func deletes(t *testing.T, s Store) {
+	ctx := t.Context()
+	stored := s.Records(1, n, 0)
+	if _, err := s.Write(ctx, Options{Batch: batch}, stored); err != nil {
+		t.Fatal(err)
+	}
+	// Records 11..30 with other content, and 41..50, never stored.
+	gone := append(s.Records(11, 20, 1), s.Records(n+1, 10, 0)...)
+	for i := range 2 {
+		out, err := s.Write(ctx, Options{Delete: true, Batch: batch, Fault: AfterApply}, gone)
+		if err != nil {
+			t.Fatalf("delete %d: %v", i+1, err)
+		}
+		if out.Deleted != len(gone) || out.Written != 0 || len(out.DeadLetters) != 0 || len(out.Retries) < len(gone)/batch {
+			t.Errorf("delete %d: deleted %d, written %d, dead letters %v, %d retries; want %d deleted, none written or dead, a retry per commit",
+				i+1, out.Deleted, out.Written, out.DeadLetters, len(out.Retries), len(gone))
+		}
+		wantContents(t, s, append(slices.Clone(stored[:10]), stored[30:]...))
+	}
 }
 
 // wantContents fails t unless the store holds exactly want, one copy of

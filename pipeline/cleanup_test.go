@@ -1,0 +1,58 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// TestCheckCleanup: a cleanup deletes from a Spanner table or a Datastore
+// kind without children or descendants, keeps its phases at a Spanner or
+// Datastore target, and must be able to tell each record's user; every
+// problem is named at once, as a config error.
+func TestCheckCleanup(t *testing.T) {
+	key, _ := rewrite.ParseKeySchema("Logs", "UserId STRING(36), Seq INT64")
+	logs := &spannerdb.Table{Name: "Logs", Key: key, Columns: []spannerdb.Column{{Name: "UserId", Type: "STRING(36)"}, {Name: "Seq", Type: "INT64"}}}
+	job := func(src, tgt, user string) *migration.Job {
+		j := &migration.Job{Config: &config.Config{Source: config.Endpoint{Type: src}, Target: config.Endpoint{Type: tgt}, Cohort: config.CohortConfig{User: user, Buckets: 100}}}
+		if src == config.TypeSpanner {
+			j.Spanner = &migration.SpannerSchemas{Source: logs}
+		}
+		return j
+	}
+	if err := CheckCleanup(job(config.TypeSpanner, config.TypeSpanner, "UserId")); err != nil {
+		t.Errorf("spanner to spanner: %v", err)
+	}
+	if err := CheckCleanup(job(config.TypeDatastore, config.TypeDatastore, "key:User")); err != nil {
+		t.Errorf("datastore to datastore: %v", err)
+	}
+	children := job(config.TypeSpanner, config.TypeSpanner, "Owner")
+	children.Config.Interleaved = []string{"LogPages"}
+	children.RedriveFrom = "dead.jsonl"
+	descendants := job(config.TypeDatastore, config.TypeSpanner, "key:User")
+	descendants.Config.Descendants = []string{"Page"}
+	for _, tc := range []struct {
+		j    *migration.Job
+		want []string
+	}{
+		{job(config.TypeJSONL, config.TypeJSONL, ""), []string{"source.type jsonl", "target.type jsonl", "cohort.user is not set"}},
+		{children, []string{"cohort.user Owner is not a column of source table Logs", "interleaved child tables (LogPages)", "not a dead-letter file"}},
+		{job(config.TypeSpanner, config.TypeDatastore, "key:User"), []string{"cohort.user key:User is not a column"}},
+		{descendants, []string{"descendant kinds (Page)"}},
+	} {
+		err := CheckCleanup(tc.j)
+		if !migration.IsConfigError(err) {
+			t.Errorf("%+v: %v, want a config error", tc.j.Config.Source, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("CheckCleanup = %v, want it to say %q", err, w)
+			}
+		}
+	}
+}
