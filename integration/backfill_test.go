@@ -179,4 +179,4 @@ func TestCohortBackfill(t *testing.T) {
 // waitHold waits for the phase-cache TTL plus skew: every instance acts
 // on a move by then (with a margin: the holds are measured in the
 // store's time, this in the machine's).
-func waitHold() { time.Sleep(stagedHold + 400*time.Millisecond) }
+func waitHold() { time.Sleep(stagedHold + 700*time.Millisecond) }

@@ -61,14 +61,14 @@ func Run(t *testing.T, s cutover.Store) {
 	refused("0-99", cutover.Backfilled, "dual_write held")
 	refused("0-99", cutover.ReadNew, "read_new needs verified or shadow")
 	refused("100-199", cutover.Backfilled, "backfilled needs dual_write")
-	time.Sleep(1600 * time.Millisecond)
+	time.Sleep(2200 * time.Millisecond) // the hold, with a margin: the emulator may judge a move at its transaction's start
 	mustMove("0-49", cutover.Backfilled)
 	mustMove("0-49", cutover.Verified)
 	refused("0-49", cutover.NewOnly, "new_only needs read_new")
 	mustMove("0-49", cutover.ReadNew)
 	refused("0-49", cutover.NewOnly, "read_new held")
 	refused("0-49", cutover.Old, "roll back to dual_write first")
-	time.Sleep(1600 * time.Millisecond)
+	time.Sleep(2200 * time.Millisecond) // the hold, with a margin: the emulator may judge a move at its transaction's start
 	mustMove("0-49", cutover.NewOnly)
 	refused("0-49", cutover.DualWrite, "reverse backfill")
 	mustMove("60-69", cutover.Old) // a rollback from dual_write
@@ -271,7 +271,7 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "retry after") {
 		t.Errorf("planning a backfill before the hold: %v, want ErrNotBackfillable saying when to retry", err)
 	}
-	time.Sleep(hold.DualWriteHold + 200*time.Millisecond)
+	time.Sleep(hold.DualWriteHold + 700*time.Millisecond)
 	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-20"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "20 are old") {
 		t.Errorf("planning a backfill with cohort 20 (old): %v, want ErrNotBackfillable naming it", err)
 	}
@@ -289,7 +289,7 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	}
 	// A cohort rolled back and moved to dual_write again during a
 	// backfill: the finish refuses it.
-	time.Sleep(hold.DualWriteHold + 200*time.Millisecond)
+	time.Sleep(hold.DualWriteHold + 700*time.Millisecond)
 	if b, _, err = cutover.PlanBackfill(ctx, s, mig, rs("50-59"), false, hold, time.Now()); err != nil {
 		t.Fatal(err)
 	}
