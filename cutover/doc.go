@@ -147,6 +147,38 @@
 // and a forced move back to an earlier phase after a cleanup needs the
 // old records restored (a reverse backfill) first.
 //
+// # Verify and repair
+//
+// A verify (rekey verify) compares old, mapped through the rewrite, with
+// new, by new key, while the application writes: it reads the two stores
+// at different times, so each finding is read again by key, old then new,
+// a few times before it counts (settled findings were writes in flight).
+// A repair (rekey repair) puts findings right while old is authoritative
+// (dual_write to shadow), by the backfill's conditional writes with the
+// repair's start as Since: a record the application touched after the
+// repair began is newer than what the repair read and is left alone;
+// repair-log entries logged before the repair began are cleared, as the
+// repair re-read their records.
+//
+// # A reverse backfill
+//
+// From new_only a cohort comes back only through a reverse backfill
+// (rekey run --reverse): it moves the cohort to read_new (forced: the
+// rules let nothing else go back from new_only), waits H, so that every
+// instance writes new and then old, copies new to old through the inverse
+// rewrite, and moves the cohort to dual_write. Why the copy loses no
+// write: each batch is one read-write transaction in old's database that
+// first reads the old rows, taking their locks, then reads the new records
+// of those keys, strongly, now, and writes old as new holds them
+// (deleting where new has none; SpannerReverse, DatastoreReverse). An
+// application write of such a record in read_new writes new, then old. If
+// its write of new came before the copy's read of new, the copy writes
+// that value or a later one, and the application's write of old, landing
+// before or after, writes the same; if it came after the copy's read, the
+// application's write of old comes after that too, so it waits for the
+// copy's locks and lands last. Either way old ends as new. With old and
+// new in one database the reads are in the copy's transaction.
+//
 // Not covered: two instances writing the same record at once while they
 // act on different phases, across databases, can leave old and new
 // holding different values (each write reaches both stores, in opposite

@@ -17,27 +17,6 @@ import (
 	"github.com/rekeyio/rekey/rekeyer"
 )
 
-// A reverse backfill (rekey run --reverse) brings cohorts back from
-// new_only: the operator's tool first moves them to read_new, where every
-// instance writes new and then old, holds that for the cache TTL plus
-// skew, then copies new to old through the inverse rewrite, and finally
-// moves them to dual_write (old authoritative again).
-//
-// Why the copy loses no write. The pipeline reads new and sends, batch by
-// batch, the old keys to copy; each batch is one read-write transaction
-// in old's database that first reads the old rows (taking their locks),
-// then reads the new records of those keys — strongly, now — and writes
-// old as new holds it (deleting the old record where new has none). An
-// application write of one of these records in read_new writes new, then
-// old. If its write of new came before the copy's read of new, the copy
-// writes that value (or a later one) and the application's write of old,
-// if it lands after, writes the same; if its write of new came after the
-// copy's read, its write of old comes after too, so it waits for the
-// copy's locks and lands last. Either way old ends as new: no write is
-// lost, and the value the copy read in the pipeline is only a hint of the
-// keys. With old and new in one database the reads are in the same
-// transaction and the argument is simpler still.
-
 // Reverse says how a reverse backfill computes, for an old record it
 // writes, the new record it copies: the migration's rekeyer spec (its
 // forward rewrite gives the new key, its inverse turns the new record
