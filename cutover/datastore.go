@@ -117,6 +117,12 @@ func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error
 }
 
 // Move implements Store.
+// storeAttempts is how many times a phase store transaction runs before
+// it gives up on contention: racing moves of many operators or jobs
+// (Datastore runs a transaction that lost to another again, the
+// client's default is 3).
+var storeAttempts = datastore.MaxAttempts(10)
+
 func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 	var m *Map
 	var a Audit
@@ -149,7 +155,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 			return err
 		}
 		return s.putRecord(tx, m, a)
-	})
+	}, storeAttempts)
 	if refusal != nil {
 		return nil, Audit{}, refusal
 	}
@@ -186,7 +192,7 @@ func (s DatastoreStore) Note(ctx context.Context, n Note) (Audit, error) {
 		}
 		a.At = s.clock()
 		return s.putRecord(tx, m, a)
-	})
+	}, storeAttempts)
 	if refusal != nil {
 		return Audit{}, refusal
 	}

@@ -115,6 +115,7 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdRedrive(f, nil),
 		newCmdVerify(f, false),
 		newCmdVerify(f, true),
+		newCmdLoad(f),
 		newCmdStrategies(f, nil),
 		newCmdRewrite(f, nil),
 		newCmdValidate(f, nil),
