@@ -1,14 +1,10 @@
 package main
 
 import (
-	"flag"
+	"context"
 	"fmt"
-	"log/slog"
-	"slices"
-	"strings"
 	"text/tabwriter"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
@@ -17,17 +13,12 @@ import (
 	"github.com/rekeyio/rekey/pipeline"
 )
 
-// VerifyOptions are the flags of `rekey verify`.
+// VerifyOptions are the flags of `rekey verify` and `rekey repair`
+// besides those every pipeline command has (RunOptions).
 type VerifyOptions struct {
-	IO        stdio
-	Config    string
-	Migration string
-	Cohorts   string
-	Report    string
-	Examples  int
-	Mark      bool
-	Runner    string
-	BeamArgs  []string
+	Report   string
+	Examples int
+	Mark     bool
 }
 
 const verifyLong = `Compares old and new for some cohorts, as a Beam job on the same runners and
@@ -47,12 +38,12 @@ prints what it found (so what it repaired) and clears the cohorts' repair-log
 entries logged before it began. A verify after it is clean.`
 
 func newCmdVerify(f *factory, repair bool) *cobra.Command {
-	o := &VerifyOptions{IO: f.IO}
+	opts := &RunOptions{IO: f.IO}
+	o := &VerifyOptions{}
 	cmd := &cobra.Command{
 		Use:   "verify -c FILE --migration NAME --cohorts LIST [--report FILE] [--mark] [--runner ...] [Beam flags]",
 		Short: "compare old and new for some cohorts (a Beam job); --mark moves clean ones to verified",
 		Long:  verifyLong,
-		Args:  noArgs,
 	}
 	name := "verify"
 	if repair {
@@ -62,80 +53,72 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 		cmd.Long = repairLong
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Config, "config", "c", "", "the migration's config file (YAML)")
-	fl.StringVar(&o.Migration, "migration", "", "the migration's name in the phase store")
-	fl.StringVar(&o.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
+	fl.StringVar(&opts.Migration, "migration", "", "the migration's name in the phase store")
+	fl.StringVar(&opts.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
 	fl.StringVar(&o.Report, "report", "rekey-"+name+".jsonl", "where to write the report (JSON Lines, one line per cohort; local or gs://)")
 	fl.IntVar(&o.Examples, "examples", 5, "example keys kept per finding and cohort")
 	if !repair {
 		fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
 	}
-	fl.StringVar(&o.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
-	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
-	beamFlags := beamFlagSet(&o.BeamArgs, fl)
-	addHidden(fl, beamFlags)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if o.Config == "" || o.Migration == "" || o.Cohorts == "" {
+	return pipelineCommand(cmd, opts, func(cmd *cobra.Command) error {
+		if opts.Migration == "" || opts.Cohorts == "" {
 			return usagef("%s: -c FILE, --migration NAME and --cohorts LIST are required", name)
-		}
-		if !slices.Contains(pipeline.Runners, o.Runner) {
-			return usagef("%s: --runner must be one of %s, got %q", name, strings.Join(pipeline.Runners, ", "), o.Runner)
 		}
 		if o.Examples < 1 {
 			return usagef("%s: --examples must be at least 1", name)
 		}
 		beamFlagErrorsReturn()
-		if err := flag.CommandLine.Parse(o.BeamArgs); err != nil {
-			return usagef("%s: %v", name, err)
-		}
-		beam.Init()
-		slog.SetDefault(slog.New(slog.NewTextHandler(o.IO.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
-		cfg, err := loadConfig(o.Config, o.IO.err)
-		if err != nil {
-			return err
-		}
-		rs, err := cohort.Parse(o.Cohorts, cfg.Cohort.Buckets)
-		if err != nil {
-			return usagef("--cohorts: %v", err)
-		}
-		runner := pipeline.Runner{Runner: o.Runner, Progress: o.IO.err}
-		var report []pipeline.VerifyCohort
-		var res *migration.Result
-		var a *cutover.Audit
-		if repair {
-			report, res, err = pipeline.RunRepair(cmd.Context(), cfg, pipeline.RepairOptions{Migration: o.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operator()}, runner)
-		} else {
-			report, res, a, err = pipeline.RunVerify(cmd.Context(), cfg, pipeline.VerifyOptions{Migration: o.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operator()}, runner)
-		}
-		if migration.IsConfigError(err) {
-			return usagef("%s: %w", o.Config, err)
-		}
-		if report != nil {
-			printVerify(o.IO, report)
-			fmt.Fprintf(o.IO.out, "rekey: report written to %s\n", o.Report)
-		}
-		if res != nil && res.Counters[migration.DeadLettered] > 0 {
-			fmt.Fprintf(o.IO.out, "rekey: %d records could not be read or rewritten (see the dead letters); the verify is not clean\n", res.Counters[migration.DeadLettered])
-		}
-		if a != nil {
-			fmt.Fprintf(o.IO.out, "moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
-		}
-		if err != nil {
-			return err
-		}
-		if repair {
-			fmt.Fprintf(o.IO.out, "rekey: repaired: %d written, %d deleted, %d left as the application wrote them since; %d repair-log entries cleared; run verify to check\n",
-				res.Counters[pipeline.RepairWritten], res.Counters[pipeline.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[pipeline.RepairLogCleared])
-			return nil
-		}
-		for _, v := range report {
-			if !v.Clean() {
-				return fmt.Errorf("verify found differences: %w", errPartial)
-			}
-		}
+		return runVerify(cmd.Context(), opts, o, repair)
+	})
+}
+
+// runVerify runs verify (or repair) and prints the report.
+func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair bool) error {
+	b, done, err := startBeam(opts, opts.IO)
+	defer done()
+	if err != nil {
+		return err
+	}
+	cfg, runner := b.cfg, b.runner
+	rs, err := cohort.Parse(opts.Cohorts, cfg.Cohort.Buckets)
+	if err != nil {
+		return usagef("--cohorts: %v", err)
+	}
+	var report []pipeline.VerifyCohort
+	var res *migration.Result
+	var a *cutover.Audit
+	if repair {
+		report, res, err = pipeline.RunRepair(ctx, cfg, pipeline.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operator()}, runner)
+	} else {
+		report, res, a, err = pipeline.RunVerify(ctx, cfg, pipeline.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operator()}, runner)
+	}
+	if migration.IsConfigError(err) {
+		return usagef("%s: %w", opts.Config, err)
+	}
+	if report != nil {
+		printVerify(opts.IO, report)
+		fmt.Fprintf(opts.IO.out, "rekey: report written to %s\n", o.Report)
+	}
+	if res != nil && res.Counters[migration.DeadLettered] > 0 {
+		fmt.Fprintf(opts.IO.out, "rekey: %d records could not be read or rewritten (see the dead letters); the verify is not clean\n", res.Counters[migration.DeadLettered])
+	}
+	if a != nil {
+		fmt.Fprintf(opts.IO.out, "moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+	}
+	if err != nil {
+		return err
+	}
+	if repair {
+		fmt.Fprintf(opts.IO.out, "rekey: repaired: %d written, %d deleted, %d left as the application wrote them since; %d repair-log entries cleared; run verify to check\n",
+			res.Counters[pipeline.RepairWritten], res.Counters[pipeline.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[pipeline.RepairLogCleared])
 		return nil
 	}
-	return cmd
+	for _, v := range report {
+		if !v.Clean() {
+			return fmt.Errorf("verify found differences: %w", errPartial)
+		}
+	}
+	return nil
 }
 
 // printVerify writes the report as a table: clean neighbouring cohorts
