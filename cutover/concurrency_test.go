@@ -285,7 +285,16 @@ func concurrentCutover(t *testing.T, f fixture) {
 	for k, want := range expect {
 		user, seq, _ := strings.Cut(k, "/")
 		q, _ := strconv.ParseInt(seq, 10, 64)
-		got, found, err := libs[0].Read(ctx, f.key(user, q))
+		var got record.Record
+		var found bool
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			// Retried as the application's calls are (stale phases while
+			// the emulator is busy are transient).
+			if got, found, err = libs[0].Read(ctx, f.key(user, q)); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		page, _ := got.Get("Page")
 		switch {
 		case err != nil:

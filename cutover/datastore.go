@@ -124,6 +124,26 @@ func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error
 var storeAttempts = datastore.MaxAttempts(10)
 
 func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
+	if mv.To == NewOnly && !mv.Force {
+		// Outside the move's transaction, which cannot query: no entry
+		// of new missing a write can appear once read_new has been held
+		// (see the package doc, "Missed second writes").
+		es, err := s.Repairs(ctx, mv.Migration)
+		if err != nil {
+			return nil, Audit{}, err
+		}
+		var n int64
+		for _, e := range es {
+			for _, r := range mv.Cohorts {
+				if r.Contains(e.Cohort) && e.Missed == newSide.String() {
+					n++
+				}
+			}
+		}
+		if err := missedNewRefusal(mv, n); err != nil {
+			return nil, Audit{}, err
+		}
+	}
 	var m *Map
 	var a Audit
 	var refusal error

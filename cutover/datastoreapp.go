@@ -310,10 +310,21 @@ func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record,
 		d.shadowCompare(c, oldRec, newRec)
 		got = oldRec
 	case r.read == newSide:
-		if got, err = d.readNew(c.ctx, &key); err != nil {
-			return record.Record{}, false, err
+		pending := false
+		if r.fallback && !d.same {
+			// Old and new apart: a write old took and new missed while
+			// old was authoritative is in old until a repair (see the
+			// package doc, "Missed second writes").
+			if pending, err = d.pendingNew(c.ctx, c); err != nil {
+				return record.Record{}, false, err
+			}
 		}
-		if got == nil && r.fallback {
+		if !pending {
+			if got, err = d.readNew(c.ctx, &key); err != nil {
+				return record.Record{}, false, err
+			}
+		}
+		if pending || got == nil && r.fallback {
 			d.stats.fallback()
 			if got, err = d.readOld(c.ctx, &key); err != nil {
 				return record.Record{}, false, err
@@ -328,6 +339,23 @@ func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record,
 		return record.Record{}, false, nil
 	}
 	return *got, true, nil
+}
+
+// pendingNew reports whether the latest repair-log entry of the call's
+// record says new missed a write (or delete) that old took.
+func (d *Datastore) pendingNew(ctx context.Context, c *call) (bool, error) {
+	var rs []dsRepair
+	q := datastore.NewQuery(DatastoreRepairKind).Namespace(d.namespace).FilterField("Migration", "=", d.o.Migration).FilterField("Cohort", "=", int64(c.cohort))
+	if _, err := d.newC.GetAll(ctx, q, &rs); err != nil {
+		return false, fmt.Errorf("cutover: reading the repair log of %s: %w", c.key, err)
+	}
+	var latest *dsRepair
+	for i := range rs {
+		if rs[i].OldKey == c.key && (latest == nil || rs[i].LoggedAt.After(latest.LoggedAt)) {
+			latest = &rs[i]
+		}
+	}
+	return latest != nil && latest.Missed == newSide.String(), nil
 }
 
 func getEntity(ctx context.Context, c *datastore.Client, k rewrite.DatastoreKey) (*record.Record, error) {

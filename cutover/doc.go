@@ -160,6 +160,23 @@
 // repair-log entries logged before the repair began are cleared, as the
 // repair re-read their records.
 //
+// # Missed second writes
+//
+// Old and new in two databases, a dual write whose second write fails
+// still succeeds (the authoritative store took it) and goes to the repair
+// log. While old is authoritative that is safe: reads go to old. But from
+// read_new on reads go to new, which does not hold such a write — and an
+// instance still acting on shadow can make one for up to H after the move
+// to read_new. So in read_new the library reads a record's latest
+// repair-log entry with it (one snapshot of new's database): if it says
+// new missed a write or delete old took, the read goes to old, which holds
+// it (a later read_new write of the record goes to new and then old, so
+// old is never behind new unless the latest entry says old missed it). A
+// repair in read_new (rekey repair) copies exactly those records from old
+// to new, conditionally, and clears their entries; new_only is refused
+// while a cohort has entries of writes new missed. No such entry appears
+// once read_new has been held for H: every instance then writes new first.
+//
 // # A reverse backfill
 //
 // From new_only a cohort comes back only through a reverse backfill

@@ -8,6 +8,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/cohort"
 )
 
 // RepairEntry is one entry of the repair log: an application call whose
@@ -118,4 +120,14 @@ func (s DatastoreStore) ClearRepairs(ctx context.Context, migration string, entr
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// missedNewRefusal refuses a move to new_only of cohorts with n entries in
+// the repair log of writes new missed: new_only reads new alone, which
+// would not hold them.
+func missedNewRefusal(mv Move, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: cohorts %s: %d repair-log entries of writes or deletes that new missed (old took them while it was authoritative); run rekey repair for these cohorts first", ErrIllegal, cohort.Format(mv.Cohorts), n)
 }

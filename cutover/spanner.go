@@ -209,6 +209,15 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 		if err := txn.Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Do(func(r *spanner.Row) error { return r.Columns(&now) }); err != nil {
 			return fmt.Errorf("reading the database's time: %w", err)
 		}
+		if mv.To == NewOnly && !mv.Force {
+			n, err := spannerMissedNew(ctx, txn, mv)
+			if err != nil {
+				return err
+			}
+			if refusal = missedNewRefusal(mv, n); refusal != nil {
+				return errRefused
+			}
+		}
 		if a, refusal = m.apply(mv, now); refusal != nil {
 			return errRefused
 		}
@@ -287,4 +296,22 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 		return nil, fmt.Errorf("reading %s: %w", SpannerAuditTable, err)
 	}
 	return out, nil
+}
+
+// spannerMissedNew counts the repair-log entries of mv's cohorts that say
+// new missed a write or delete old took.
+func spannerMissedNew(ctx context.Context, txn *spanner.ReadWriteTransaction, mv Move) (int64, error) {
+	var total int64
+	for _, r := range mv.Cohorts {
+		var n int64
+		err := txn.Query(ctx, spanner.Statement{
+			SQL:    "SELECT COUNT(*) FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Missed = 'new'",
+			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last)},
+		}).Do(func(row *spanner.Row) error { return row.Columns(&n) })
+		if err != nil {
+			return 0, fmt.Errorf("reading the repair log: %w", err)
+		}
+		total += n
+	}
+	return total, nil
 }

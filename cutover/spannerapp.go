@@ -375,7 +375,28 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 		}
 		return *oldRec, true, nil
 	case r.read == newSide:
-		got, err := s.readNew(c.ctx, s.newC.Single(), &key)
+		var got *record.Record
+		pending := false
+		err := spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
+			if r.fallback {
+				if pending, err = s.pendingNew(ctx, txn, c); err != nil || pending {
+					return err
+				}
+			}
+			got, err = s.readNew(ctx, txn, &key)
+			return err
+		})
+		if err == nil && pending {
+			// A write old took and new missed while old was
+			// authoritative: old holds it until a repair (see the
+			// package doc, "Missed second writes").
+			s.stats.fallback()
+			got, err := s.readOld(c.ctx, s.oldC.Single(), &key)
+			if err != nil || got == nil {
+				return record.Record{}, false, err
+			}
+			return *got, true, nil
+		}
 		if err != nil || got != nil || !r.fallback {
 			if got == nil {
 				return record.Record{}, false, err
@@ -391,6 +412,27 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 		}
 		return *got, true, nil
 	}
+}
+
+// pendingNew reports whether the latest repair-log entry of the call's
+// record says new missed a write (or delete) that old took.
+func (s *Spanner) pendingNew(ctx context.Context, txn *spanner.ReadOnlyTransaction, c *call) (bool, error) {
+	pending := false
+	err := txn.Query(ctx, spanner.Statement{
+		SQL:    "SELECT Missed FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort = @c AND OldKey = @k ORDER BY LoggedAt DESC LIMIT 1",
+		Params: map[string]any{"m": s.o.Migration, "c": int64(c.cohort), "k": c.key},
+	}).Do(func(r *spanner.Row) error {
+		var missed string
+		if err := r.Columns(&missed); err != nil {
+			return err
+		}
+		pending = missed == newSide.String()
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("cutover: reading the repair log of %s: %w", c.key, err)
+	}
+	return pending, nil
 }
 
 // readBoth reads old and new, from one snapshot when they share a

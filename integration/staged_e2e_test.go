@@ -172,10 +172,12 @@ func (a *simApp) wanted() map[string]string {
 // a backfill (backfilled), repair and verify --mark (verified), shadow,
 // read_new, new_only, done — rolls one cohort back from read_new (to
 // dual_write, backfilled and verified again) and another from new_only
-// (the reverse backfill), and cleans up nothing yet (see the README).
+// (the reverse backfill), and cleans up: every old record is deleted.
 // On Spanner, old and new are in two databases and 5% of the second
 // writes of dual writes fail (the commit tap), which the repair log and
-// repair close; Datastore's one database writes both in one transaction.
+// repair close (and, in read_new, reads of a record whose write new
+// missed go to old until the repair); Datastore's one database writes
+// both in one transaction.
 // Every read must return the latest acknowledged write of its record;
 // after the reverse backfill old holds every write of its cohort; each
 // verify --mark is clean; at the end new, authoritative, holds exactly
@@ -244,6 +246,19 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 					}
 				}
 			}
+			// repairMissed repairs, in read_new, what new missed while old
+			// was authoritative (second writes that failed): new_only
+			// needs it.
+			repairMissed := func(rs []cohort.Range) {
+				t.Helper()
+				_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: "prism"})
+				if err != nil {
+					t.Fatalf("repair in read_new %s: %v", cohort.Format(rs), err)
+				}
+				if n := res.Counters[pipeline.RepairLogCleared]; n > 0 {
+					t.Logf("repair in read_new of %s: %d entries of writes new missed, %s", cohort.Format(rs), n, res.Counters)
+				}
+			}
 			for i, rs := range stages {
 				e.move(t, rs, cutover.DualWrite)
 				waitHold()
@@ -260,6 +275,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 					e.move(t, x, cutover.ReadNew)
 					waitHold()
 				}
+				repairMissed(rs)
 				e.move(t, rs, cutover.NewOnly)
 				waitHold()
 				if i == 3 { // one cohort back from new_only: the reverse backfill
@@ -288,10 +304,22 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 					verified(y)
 					e.move(t, y, cutover.ReadNew)
 					waitHold()
+					repairMissed(y)
 					e.move(t, y, cutover.NewOnly)
 					waitHold()
 				}
 				e.move(t, rs, cutover.Done)
+			}
+			waitHold()
+			// Every cohort is done: the old records go, while the
+			// application goes on (done neither reads nor writes old).
+			_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: "prism"})
+			if err != nil {
+				t.Fatalf("cleanup: %v", err)
+			}
+			t.Logf("cleanup: %s; audit %s by %s", res.Counters, a.Action, a.Who)
+			if old := e.oldPages(t); len(old) != 0 {
+				t.Errorf("old holds %d records after the cleanup, want none", len(old))
 			}
 			time.Sleep(500 * time.Millisecond)
 			faults(false)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -59,9 +61,40 @@ func init() {
 
 // repairPickFn emits, for one new key, the record to write (missing or
 // different in new) to its first output and the record to delete (extra
-// in new) to its second, each as a one-record batch.
+// in new) to its second, each as a one-record batch. In the cohorts of
+// ReadNew only the records of Pending (old keys, as the repair log names
+// them) are repaired.
 type repairPickFn struct {
-	Side verifySide `json:"side"`
+	Side    verifySide      `json:"side"`
+	ReadNew string          `json:"read_new,omitempty"`
+	Pending map[string]bool `json:"pending,omitempty"`
+	Spec    string          `json:"spec"`
+	Source  config.Endpoint `json:"source"`
+
+	readNew map[int]bool
+	rk      *rekeyer.Rekeyer
+}
+
+func (f *repairPickFn) Setup() error {
+	f.readNew = map[int]bool{}
+	if f.ReadNew != "" {
+		rs, err := cohort.Parse(f.ReadNew, f.Side.Sel.Buckets)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			for c := r.First; c <= r.Last; c++ {
+				f.readNew[c] = true
+			}
+		}
+	}
+	var spec rekeyer.Spec
+	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
+		return err
+	}
+	var err error
+	f.rk, err = spec.Build()
+	return err
 }
 
 func (f *repairPickFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, write func([]byte)) error {
@@ -70,6 +103,25 @@ func (f *repairPickFn) ProcessElement(ctx context.Context, key string, olds, new
 		return err
 	}
 	want, got := jd.want, jd.got
+	if f.readNew[jd.cohort] {
+		oldKey := jd.oldKey
+		if want == nil && got != nil { // its old key by the inverse rewrite
+			inv := *got
+			inv.Fields = append([]record.Field(nil), got.Fields...)
+			if f.rk.Invert(&inv) != nil {
+				return nil
+			}
+			if inv.Key != nil {
+				inv.Key.Namespace, inv.Key.Database = f.Source.Namespace, f.Source.Database
+			}
+			if oldKey, err = f.Side.oldKey(&inv); err != nil {
+				return nil
+			}
+		}
+		if !f.Pending[oldKey] {
+			return nil
+		}
+	}
 	switch {
 	case want == nil:
 		if got != nil {
@@ -180,7 +232,11 @@ func (f *repairDeleteFn) FinishBundle(ctx context.Context, _ func(string)) error
 // joined (see Verify.Repair) and returns their dead letters.
 func (v Verify) repairs(s beam.Scope, j *migration.Job, side verifySide, joined beam.PCollection) ([]beam.PCollection, error) {
 	s = s.Scope("repair")
-	picked := beam.ParDo(s, &repairPickFn{Side: side}, joined)
+	spec, err := json.Marshal(j.Spec)
+	if err != nil {
+		return nil, err
+	}
+	picked := beam.ParDo(s, &repairPickFn{Side: side, ReadNew: v.RepairReadNew, Pending: v.RepairPending, Spec: string(spec), Source: j.Config.Source}, joined)
 	writes, deletes := beam.ParDo2(s, &repairPutFn{}, picked)
 	w := newWrites(j, newRun())
 	w.backfill = v.Repair
@@ -245,19 +301,25 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 		return nil, nil, err
 	}
 	var refused []string
+	readNew := map[int]bool{} // cohorts in read_new: only what new missed is repaired
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for _, seg := range m.Segments(rg) {
-			ok := false
+			ok := seg.Phase == cutover.ReadNew
 			for _, p := range repairable {
 				ok = ok || seg.Phase == p
 			}
 			if !ok {
 				refused = append(refused, fmt.Sprintf("%s are %s", seg.Range, seg.Phase))
 			}
+			if seg.Phase == cutover.ReadNew {
+				for c := seg.First; c <= seg.Last; c++ {
+					readNew[c] = true
+				}
+			}
 		}
 	}
 	if len(refused) > 0 {
-		return nil, nil, fmt.Errorf("repair copies old to new while old is authoritative (dual_write to shadow): cohorts %s", strings.Join(refused, "; cohorts "))
+		return nil, nil, fmt.Errorf("repair copies old to new while old is authoritative (dual_write to shadow), and in read_new what the repair log says new missed: cohorts %s", strings.Join(refused, "; cohorts "))
 	}
 	// The repair's start, less the skew margin for clocks: a mark at or
 	// after it is the application's and newer than the repair's reads.
@@ -270,7 +332,27 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 	if err != nil {
 		return nil, nil, err
 	}
-	report, res, _, err := runVerify(ctx, cfg, st, VerifyOptions{Migration: o.Migration, Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath}, r, &b, entries)
+	// In read_new new is authoritative: only the records whose writes new
+	// missed while old was (the entries saying so) are copied from old.
+	pending := map[string]bool{}
+	var kept []cutover.RepairEntry
+	for _, e := range entries {
+		if !readNew[e.Cohort] {
+			kept = append(kept, e)
+			continue
+		}
+		if e.Missed == "new" && e.LoggedAt.Before(start) {
+			pending[e.OldKey] = true
+			kept = append(kept, e)
+		}
+	}
+	entries = kept
+	var readNewRanges []cohort.Range
+	for c := range readNew {
+		readNewRanges = append(readNewRanges, cohort.Range{First: c, Last: c})
+	}
+	v := VerifyOptions{Migration: o.Migration, Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath}
+	report, res, _, err := runVerifyWith(ctx, cfg, st, v, r, Verify{Repair: &b, RepairReadNew: cohort.Format(cohort.Merge(readNewRanges)), RepairPending: pending}, entries)
 	if err != nil {
 		return report, res, err
 	}

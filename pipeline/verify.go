@@ -44,6 +44,11 @@ type Verify struct {
 	// finds is also put right, conditionally on the touched marks as of
 	// Repair's Since.
 	Repair *cutover.Backfill
+	// RepairReadNew (cohort ranges) and RepairPending (old keys): in
+	// read_new cohorts a repair puts right only the records the repair
+	// log says new missed.
+	RepairReadNew string
+	RepairPending map[string]bool
 }
 
 // VerifyCohort is one cohort's line of a verify report.
@@ -158,6 +163,9 @@ func (v Verify) Graph() Graph {
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
 			side.Table = j.Spanner.Targets[0]
 		}
+		if j.Spanner != nil {
+			side.SourceTable = j.Spanner.Source
+		}
 		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &expectFn{Spec: string(spec), Side: side}, oldBatches)
 		deads = append(deads, rewriteDead)
 		newBatches, newDeads := readTarget(s.Scope("new"), j, b)
@@ -215,6 +223,24 @@ type verifySide struct {
 	Store string                     `json:"store"`
 	Table *spannerdb.Table           `json:"table,omitempty"`
 	Sel   transforms.CohortSelection `json:"sel"`
+	// SourceTable is the old Spanner table (Spanner sources).
+	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
+}
+
+// oldKey is the text of an old record's key as the application library
+// names it (and so its repair log): rekey's key notation.
+func (v verifySide) oldKey(r *record.Record) (string, error) {
+	if r.Key != nil {
+		return r.Key.String(), nil
+	}
+	if v.SourceTable == nil {
+		return r.Describe(), nil
+	}
+	k, err := spannerdb.KeyOf(r, v.SourceTable)
+	if err != nil {
+		return "", err
+	}
+	return rewrite.FormatKey(k, false), nil
 }
 
 // key is the text of a new record's key, namespace and database left out
@@ -334,8 +360,11 @@ func (f *expectFn) ProcessElement(ctx context.Context, batch []byte, emit func(s
 		if err == nil {
 			var k string
 			if k, err = f.Side.key(&want); err == nil {
-				emit(k, item(c, old.Describe(), nr, old))
-				continue
+				var ok string
+				if ok, err = f.Side.oldKey(&old); err == nil {
+					emit(k, item(c, ok, nr, old))
+					continue
+				}
 			}
 		}
 		transforms.CountDeadLettered(ctx, 1)
@@ -631,12 +660,13 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return runVerify(ctx, cfg, st, o, r, nil, entries)
+	return runVerifyWith(ctx, cfg, st, o, r, Verify{}, entries)
 }
 
-// runVerify is RunVerify on the phase store st, with the repair-log
-// entries read before, a repair when repair is set.
-func runVerify(ctx context.Context, cfg *config.Config, st cutover.Store, o VerifyOptions, r Runner, repair *cutover.Backfill, entries []cutover.RepairEntry) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
+// runVerifyWith is RunVerify on the phase store st, with the repair-log
+// entries read before, and the repair of v (Repair, RepairReadNew,
+// RepairPending) when v.Repair is set.
+func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o VerifyOptions, r Runner, v Verify, entries []cutover.RepairEntry) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
 	if o.Examples <= 0 {
 		o.Examples = 5
 	}
@@ -644,7 +674,8 @@ func runVerify(ctx context.Context, cfg *config.Config, st cutover.Store, o Veri
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := Run(ctx, j, r, Verify{Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath, Repair: repair}.Graph())
+	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
+	res, err := Run(ctx, j, r, v.Graph())
 	if err != nil {
 		return nil, res, nil, err
 	}

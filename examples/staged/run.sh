@@ -60,7 +60,8 @@ for cohorts in 0-99 100-999 1000-4999 5000-9999; do
 	rekey cohort advance -c "$C" --migration "$M" --cohorts "$cohorts" --to read_new
 	sleep "$HOLD"
 
-	step "cohorts $cohorts: new_only, then done"
+	step "cohorts $cohorts: repair what new missed while old was authoritative, then new_only, then done"
+	rekey repair -c "$C" --migration "$M" --cohorts "$cohorts" --report "$work/repair.jsonl"
 	rekey cohort advance -c "$C" --migration "$M" --cohorts "$cohorts" --to new_only
 	sleep "$HOLD"
 	rekey cohort advance -c "$C" --migration "$M" --cohorts "$cohorts" --to done
