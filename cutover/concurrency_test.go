@@ -282,16 +282,17 @@ func concurrentCutover(t *testing.T, f fixture) {
 		t.Errorf("only %d calls were made: the test did not exercise the library", total)
 	}
 	// new is authoritative now: it holds every acknowledged write.
+	finalDeadline := time.Now().Add(20 * time.Second) // all the final reads' retries together
 	for k, want := range expect {
 		user, seq, _ := strings.Cut(k, "/")
 		q, _ := strconv.ParseInt(seq, 10, 64)
 		var got record.Record
 		var found bool
 		var err error
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for ; ; time.Sleep(20 * time.Millisecond) {
 			// Retried as the application's calls are (stale phases while
 			// the emulator is busy are transient).
-			if got, found, err = libs[0].Read(ctx, f.key(user, q)); err == nil || time.Now().After(deadline) {
+			if got, found, err = libs[0].Read(ctx, f.key(user, q)); err == nil || time.Now().After(finalDeadline) {
 				break
 			}
 		}

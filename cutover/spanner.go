@@ -202,10 +202,15 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 		// read_new has been held (see the package doc, "Missed second
 		// writes").
 		var n int64
-		err := spannerdb.ReadOnly(ctx, s.Client, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
-			n, err = spannerMissedNew(ctx, txn, mv)
-			return err
-		})
+		var err error
+		for attempt := 0; ; attempt++ {
+			// Single-use reads (the emulator refuses a multi-use read-only
+			// transaction while read-write ones run), again when refused.
+			if n, err = spannerMissedNew(ctx, s.Client, mv); err == nil || !spannerdb.EmulatorAborted(err) || attempt >= 50 {
+				break
+			}
+			time.Sleep(time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond)
+		}
 		if err != nil {
 			return nil, Audit{}, err
 		}
@@ -308,16 +313,16 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 
 // spannerMissedNew counts the repair-log entries of mv's cohorts that say
 // new missed a write or delete old took.
-func spannerMissedNew(ctx context.Context, txn *spanner.ReadOnlyTransaction, mv Move) (int64, error) {
+func spannerMissedNew(ctx context.Context, c *spanner.Client, mv Move) (int64, error) {
 	var total int64
 	for _, r := range mv.Cohorts {
 		var n int64
-		err := txn.Query(ctx, spanner.Statement{
+		err := c.Single().Query(ctx, spanner.Statement{
 			SQL:    "SELECT COUNT(*) FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Missed = 'new'",
 			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last)},
 		}).Do(func(row *spanner.Row) error { return row.Columns(&n) })
 		if err != nil {
-			return 0, fmt.Errorf("reading the repair log: %w", err)
+			return 0, err // unwrapped: the emulator's refusal must reach ReadOnly's retry
 		}
 		total += n
 	}

@@ -131,7 +131,11 @@ func EmulatorAborted(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
-	switch spanner.ErrCode(err) {
+	code := spanner.ErrCode(err)
+	if se := (*spanner.Error)(nil); errors.As(err, &se) {
+		code = se.Code // wrapped by a caller's context
+	}
+	switch code {
 	case codes.FailedPrecondition:
 		return strings.Contains(msg, "transaction")
 	case codes.NotFound:

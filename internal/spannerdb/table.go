@@ -81,8 +81,16 @@ func (t *Table) columnIndex(name string) int {
 // tables of the default schema are seen. A missing table is an error
 // matching ErrTableNotFound.
 func ReadTable(ctx context.Context, client *spanner.Client, table string) (*Table, error) {
-	tx := client.ReadOnlyTransaction()
-	defer tx.Close()
+	var t *Table
+	err := ReadOnly(ctx, client, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
+		t, err = readTable(ctx, tx, table, client.DatabaseName())
+		return err
+	})
+	return t, err
+}
+
+// readTable is ReadTable in the read-only transaction tx.
+func readTable(ctx context.Context, tx *spanner.ReadOnlyTransaction, table, db string) (*Table, error) {
 	t := &Table{}
 	var parent, onDelete spanner.NullString
 	n := 0
@@ -98,10 +106,10 @@ func ReadTable(ctx context.Context, client *spanner.Client, table string) (*Tabl
 		return nil, fmt.Errorf("read schema of table %s: %w", table, err)
 	}
 	if n == 0 {
-		return nil, &notFoundError{table: table, database: client.DatabaseName()}
+		return nil, &notFoundError{table: table, database: db}
 	}
 	if n > 1 {
-		return nil, fmt.Errorf("table name %s matches %d tables of database %s", table, n, client.DatabaseName())
+		return nil, fmt.Errorf("table name %s matches %d tables of database %s", table, n, db)
 	}
 	t.Parent = parent.StringVal
 	t.OnDeleteCascade = onDelete.StringVal == "CASCADE"
