@@ -101,6 +101,14 @@ func Resolve(ctx context.Context, cfg *config.Config) (*Job, error) {
 	return resolve(ctx, cfg, false)
 }
 
+// ResolveOffline is Resolve for a job that writes nothing (`rekey
+// plan`): a target database that cannot be read is noted in TargetUnread
+// and its tables are taken to be missing, so a plan can be made before
+// the target exists.
+func ResolveOffline(ctx context.Context, cfg *config.Config) (*Job, error) {
+	return resolve(ctx, cfg, true)
+}
+
 func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error) {
 	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter, offline: offline}
 	if j.DeadLetterPath == "" {

@@ -22,19 +22,50 @@ func init() {
 // key cannot be rewritten becomes a dead letter ("rewrite") with the reason;
 // the others go on, in batches.
 func Rewrite(s beam.Scope, spec rekeyer.Spec, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
-	s = s.Scope("Rewrite")
+	return rewrite(s.Scope("Rewrite"), spec, false, batches)
+}
+
+// OldField is the field RewriteKeepingOld adds to every rewritten record:
+// the record before the rewrite (record.EncodeBatch of one record).
+const OldField = "__rekey_old__"
+
+// RewriteKeepingOld is Rewrite for `rekey plan`: every rewritten record
+// also carries the record it was (OldField), so the old and new keys of
+// one record can be compared after the write planning. Nothing is
+// written from it.
+func RewriteKeepingOld(s beam.Scope, spec rekeyer.Spec, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
+	return rewrite(s.Scope("RewriteKeepingOld"), spec, true, batches)
+}
+
+// TakeOld removes OldField from rec and returns the record it holds.
+func TakeOld(rec *record.Record) (record.Record, error) {
+	i := rec.Index(OldField)
+	if i < 0 {
+		return record.Record{}, fmt.Errorf("%s has no %s field", rec.Describe(), OldField)
+	}
+	b := rec.Fields[i].Value.Bytes
+	rec.Fields = append(rec.Fields[:i], rec.Fields[i+1:]...)
+	old, err := record.DecodeBatch(b)
+	if err != nil || len(old) != 1 {
+		return record.Record{}, fmt.Errorf("%s: a bad %s field: %v", rec.Describe(), OldField, err)
+	}
+	return old[0], nil
+}
+
+func rewrite(s beam.Scope, spec rekeyer.Spec, keepOld bool, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
 	text, err := json.Marshal(spec)
 	if err != nil {
 		panic(fmt.Sprintf("rekey spec is not serializable: %v", err)) // plain data; cannot happen
 	}
-	return beam.ParDo2(s, &rewriteFn{Spec: string(text)}, batches)
+	return beam.ParDo2(s, &rewriteFn{Spec: string(text), KeepOld: keepOld}, batches)
 }
 
 // rewriteFn carries its spec as JSON text: strategy parameters are free-form
 // values, which Beam's schema coder cannot describe.
 type rewriteFn struct {
-	Spec string `json:"spec"`
-	rk   *rekeyer.Rekeyer
+	Spec    string `json:"spec"`
+	KeepOld bool   `json:"keep_old,omitempty"`
+	rk      *rekeyer.Rekeyer
 }
 
 func (f *rewriteFn) Setup() error {
@@ -61,10 +92,18 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		orig := recs[i]
 		rec := recs[i]
 		unmapped += f.rk.Unmapped(&orig)
+		var old []byte
+		if f.KeepOld {
+			// Encoded before the rewrite, which may change rec's fields in place.
+			old = record.EncodeBatch([]record.Record{orig})
+		}
 		if err := f.rk.Rewrite(&rec); err != nil {
 			CountDeadLettered(ctx, 1)
 			dead(record.NewDeadLetter(record.StageRewrite, orig.Table, &orig, err))
 			continue
+		}
+		if f.KeepOld {
+			rec.Fields = append(rec.Fields, record.Field{Name: OldField, Value: record.Bytes(old)})
 		}
 		out = append(out, rec)
 	}

@@ -352,3 +352,23 @@ func (f *cleanupSpannerFn) ProcessElement(ctx context.Context, _ int, txns func(
 	}
 	return nil
 }
+
+// CountSpanner counts the rows of cfg's table where its filter holds (a
+// single-use strong read), for sizing a sample before the read.
+func CountSpanner(ctx context.Context, cfg SpannerConfig) (int64, error) {
+	c, err := newClient(ctx, cfg.DatabasePath())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	sql := "SELECT COUNT(*) FROM " + rewrite.QuoteIdent(cfg.Table)
+	if f := strings.TrimSpace(cfg.Filter); f != "" {
+		sql += " WHERE (" + f + ")"
+	}
+	var n int64
+	err = c.Single().Query(ctx, spanner.Statement{SQL: sql}).Do(func(r *spanner.Row) error { return r.Column(0, &n) })
+	if err != nil {
+		return 0, fmt.Errorf("spanner source: counting the rows of %s: %w", cfg.Table, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,263 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/plan"
+	"github.com/rekeyio/rekey/plan/keys"
+	"github.com/rekeyio/rekey/plan/sim"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// PlanRequest is what `rekey plan` asks for.
+type PlanRequest struct {
+	// Out is the report's directory (local).
+	Out string
+	// KeysDir is where the plan pipeline's keys go (local or gs://; ""
+	// for a fresh directory in Out, removed afterwards unless KeepKeys).
+	KeysDir  string
+	KeepKeys bool
+	// Sample is the number of records to sample (0: all).
+	Sample int
+	// Rows, if more than the source holds, is the number of records the
+	// simulation loads (the sample stands for that many).
+	Rows int64
+	// Sim are the simulation's parameters (zero fields take the target
+	// store's defaults); PreSplitPerNode as plan.Input.
+	Sim             sim.Params
+	PreSplitPerNode int
+}
+
+// Plan runs the plan pipeline (RunPlan) for the config, analyses what it
+// sampled (package plan) and writes the report into req.Out.
+func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*plan.Plan, plan.Files, error) {
+	if err := migration.Reach(ctx, cfg); err != nil {
+		return nil, plan.Files{}, err
+	}
+	j, err := migration.ResolveOffline(ctx, cfg)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	keysDir, cleanup := req.KeysDir, func() {}
+	if keysDir == "" {
+		keysDir = filepath.Join(req.Out, "keys-"+uuid.NewString()[:8])
+		if !req.KeepKeys {
+			cleanup = func() { os.RemoveAll(keysDir) }
+		}
+	}
+	defer cleanup()
+	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: keysDir, DeadLetters: keys.Join(req.Out, "dead-letters.jsonl"), Sample: req.Sample, Rows: req.Rows})
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	streams, err := keys.Read(ctx, run.KeysDir)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	in, err := planInput(j, run, req)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	in.Streams = streams
+	p, err := plan.Build(in)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	files, err := p.Write(req.Out)
+	return p, files, err
+}
+
+// planInput describes the job and the run for the analysis.
+func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, error) {
+	src, tgt := j.Config.Source, j.Config.Target
+	in := plan.Input{
+		Source: endpointText(src), Target: endpointText(tgt),
+		Datastore: tgt.Type == config.TypeDatastore, SourceDatastore: j.Spec.SourceStore == record.Datastore,
+		Table: firstOf(tgt.Table, tgt.Kind, j.Spec.Table), SourceTable: firstOf(src.Table, src.Kind, j.Spec.Table),
+		SourceKey: j.SourceKey.Text(), TargetKey: j.TargetKey.Text(), Strategy: stepText(j.Config.Rewrite.Step()),
+		Method: run.Method, Rows: max(run.Rows, req.Rows), DeadLettered: run.DeadLettered,
+		PreSplitPerNode: req.PreSplitPerNode,
+	}
+	if in.SourceDatastore {
+		in.SourceKey = "Datastore key of kind " + in.SourceTable
+	}
+	if in.Datastore {
+		in.TargetKey = "Datastore key of kind " + in.Table
+	}
+	if len(j.SourceKey.Columns) > 0 {
+		in.SourceColumn = j.SourceKey.Columns[0].Name
+	}
+	if len(j.TargetKey.Columns) > 0 {
+		in.TargetColumn = j.TargetKey.Columns[0].Name
+	}
+	if st, err := rewrite.New(j.Config.Rewrite.Step()); err == nil {
+		if sh, ok := st.(*rewrite.Shard); ok {
+			in.ShardColumn = sh.Name
+		}
+	}
+	if req.Rows > 0 && req.Rows > run.Rows {
+		in.Method += fmt.Sprintf("; the simulation loads %d records (--rows), each sampled record standing for the same share", req.Rows)
+	}
+	var err error
+	in.Sim, err = simParams(j, req.Sim)
+	return in, err
+}
+
+// simParams are the store's defaults (Spanner regional or Firestore)
+// overridden by the request's non-zero fields, with the config's ramp-up
+// as the loader's schedule.
+func simParams(j *migration.Job, o sim.Params) (sim.Params, error) {
+	p := sim.SpannerDefaults(o.Nodes)
+	if j.Config.Target.Type == config.TypeDatastore {
+		p = sim.FirestoreDefaults()
+		if o.Nodes > 0 {
+			p.Nodes = o.Nodes
+		}
+	}
+	if o.NodeWrites > 0 {
+		p.NodeWrites = o.NodeWrites
+	}
+	if o.SplitWrites > 0 {
+		p.SplitWrites = o.SplitWrites
+		p.LoadThreshold = o.SplitWrites / 2
+	}
+	if o.LoadThreshold > 0 {
+		p.LoadThreshold = o.LoadThreshold
+	}
+	if o.LoadSplitDelay > 0 {
+		p.LoadSplitDelay = o.LoadSplitDelay
+	}
+	if o.SplitBytes > 0 {
+		p.SplitBytes = o.SplitBytes
+	}
+	r := j.Config.Ramp
+	sched, err := throttle.NewSchedule(r.Profile, r.Base, r.Growth, time.Duration(r.IntervalSeconds*float64(time.Second)), time.Unix(0, 0))
+	if err != nil {
+		return p, &migration.ConfigError{Err: fmt.Errorf("ramp: %w", err)}
+	}
+	p.Ramp = nil
+	if !sched.Unlimited() {
+		p.Ramp = func(d time.Duration) float64 { return sched.Rate(time.Unix(0, 0).Add(d)) }
+	}
+	return p, nil
+}
+
+// stepText is a rewrite step as a line: its strategy and parameters.
+func stepText(st rewrite.StepConfig) string {
+	if len(st.Steps) > 0 {
+		parts := make([]string, len(st.Steps))
+		for i, s := range st.Steps {
+			parts[i] = stepText(s)
+		}
+		return st.Strategy + "(" + strings.Join(parts, " → ") + ")"
+	}
+	if len(st.Params) == 0 {
+		return st.Strategy
+	}
+	b, err := json.Marshal(st.Params)
+	if err != nil {
+		return st.Strategy
+	}
+	return st.Strategy + " " + string(b)
+}
+
+func endpointText(e config.Endpoint) string {
+	switch e.Type {
+	case config.TypeSpanner:
+		return fmt.Sprintf("Spanner %s/%s table %s", e.Instance, e.Database, firstOf(e.Table, "?"))
+	case config.TypeDatastore:
+		s := "Datastore kind " + e.Kind
+		if e.Namespace != "" {
+			s += " (namespace " + e.Namespace + ")"
+		}
+		return s
+	}
+	return strings.ToUpper(e.Type) + " " + e.Path
+}
+
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// PlanSample reads a uniform random sample of n records of the job's
+// source through the plan pipeline (RunPlan) and returns their new keys
+// as records of the target's key columns (Spanner targets), for split
+// points at quantiles of the rewritten keys.
+func PlanSample(ctx context.Context, j *migration.Job, r Runner, n int) ([]record.Record, error) {
+	dir, err := os.MkdirTemp("", "rekey-sample-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: filepath.Join(dir, "keys"), DeadLetters: filepath.Join(dir, "dead-letters.jsonl"), Sample: n})
+	if err != nil {
+		return nil, err
+	}
+	streams, err := keys.Read(ctx, run.KeysDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []record.Record
+	for _, s := range streams {
+		for _, k := range s {
+			rec, err := keyRecord(k, j.TargetKey)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// keyRecord rebuilds a record of the new key's columns from k.NewParts.
+func keyRecord(k keys.Key, ks rewrite.KeySchema) (record.Record, error) {
+	rec := record.Record{Table: k.Table}
+	if len(k.NewParts) != len(ks.Columns) {
+		return rec, fmt.Errorf("plan keys: %s has %d key parts, the target key %d columns", k.NewText, len(k.NewParts), len(ks.Columns))
+	}
+	for i, c := range ks.Columns {
+		rec.Fields = append(rec.Fields, record.Field{Name: c.Name, Value: partValue(k.NewParts[i], c.Type)})
+	}
+	return rec, nil
+}
+
+// partValue is the record value of a key part of column type t.
+func partValue(p keys.Part, t rewrite.Type) record.Value {
+	switch p.Kind {
+	case "null":
+		return record.Value{}
+	case "time":
+		return record.Time(time.Unix(0, p.Int))
+	case "bytes":
+		return record.Bytes(p.Bytes)
+	case "bool":
+		return record.Bool(p.Int != 0)
+	case "int":
+		if t == rewrite.TypeDate {
+			return record.Value{Kind: record.KindDate, Int: p.Int}
+		}
+		return record.Int(p.Int)
+	}
+	if t == rewrite.TypeNumeric {
+		return record.Value{Kind: record.KindNumeric, Str: p.Text}
+	}
+	return record.String(p.Text)
+}

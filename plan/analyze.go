@@ -1,0 +1,256 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/rekeyio/rekey/plan/detect"
+	"github.com/rekeyio/rekey/plan/keys"
+	"github.com/rekeyio/rekey/plan/rules"
+)
+
+// Thresholds of the key analysis.
+const (
+	// MonotonicRho is the |Spearman ρ| between key order and a timestamp
+	// at which keys count as monotonic.
+	MonotonicRho = 0.9
+	// MinPrefix is the shortest common prefix reported.
+	MinPrefix = 4
+	// MaxKeyBytes is the longest key the sources advise (2 KB).
+	MaxKeyBytes = 2048
+	// MaxKeyColumns is the most key columns the sources advise.
+	MaxKeyColumns = 3
+	// LowCardinality is the most distinct values of a first key column
+	// that counts as low-cardinality, TopShare the share of the most
+	// common value that does too.
+	LowCardinality = 16
+	TopShare       = 0.2
+)
+
+// Side is one side of the migration's keys, as the analysis sees it.
+type Side struct {
+	// Name is "source" or "target"; Subject the table or kind; Column
+	// the first key column ("" for Datastore).
+	Name, Subject, Column string
+	Datastore             bool
+	// ShardColumn is a shard column the rewrite made: few values by
+	// design (about the node count, evenly used).
+	ShardColumn string
+	// Fraction is the share of the source's records sampled (1 for all).
+	Fraction float64
+	keys     []keys.Key
+	old      bool
+}
+
+// OldSide and NewSide view sampled keys as the source's or the target's.
+func OldSide(ks []keys.Key, subject, column string, datastore bool, fraction float64) Side {
+	return Side{Name: "source", Subject: subject, Column: column, Datastore: datastore, Fraction: fraction, keys: ks, old: true}
+}
+
+func NewSide(ks []keys.Key, subject, column string, datastore bool, fraction float64) Side {
+	return Side{Name: "target", Subject: subject, Column: column, Datastore: datastore, Fraction: fraction, keys: ks}
+}
+
+func (s Side) enc(i int) []byte {
+	if s.old {
+		return s.keys[i].Old
+	}
+	return s.keys[i].New
+}
+
+func (s Side) text(i int) string {
+	if s.old {
+		return s.keys[i].OldText
+	}
+	return s.keys[i].NewText
+}
+
+func (s Side) first(i int) (keys.Part, bool) {
+	k := &s.keys[i]
+	if s.old {
+		return k.First, k.First.Kind != ""
+	}
+	if len(k.NewParts) == 0 {
+		return keys.Part{}, false
+	}
+	return k.NewParts[0], true
+}
+
+func (s Side) columns(i int) int {
+	if s.old || s.Datastore {
+		return s.keys[i].Columns
+	}
+	return len(s.keys[i].NewParts)
+}
+
+// subject names what a finding is about: Table.Column, or kind K.
+func (s Side) subject() string {
+	if s.Datastore {
+		return "kind " + s.Subject
+	}
+	if s.Column == "" {
+		return s.Subject
+	}
+	return s.Subject + "." + s.Column
+}
+
+// Analyze checks the side's keys against the rules (package rules) and
+// returns what they break, with the evidence.
+func Analyze(s Side) []rules.Finding {
+	n := len(s.keys)
+	if n == 0 {
+		return nil
+	}
+	var out []rules.Finding
+	add := func(id, subject, evidence string) { out = append(out, rules.New(id, subject, evidence)) }
+	sampled := fmt.Sprintf("%s sampled keys", detect.Thousands(int64(n)))
+
+	// Monotonic in time: key order against a timestamp of the record.
+	if rho, field, m := s.timeCorrelation(); m >= 3 && math.Abs(rho) >= MonotonicRho {
+		add(rules.MonotonicKey, s.subject(), fmt.Sprintf("Spearman ρ = %.3f between key order and %s over %s", rho, field, detect.Thousands(int64(m))))
+	}
+	ints, strs := s.firstValues()
+	what := "first key column"
+	if s.Datastore {
+		what = "key ids"
+	}
+	if len(ints) == n && n >= detect.MinValues {
+		if p, _ := s.first(0); p.Kind == "time" {
+			add(rules.TimestampFirst, s.subject(), fmt.Sprintf("the %s is a timestamp (%s of %s)", what, spanOf(s), sampled))
+		} else if ok, ev := detect.DenseSequence(ints, s.Fraction); ok {
+			add(rules.MonotonicKey, s.subject(), "the "+what+": "+ev)
+		}
+	}
+	if s.Datastore {
+		what = "key names"
+	}
+	if len(strs) >= detect.MinValues {
+		if ok, ev := detect.SequentialNamesSampled(strs, s.Fraction); ok {
+			add(rules.SequentialNames, s.subject(), "the "+what+": "+ev)
+		}
+		if share, m := detect.UUIDv1Share(strs); m > 0 && share >= 0.5 {
+			add(rules.UUIDv1, s.subject(), fmt.Sprintf("%.0f%% of %s %s are version-1 UUIDs", 100*share, detect.Thousands(int64(m)), what))
+		}
+		if p, share := detect.CommonPrefix(strs); len(p) >= MinPrefix {
+			add(rules.CommonPrefix, s.subject(), fmt.Sprintf("%.0f%% of the %s start with %q", 100*share, what, p))
+		}
+	}
+	if !s.Datastore && s.columns(0) > 1 && n >= 100 && !strings.EqualFold(s.Column, s.ShardColumn) {
+		vals := make([]string, n)
+		for i := range s.keys {
+			p, _ := s.first(i)
+			vals[i] = p.Text
+		}
+		if d, top, v := detect.Cardinality(vals); d <= LowCardinality || top >= TopShare {
+			add(rules.LowCardinalityFirst, s.subject(), fmt.Sprintf("%d distinct values in %s; the most common, %q, has %.0f%%", d, sampled, v, 100*top))
+		}
+	}
+	s.lengthFindings(add)
+	if s.Datastore {
+		s.datastoreFindings(add)
+	}
+	rules.Sort(out)
+	return out
+}
+
+// lengthFindings reports long keys and many key columns.
+func (s Side) lengthFindings(add func(id, subject, evidence string)) {
+	longest, long, cols := 0, 0, 0
+	for i := range s.keys {
+		l := len(s.enc(i))
+		longest = max(longest, l)
+		if l > MaxKeyBytes {
+			long++
+		}
+		cols = max(cols, s.columns(i))
+	}
+	if long > 0 {
+		add(rules.LongKey, s.subject(), fmt.Sprintf("%d sampled keys are longer than %d bytes (longest %d)", long, MaxKeyBytes, longest))
+	}
+	if !s.Datastore && cols > MaxKeyColumns {
+		add(rules.ManyKeyColumns, s.subject(), fmt.Sprintf("the key has %d columns", cols))
+	}
+}
+
+// datastoreFindings reports ids ≤ 0 and names with '/'.
+func (s Side) datastoreFindings(add func(id, subject, evidence string)) {
+	bad, slash := 0, 0
+	var badEx, slashEx string
+	for i := range s.keys {
+		p, ok := s.first(i)
+		switch {
+		case !ok:
+		case p.Kind == "int" && p.Int <= 0:
+			bad++
+			badEx = s.text(i)
+		case p.Kind == "string" && strings.Contains(p.Text, "/"):
+			slash++
+			slashEx = s.text(i)
+		}
+	}
+	if bad > 0 {
+		add(rules.NonPositiveID, s.subject(), fmt.Sprintf("%d sampled keys have an id ≤ 0, e.g. %s", bad, badEx))
+	}
+	if slash > 0 {
+		add(rules.SlashInName, s.subject(), fmt.Sprintf("%d sampled key names contain '/', e.g. %s", slash, slashEx))
+	}
+}
+
+// firstValues are the first key parts as integers (when all are
+// integers or times) and as strings (those that are).
+func (s Side) firstValues() (ints []int64, strs []string) {
+	for i := range s.keys {
+		p, ok := s.first(i)
+		if !ok {
+			continue
+		}
+		switch p.Kind {
+		case "int", "time":
+			ints = append(ints, p.Int)
+		case "string":
+			strs = append(strs, p.Text)
+		}
+	}
+	return ints, strs
+}
+
+// timeCorrelation is Spearman's ρ between the keys' order and the
+// records' timestamp (keys.Key.Time), over the m keys that have one.
+func (s Side) timeCorrelation() (rho float64, field string, m int) {
+	var idx []int
+	for i := range s.keys {
+		if s.keys[i].Time != nil {
+			idx = append(idx, i)
+			field = s.keys[i].TimeField
+		}
+	}
+	if len(idx) < 3 {
+		return math.NaN(), field, len(idx)
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return bytes.Compare(s.enc(idx[a]), s.enc(idx[b])) < 0 })
+	x := make([]float64, len(idx))
+	y := make([]float64, len(idx))
+	for r, i := range idx {
+		x[r] = float64(r)
+		y[r] = float64(s.keys[i].Time.UnixNano())
+	}
+	return detect.Spearman(x, y), field, len(idx)
+}
+
+// spanOf describes the range of the first key parts' times.
+func spanOf(s Side) string {
+	lo, hi := "", ""
+	for i := range s.keys {
+		p, _ := s.first(i)
+		if lo == "" || p.Text < lo {
+			lo = p.Text
+		}
+		if p.Text > hi {
+			hi = p.Text
+		}
+	}
+	return "from " + lo + " to " + hi
+}

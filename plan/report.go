@@ -1,0 +1,271 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rekeyio/rekey/plan/chart"
+	"github.com/rekeyio/rekey/plan/detect"
+	"github.com/rekeyio/rekey/plan/rules"
+	"github.com/rekeyio/rekey/plan/sim"
+)
+
+// Picture sizes of the report.
+const (
+	HeatRows = 32 // key ranges of a heatmap
+	HeatCols = 60 // time buckets of a heatmap
+	Bins     = 32 // ranges of the key-spread histograms
+)
+
+// Files are what Write wrote.
+type Files struct {
+	Dir, HTML, JSON, Heatmap, Spread, Rate string
+}
+
+// Write writes the report into dir: report.html (self-contained: the
+// pictures are inline PNGs), the pictures as PNG files, and plan.json.
+func (p *Plan) Write(dir string) (Files, error) {
+	f := Files{Dir: dir, HTML: filepath.Join(dir, "report.html"), JSON: filepath.Join(dir, "plan.json"),
+		Heatmap: filepath.Join(dir, "heatmap.png"), Spread: filepath.Join(dir, "spread.png"), Rate: filepath.Join(dir, "rate.png")}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return f, err
+	}
+	pics := map[string]func(io.Writer) error{f.Heatmap: p.heatmapPNG, f.Spread: p.spreadPNG, f.Rate: p.ratePNG}
+	inline := map[string]template.URL{}
+	for path, draw := range pics {
+		var b bytes.Buffer
+		if err := draw(&b); err != nil {
+			return f, fmt.Errorf("plan report: %s: %w", filepath.Base(path), err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return f, err
+		}
+		inline[filepath.Base(path)] = template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes()))
+	}
+	js, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return f, err
+	}
+	if err := os.WriteFile(f.JSON, append(js, '\n'), 0o644); err != nil {
+		return f, err
+	}
+	var html bytes.Buffer
+	if err := reportTemplate.Execute(&html, reportData{Plan: p, Pics: inline, Params: p.params()}); err != nil {
+		return f, fmt.Errorf("plan report: %w", err)
+	}
+	return f, os.WriteFile(f.HTML, html.Bytes(), 0o644)
+}
+
+// heat is a run's heatmap in writes/s per key range and time bucket.
+func heat(r Run, texts []string, title string) chart.Heatmap {
+	g := r.Result.Heat(HeatRows, HeatCols)
+	h := chart.Heatmap{Title: title, Cells: g.PerSecond(), Unit: "writes/s"}
+	for _, i := range g.RowStart {
+		h.RowLabels = append(h.RowLabels, texts[i])
+	}
+	for c := range g.ColEnd {
+		label := ""
+		if c%10 == 0 {
+			start := time.Duration(0)
+			if c > 0 {
+				start = g.ColEnd[c-1]
+			}
+			label = chart.Seconds(start.Seconds())
+		}
+		h.ColLabels = append(h.ColLabels, label)
+	}
+	return h
+}
+
+func (p *Plan) heatmapPNG(w io.Writer) error {
+	return chart.SideBySide(w, "Simulated writes by key range over time (same colour scale)",
+		heat(p.Before, p.beforeText, "before: "+shortDuration(p.Before.Duration)),
+		heat(p.After, p.afterText, "after: "+shortDuration(p.After.Duration)))
+}
+
+func (p *Plan) spreadPNG(w io.Writer) error {
+	counts, labels := Spread(p.afterWrites, p.afterText, Bins)
+	for i := range counts {
+		counts[i] *= p.Scale
+	}
+	return chart.BarChart{Title: "Rewritten keys across " + fmt.Sprint(Bins) + " equal ranges of the new key space",
+		XLabel: "key range (its lowest key)", YLabel: "records", Labels: labels, Values: counts}.PNG(w)
+}
+
+func (p *Plan) ratePNG(w io.Writer) error {
+	lc := chart.LineChart{Title: "Write rate over time", XLabel: "time since the first write", YLabel: "writes/s", XFormat: chart.Seconds}
+	add := func(name string, r Run, y func(sim.Tick) float64, dashed bool) {
+		s := chart.Series{Name: name, Dashed: dashed}
+		for _, t := range r.Result.Series {
+			s.X = append(s.X, (t.At + t.Width/2).Seconds())
+			s.Y = append(s.Y, y(t))
+		}
+		lc.Series = append(lc.Series, s)
+	}
+	add("after: achieved", p.After, func(t sim.Tick) float64 { return t.Done }, false)
+	add("before: achieved", p.Before, func(t sim.Tick) float64 { return t.Done }, false)
+	add(p.rampName(), p.After, func(t sim.Tick) float64 { return t.Offered }, true)
+	return lc.PNG(w)
+}
+
+func (p *Plan) rampName() string {
+	if p.Input.Sim.Ramp == nil {
+		return "offered (no ramp-up: as fast as the store takes)"
+	}
+	return "offered: the ramp-up schedule"
+}
+
+// Param is one simulation parameter as the report shows it.
+type Param struct{ Name, Value, Basis string }
+
+func (p *Plan) params() []Param {
+	sp := p.After.Result.Params
+	basis := func(published bool, src string) string {
+		if published {
+			return "published: " + src
+		}
+		return "assumption: " + src
+	}
+	spanner := !p.Input.Datastore
+	ps := []Param{
+		{"nodes", fmt.Sprint(sp.Nodes), "--nodes"},
+		{"writes/s per node", chart.Number(sp.NodeWrites), basis(spanner && (sp.NodeWrites == sim.SpannerRegionalNodeWrites || sp.NodeWrites == sim.SpannerMultiRegionNodeWrites), "cloud.google.com/spanner/docs/performance (3,500 regional, 2,700 multi-region)")},
+		{"writes/s per split", chart.Number(sp.SplitWrites), basis(!spanner && sp.SplitWrites == sim.FirestoreStartRate, "a new key range starts at 500 ops/s (Firestore 500/50/5); Spanner publishes no per-split figure")},
+		{"load split: threshold", chart.Number(sp.LoadThreshold) + " writes/s", basis(false, "half a split's capacity")},
+		{"load split: delay", sp.LoadSplitDelay.String(), basis(false, "Spanner: load splitting acts \"every few minutes\"")},
+		{"size split", fmt.Sprintf("%d GiB", sp.SplitBytes>>30), basis(false, "the sources say about 8 GB")},
+		{"pre-split points", fmt.Sprint(p.After.PreSplits), "--presplit (per node, at quantiles of the new keys; after only)"},
+		{"ramp-up", p.rampName(), "the config's ramp"},
+		{"row size", fmt.Sprintf("%d bytes", sp.RowBytes), "measured per sampled record where known"},
+		{"records per sampled record", fmt.Sprintf("%.4g", sp.Scale), "rows / sample"},
+		{"loader look-ahead", fmt.Sprint(sp.Concurrency), "writes in flight past a blocked one"},
+		{"step", sp.Step.String(), "simulation tick"},
+	}
+	return ps
+}
+
+type reportData struct {
+	*Plan
+	Pics   map[string]template.URL
+	Params []Param
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.1f days", d.Hours()/24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	case d >= time.Minute:
+		return fmt.Sprintf("%.1f min", d.Minutes())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// Summary writes the plan for a terminal.
+func (p *Plan) Summary(w io.Writer, f Files) {
+	in := p.Input
+	fmt.Fprintf(w, "rekey plan: %s → %s (%s)\n", in.Source, in.Target, in.Strategy)
+	fmt.Fprintf(w, "  sample: %s records of %s (%s)", detect.Thousands(int64(p.Sampled)), detect.Thousands(p.Rows), in.Method)
+	if in.DeadLettered > 0 {
+		fmt.Fprintf(w, "; %d dead-lettered", in.DeadLettered)
+	}
+	fmt.Fprintln(w)
+	printFindings(w, "source keys", p.Findings)
+	printFindings(w, "rewritten keys", p.Remaining)
+	fmt.Fprintf(w, "  simulated load of %s writes, %d nodes:\n", detect.Thousands(p.Rows), p.After.Result.Params.Nodes)
+	fmt.Fprintf(w, "    %-7s %12s %14s %14s %8s %16s\n", "", "load time", "busiest node", "hotspot score", "splits", "to full speed")
+	for _, r := range []Run{p.Before, p.After} {
+		fs := shortDuration(r.TimeToFullSpeed)
+		if !r.ReachedFullSpeed {
+			fs = "never"
+		}
+		d := shortDuration(r.Duration)
+		if !r.Finished {
+			d = "> " + d
+		}
+		fmt.Fprintf(w, "    %-7s %12s %13.0f%% %14.2f %8d %16s\n", r.Name, d, 100*r.BusiestNodeShare, r.HotspotScore, r.Splits, fs)
+	}
+	if p.After.Duration > 0 {
+		fmt.Fprintf(w, "    the rewritten load is %.1fx as fast (hotspot score 1 = even over the nodes, %d = all on one)\n", p.Before.Duration.Seconds()/p.After.Duration.Seconds(), p.After.Result.Params.Nodes)
+	}
+	fmt.Fprintf(w, "  report: %s\n", f.HTML)
+}
+
+func printFindings(w io.Writer, what string, fs []rules.Finding) {
+	if len(fs) == 0 {
+		fmt.Fprintf(w, "  %s: no findings\n", what)
+		return
+	}
+	fmt.Fprintf(w, "  %s: %d findings\n", what, len(fs))
+	for _, f := range fs {
+		fmt.Fprintf(w, "    %-7s %s [%s]: %s\n", f.Severity, f.Subject, f.Rule, f.Evidence)
+		fmt.Fprintf(w, "            fix: %s\n", f.Fix)
+	}
+}
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"dur":   shortDuration,
+	"pct":   func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"f2":    func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"n":     func(v int64) string { return detect.Thousands(v) },
+	"join":  strings.Join,
+	"fast":  func(a, b time.Duration) string { return fmt.Sprintf("%.1f", a.Seconds()/max(b.Seconds(), 1e-9)) },
+	"stamp": func(t time.Time) string { return t.Format(time.RFC3339) },
+	"list":  func(rs ...Run) []Run { return rs },
+	"int64": func(n int) int64 { return int64(n) },
+}).Parse(reportHTML))
+
+const reportHTML = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>rekey plan: {{.Input.Target}}</title>
+<style>
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1700px;padding:0 1rem;color:#1d2330}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ccd}
+table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f2f4f8}code{font-size:.9em}.error{color:#a01010;font-weight:600}.warning{color:#a05a00;font-weight:600}.info{color:#335}
+img{max-width:100%;border:1px solid #ccd}.muted{color:#667}
+</style></head><body>
+<h1>rekey plan: {{.Input.Source}} → {{.Input.Target}}</h1>
+<p>Rewrite: <code>{{.Input.Strategy}}</code>. Key before: <code>{{.Input.SourceKey}}</code>; after: <code>{{.Input.TargetKey}}</code>.</p>
+<p>Sample: {{n (int64 .Sampled)}} records standing for {{n .Rows}} ({{.Input.Method}}).{{if .Input.DeadLettered}} {{.Input.DeadLettered}} records were refused (dead letters).{{end}} Written {{stamp .Created}}; nothing was written to the target.</p>
+
+<h2>Simulated load</h2>
+<table><tr><th></th><th>write order</th><th>load time</th><th>busiest node's share</th><th>hotspot score</th><th>splits at the end</th><th>time to full speed</th></tr>
+{{range $r := (list .Before .After)}}<tr><td>{{$r.Name}}</td><td>{{$r.Order}}</td><td>{{if not $r.Finished}}&gt; {{end}}{{dur $r.Duration}}</td><td>{{pct $r.BusiestNodeShare}}</td><td>{{f2 $r.HotspotScore}}</td><td>{{$r.Splits}}</td><td>{{if $r.ReachedFullSpeed}}{{dur $r.TimeToFullSpeed}}{{else}}never{{end}}</td></tr>
+{{end}}</table>
+<p>The rewritten load is {{fast .Before.Duration .After.Duration}}× as fast. Hotspot score: the busiest node's writes over the mean node's, averaged over time (1 = even, the node count = all writes on one node).</p>
+<img alt="heatmaps before and after" src="{{index .Pics "heatmap.png"}}">
+<p class="muted">Key Visualizer style: time on x, key ranges on y in key order (each labelled with its first key), colour from dark (cold) to white (hottest), one scale for both; bars along the bottom and right edges are totals per time bucket and per range.</p>
+<img alt="write rate over time" src="{{index .Pics "rate.png"}}">
+
+<h2>Findings in the source keys</h2>
+{{template "findings" .Findings}}
+<h2>Findings in the rewritten keys</h2>
+{{template "findings" .Remaining}}
+
+<h2>Rewritten keys across the key space</h2>
+<img alt="histogram of rewritten keys" src="{{index .Pics "spread.png"}}">
+
+<h2>Sample keys</h2>
+<table><tr><th>old key</th><th>new key</th></tr>
+{{range .Samples}}<tr><td><code>{{.Old}}</code></td><td><code>{{.New}}</code></td></tr>
+{{end}}</table>
+
+<h2>Model and parameters</h2>
+<p>A range-partitioned store: the table starts as one split (or at the pre-split points); a split is cut at its median key when it outgrows the size threshold or after its load has stayed above the threshold for the delay; new splits go to the least loaded node. The loader writes in the order given, up to the ramp-up's rate, and waits on a split or node that is at capacity. See <code>plan/sim</code> for the whole model.</p>
+<table><tr><th>parameter</th><th>value</th><th>basis</th></tr>
+{{range .Params}}<tr><td>{{.Name}}</td><td>{{.Value}}</td><td>{{.Basis}}</td></tr>
+{{end}}</table>
+</body></html>
+{{define "findings"}}{{if not .}}<p>None.</p>{{else}}<table><tr><th>severity</th><th>subject</th><th>rule</th><th>evidence</th><th>fix</th><th>source</th></tr>
+{{range .}}<tr><td class="{{.Severity}}">{{.Severity}}</td><td>{{.Subject}}</td><td><code>{{.Rule}}</code><br>{{.Text}}</td><td>{{.Evidence}}</td><td>{{.Fix}}{{if .Strategies}}<br>strategies: {{join .Strategies ", "}}{{end}}</td><td>{{.Source}}</td></tr>
+{{end}}</table>{{end}}{{end}}`
