@@ -42,6 +42,11 @@ func exitCode(err error, stderr io.Writer) int {
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
+	// An error may choose its own code (lint's findings: exitFindings).
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
 	return exitFailure
 }
 
@@ -116,10 +121,13 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdVerify(f, false),
 		newCmdVerify(f, true),
 		newCmdLoad(f),
+		newCmdPlan(f),
 		newCmdStrategies(f, nil),
 		newCmdRewrite(f, nil),
 		newCmdValidate(f, nil),
 		newCmdCohort(f, nil),
+		newCmdSplits(f),
+		newCmdLint(f),
 		newCmdVersion(f, nil),
 	)
 	// cobra's help and completion commands; an unknown topic or shell is a

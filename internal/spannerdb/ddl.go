@@ -232,3 +232,174 @@ func stripComments(s string) string {
 }
 
 func unquote(s string) string { return strings.Trim(s, "`") }
+
+// Schema is what ParseSchema reads from a database's DDL.
+type Schema struct {
+	// Tables are the tables, as ParseDDL reads them.
+	Tables map[string]*Table
+	// Indexes are the secondary indexes (CREATE INDEX), in DDL order.
+	Indexes []Index
+	// Checks are the CHECK constraints of each table, keyed by the table's
+	// lower-case name: the expressions inside CHECK (...).
+	Checks map[string][]string
+}
+
+// Index is a secondary index:
+//
+//	CREATE [UNIQUE] [NULL_FILTERED] INDEX [IF NOT EXISTS] Name ON Table (Key [DESC], ...)
+//	  [STORING (Columns)] [WHERE ...] [, INTERLEAVE IN Parent]
+type Index struct {
+	Name  string
+	Table string
+	// Columns are the index key, in key order.
+	Columns      []IndexColumn
+	Unique       bool
+	NullFiltered bool
+	// Storing are the STORING columns.
+	Storing []string
+	// Interleave is the table the index is interleaved in, "" if none.
+	Interleave string
+}
+
+// IndexColumn is one key column of an index.
+type IndexColumn struct {
+	Name string
+	Desc bool
+}
+
+// ParseSchema reads the tables (as ParseDDL does), the secondary indexes
+// and the tables' CHECK constraints from DDL. Search and vector indexes,
+// views, sequences, change streams and other statements are skipped.
+// Errors name the statement's number (1-based) and the index or table.
+func ParseSchema(ddl string) (*Schema, error) {
+	tables, err := ParseDDL(ddl)
+	if err != nil {
+		return nil, err
+	}
+	s := &Schema{Tables: tables, Checks: map[string][]string{}}
+	for i, stmt := range splitTopLevel(stripComments(ddl), ';') {
+		f := upperFields(stmt, 4)
+		switch {
+		case len(f) >= 3 && f[0] == "CREATE" && f[1] == "TABLE":
+			name, checks := tableChecks(stmt)
+			if len(checks) > 0 {
+				s.Checks[strings.ToLower(name)] = checks
+			}
+		case len(f) >= 3 && f[0] == "CREATE" && indexStatement(f[1:]):
+			ix, err := parseCreateIndex(stmt)
+			if err != nil {
+				return nil, fmt.Errorf("statement %d: %w", i+1, err)
+			}
+			s.Indexes = append(s.Indexes, ix)
+		}
+	}
+	return s, nil
+}
+
+// upperFields is the first n fields of s, upper-cased, split at spaces and
+// before '('.
+func upperFields(s string, n int) []string {
+	f := strings.Fields(strings.ReplaceAll(s, "(", " ("))
+	if len(f) > n {
+		f = f[:n]
+	}
+	for i := range f {
+		f[i] = strings.ToUpper(f[i])
+	}
+	return f
+}
+
+// indexStatement reports whether the words after CREATE start a plain
+// secondary index: [UNIQUE] [NULL_FILTERED] INDEX.
+func indexStatement(words []string) bool {
+	for _, w := range words {
+		switch w {
+		case "UNIQUE", "NULL_FILTERED":
+		case "INDEX":
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func parseCreateIndex(stmt string) (Index, error) {
+	var ix Index
+	open := strings.IndexByte(stmt, '(')
+	if open < 0 {
+		return ix, fmt.Errorf("CREATE INDEX without key columns: %.60q", strings.TrimSpace(stmt))
+	}
+	head := strings.Fields(stmt[:open])
+	on, index := -1, -1
+	for i, w := range head {
+		switch strings.ToUpper(w) {
+		case "UNIQUE":
+			ix.Unique = true
+		case "NULL_FILTERED":
+			ix.NullFiltered = true
+		case "INDEX":
+			index = i
+		case "ON":
+			on = i
+		}
+	}
+	if on != len(head)-2 || on-1 <= index || strings.EqualFold(head[on-1], "EXISTS") {
+		return ix, fmt.Errorf("CREATE INDEX: want \"Name ON Table (columns)\", got %.60q", strings.TrimSpace(stmt[:open]))
+	}
+	ix.Name, ix.Table = unquote(head[on-1]), unquote(head[on+1])
+	closeAt := matching(stmt, open)
+	if closeAt < 0 {
+		return ix, fmt.Errorf("index %s: unbalanced parentheses", ix.Name)
+	}
+	for _, part := range splitTopLevel(stmt[open+1:closeAt], ',') {
+		f := strings.Fields(part)
+		if len(f) == 0 {
+			continue
+		}
+		ix.Columns = append(ix.Columns, IndexColumn{Name: unquote(f[0]), Desc: len(f) > 1 && strings.EqualFold(f[1], "DESC")})
+	}
+	if len(ix.Columns) == 0 {
+		return ix, fmt.Errorf("index %s: no key columns", ix.Name)
+	}
+	rest := stmt[closeAt+1:]
+	upper := strings.ToUpper(rest)
+	if i := strings.Index(upper, "STORING"); i >= 0 {
+		for _, c := range splitTopLevel(parenthesised(rest[i:]), ',') {
+			if c = strings.TrimSpace(c); c != "" {
+				ix.Storing = append(ix.Storing, unquote(c))
+			}
+		}
+	}
+	if i := strings.Index(upper, "INTERLEAVE IN"); i >= 0 {
+		f := strings.Fields(rest[i+len("INTERLEAVE IN"):])
+		if len(f) == 0 {
+			return ix, fmt.Errorf("index %s: INTERLEAVE IN without a table", ix.Name)
+		}
+		ix.Interleave = unquote(strings.TrimRight(f[0], ","))
+	}
+	return ix, nil
+}
+
+// tableChecks returns the name of the table stmt creates and the
+// expressions of its CHECK constraints ([CONSTRAINT Name] CHECK (e)).
+func tableChecks(stmt string) (table string, checks []string) {
+	open := strings.IndexByte(stmt, '(')
+	if open < 0 {
+		return "", nil
+	}
+	head := strings.Fields(stmt[:open])
+	table = unquote(head[len(head)-1])
+	closeAt := matching(stmt, open)
+	if closeAt < 0 {
+		return table, nil
+	}
+	for _, def := range splitTopLevel(stmt[open+1:closeAt], ',') {
+		f := upperFields(def, 3)
+		if len(f) > 0 && f[0] == "CHECK" || len(f) > 2 && f[0] == "CONSTRAINT" && f[2] == "CHECK" {
+			at := strings.Index(strings.ToUpper(def), "CHECK")
+			checks = append(checks, parenthesised(def[at:]))
+		}
+	}
+	return table, checks
+}
