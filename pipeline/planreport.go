@@ -107,8 +107,8 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 			in.ShardColumn = sh.Name
 		}
 	}
-	if req.Rows > 0 && req.Rows > run.Rows {
-		in.Method += fmt.Sprintf("; the simulation loads %d records (--rows), each sampled record standing for the same share", req.Rows)
+	if req.Rows > run.Read {
+		in.Method += fmt.Sprintf("; the simulation loads a table of %d records (--rows), each sampled record standing for %.4g", req.Rows, float64(req.Rows)/float64(max(run.Sampled, 1)))
 	}
 	var err error
 	in.Sim, err = simParams(j, req.Sim)

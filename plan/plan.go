@@ -86,6 +86,9 @@ type Plan struct {
 
 	beforeWrites, afterWrites []sim.Write
 	beforeText, afterText     []string
+	// afterFirst is each new key's first column's value ("" for
+	// Datastore keys), in afterWrites' order.
+	afterFirst []string
 }
 
 // Run is one simulated load.
@@ -139,6 +142,13 @@ func Build(in Input) (*Plan, error) {
 	params.Scale = p.Scale
 	p.beforeWrites, p.beforeText = writes(before, true)
 	p.afterWrites, p.afterText = writes(after, false)
+	for i := range after {
+		first := ""
+		if !in.Datastore && len(after[i].NewParts) > 1 {
+			first = after[i].NewParts[0].Text
+		}
+		p.afterFirst = append(p.afterFirst, first)
+	}
 	var err error
 	if p.Before, err = simulate("before", order, p.beforeWrites, params); err != nil {
 		return nil, err
@@ -223,6 +233,39 @@ func Quantiles(ws []sim.Write, k int) [][]byte {
 		}
 	}
 	return out
+}
+
+// MaxDiscrete is the most distinct values of a leading key column (a
+// shard column, an enum) that the key-spread histogram shows one bar
+// each.
+const MaxDiscrete = 64
+
+// Discrete counts keys by the value of their first key column, in key
+// order, when there are at most MaxDiscrete values and the key has more
+// columns (a shard column and the old key); ok is false otherwise.
+func Discrete(ws []sim.Write, first []string) (counts []float64, labels []string, ok bool) {
+	lowest := map[string][]byte{}
+	n := map[string]float64{}
+	for i, v := range first {
+		if v == "" {
+			return nil, nil, false
+		}
+		if k, seen := lowest[v]; !seen || bytes.Compare(ws[i].Key, k) < 0 {
+			lowest[v] = ws[i].Key
+		}
+		n[v]++
+		if len(n) > MaxDiscrete {
+			return nil, nil, false
+		}
+	}
+	for v := range n {
+		labels = append(labels, v)
+	}
+	sort.Slice(labels, func(a, b int) bool { return bytes.Compare(lowest[labels[a]], lowest[labels[b]]) < 0 })
+	for _, v := range labels {
+		counts = append(counts, n[v])
+	}
+	return counts, labels, len(labels) > 0
 }
 
 // Spread counts keys in bins equal-width ranges of the key space they

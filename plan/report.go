@@ -92,12 +92,17 @@ func (p *Plan) heatmapPNG(w io.Writer) error {
 }
 
 func (p *Plan) spreadPNG(w io.Writer) error {
-	counts, labels := Spread(p.afterWrites, p.afterText, Bins)
+	title, xlabel := "Rewritten keys across "+fmt.Sprint(Bins)+" equal ranges of the new key space", "key range (its lowest key)"
+	counts, labels, ok := Discrete(p.afterWrites, p.afterFirst)
+	if ok {
+		title, xlabel = "Rewritten keys by "+p.Input.TargetColumn, p.Input.TargetColumn
+	} else {
+		counts, labels = Spread(p.afterWrites, p.afterText, Bins)
+	}
 	for i := range counts {
 		counts[i] *= p.Scale
 	}
-	return chart.BarChart{Title: "Rewritten keys across " + fmt.Sprint(Bins) + " equal ranges of the new key space",
-		XLabel: "key range (its lowest key)", YLabel: "records", Labels: labels, Values: counts}.PNG(w)
+	return chart.BarChart{Title: title, XLabel: xlabel, YLabel: "records", Labels: labels, Values: counts}.PNG(w)
 }
 
 func (p *Plan) ratePNG(w io.Writer) error {

@@ -74,6 +74,9 @@ type demoEnv struct {
 	srcNS    string // Datastore namespaces
 	dstNS    string
 	failures int
+	// logs is the config of the UserAccessLogs migration, planned at the
+	// end (plan).
+	logs *config.Config
 }
 
 // Migrate runs the demo's migrations on runner, saying on w what it does:
@@ -104,6 +107,9 @@ func Migrate(ctx context.Context, w io.Writer, runner string, filesOnly bool) er
 	}
 	if err := env.datastore(ctx); err != nil {
 		return err
+	}
+	if err := env.plan(ctx); err != nil {
+		return fmt.Errorf("plan: %w", err)
 	}
 	if env.failures > 0 {
 		return fmt.Errorf("%d demo checks failed", env.failures)
@@ -182,6 +188,7 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 	if _, err := e.run(ctx, cfg); err != nil {
 		return fmt.Errorf("UserAccessLogs: %w", err)
 	}
+	e.logs = cfg
 	e.compareSpanner(ctx, src, dst, "UserAccessLogs", "SELECT LastAccess, UserId, Page, Bytes FROM UserAccessLogs ORDER BY LastAccess, UserId",
 		"SELECT LastAccess, UserId, Page, Bytes FROM UserAccessLogs ORDER BY LastAccess, UserId",
 		"SELECT ShardId, LastAccess, UserId FROM UserAccessLogs ORDER BY LastAccess, UserId")
