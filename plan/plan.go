@@ -118,6 +118,7 @@ const SampleRows = 20
 // Build analyses the keys and simulates both loads.
 func Build(in Input) (*Plan, error) {
 	after := keys.Interleave(in.Streams)
+	in.Streams = nil // after holds the keys; the plan keeps no second copy
 	n := len(after)
 	if n == 0 {
 		return nil, fmt.Errorf("plan: no records were sampled (%d dead-lettered); nothing to plan", in.DeadLettered)
@@ -140,8 +141,8 @@ func Build(in Input) (*Plan, error) {
 	before, order := naturalOrder(after)
 	params := in.Sim
 	params.Scale = p.Scale
-	p.beforeWrites, p.beforeText = writes(before, true)
-	p.afterWrites, p.afterText = writes(after, false)
+	p.beforeWrites, p.beforeText = writes(after, before, true)
+	p.afterWrites, p.afterText = writes(after, nil, false)
 	for i := range after {
 		first := ""
 		if !in.Datastore && len(after[i].NewParts) > 1 {
@@ -164,37 +165,43 @@ func Build(in Input) (*Plan, error) {
 	return p, nil
 }
 
-// naturalOrder sorts the keys as the old application or a plain copy
-// would write them: by the records' timestamp when most have one, else by
-// the old key.
-func naturalOrder(ks []keys.Key) ([]keys.Key, string) {
-	out := append([]keys.Key(nil), ks...)
+// naturalOrder orders the keys (as indexes into ks) as the old
+// application or a plain copy would write them: by the records' timestamp
+// when most have one, else by the old key.
+func naturalOrder(ks []keys.Key) ([]int, string) {
+	order := make([]int, len(ks))
 	timed, field := 0, ""
-	for i := range out {
-		if out[i].Time != nil {
+	for i := range ks {
+		order[i] = i
+		if ks[i].Time != nil {
 			timed++
-			field = out[i].TimeField
+			field = ks[i].TimeField
 		}
 	}
-	if timed*10 >= len(out)*9 {
-		sort.SliceStable(out, func(a, b int) bool {
-			ta, tb := out[a].Time, out[b].Time
+	if timed*10 >= len(ks)*9 {
+		sort.SliceStable(order, func(a, b int) bool {
+			ta, tb := ks[order[a]].Time, ks[order[b]].Time
 			if ta == nil || tb == nil {
 				return tb != nil
 			}
 			return ta.Before(*tb)
 		})
-		return out, "the old keys in the order of " + field + " (the order the records were created)"
+		return order, "the old keys in the order of " + field + " (the order the records were created)"
 	}
-	sort.SliceStable(out, func(a, b int) bool { return bytes.Compare(out[a].Old, out[b].Old) < 0 })
-	return out, "the old keys in key order (as a table scan or an export delivers them)"
+	sort.SliceStable(order, func(a, b int) bool { return bytes.Compare(ks[order[a]].Old, ks[order[b]].Old) < 0 })
+	return order, "the old keys in key order (as a table scan or an export delivers them)"
 }
 
-func writes(ks []keys.Key, old bool) ([]sim.Write, []string) {
+// writes are the keys' writes (old or new keys) in order (nil: as they
+// are), with their texts.
+func writes(ks []keys.Key, order []int, old bool) ([]sim.Write, []string) {
 	ws := make([]sim.Write, len(ks))
 	texts := make([]string, len(ks))
 	for i := range ks {
 		k := &ks[i]
+		if order != nil {
+			k = &ks[order[i]]
+		}
 		if old {
 			ws[i], texts[i] = sim.Write{Key: k.Old, Bytes: k.Bytes}, k.OldText
 		} else {

@@ -72,7 +72,7 @@ type splitAdder interface {
 
 func newCmdSplits(f *factory) *cobra.Command {
 	return splitsCommand(f, splitsEnv{
-		resolve: migration.Resolve,
+		resolve: migration.ResolveOffline, // the target need not exist yet: points are made before the load
 		sample:  pipeline.PlanSample,
 		admin:   adminClient(),
 		now:     time.Now,

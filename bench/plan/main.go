@@ -1,0 +1,180 @@
+// Command plan measures `rekey plan` on a large sample: N JSON Lines rows
+// of UserAccessLogs (keyed by time, so the old keys are one hotspot),
+// rewritten with a shard column, every row sampled (--sample N). The
+// baseline, run on the same input in the same script, is `rekey run
+// --dry_run`: the same read, rewrite and write planning, with the
+// records counted instead of recorded, and no analysis. Each side runs
+// -runs times as a child process (the rekey binary, built first); the
+// report gives the median wall time and peak RSS (getrusage) of each and
+// their ratio.
+//
+//	go run ./bench/plan [-n 1000000] [-runs 3] [-runner prism]
+//
+// It uses the Spanner emulator named by SPANNER_EMULATOR_HOST, or starts
+// the installed one (the target table must exist for the dry run; the
+// plan writes nothing to it).
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rekeyio/rekey/bench/internal/migrate"
+	"github.com/rekeyio/rekey/internal/emulator"
+)
+
+const targetDDL = `CREATE TABLE UserAccessLogs (
+	ShardId INT64 NOT NULL,
+	LastAccess TIMESTAMP NOT NULL,
+	UserId STRING(36) NOT NULL,
+	Bytes INT64,
+) PRIMARY KEY (ShardId, LastAccess, UserId)`
+
+func main() {
+	n := flag.Int("n", 1_000_000, "rows (all sampled)")
+	runs := flag.Int("runs", 3, "runs of each side")
+	runner := flag.String("runner", "prism", "Beam runner")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *n, *runs, *runner)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "plan:", err)
+		os.Exit(1)
+	}
+}
+
+type sample struct {
+	wall   time.Duration
+	peakKB int64
+}
+
+func run(ctx context.Context, n, runs int, runner string) error {
+	if os.Getenv(emulator.EnvSpannerHost) == "" {
+		r, err := emulator.StartSpanner(ctx)
+		if err != nil {
+			return err
+		}
+		defer r.Stop()
+		os.Setenv(emulator.EnvSpannerHost, r.Host)
+	}
+	if err := emulator.EnsureInstance(ctx, emulator.SpannerProject(), emulator.SpannerInstance()); err != nil {
+		return err
+	}
+	db, err := migrate.NewDatabase(ctx, "bench-plan", targetDDL)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "rekey-bench-plan-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "rekey")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rekey")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building rekey: %w", err)
+	}
+	in := filepath.Join(dir, "logs.jsonl")
+	size, err := writeInput(in, n)
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(dir, "migration.yaml")
+	yaml := fmt.Sprintf(`source: {type: jsonl, path: %q, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: UserAccessLogs}
+rewrite: {strategy: shard, params: {n: 16, columns: [UserId], mode: abs}}
+dead_letter: %q
+`, in, emulator.SpannerProject(), emulator.SpannerInstance(), db, filepath.Join(dir, "dead.jsonl"))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	sides := []struct {
+		name string
+		args []string
+	}{
+		{"rekey run --dry_run (baseline)", []string{"run", "-c", cfg, "--runner", runner, "--dry_run"}},
+		{fmt.Sprintf("rekey plan --sample %d", n), []string{"plan", "-c", cfg, "--runner", runner, "--sample", strconv.Itoa(n), "--out", filepath.Join(dir, "plan")}},
+	}
+	fmt.Printf("input: %d rows, %d MB, runner %s, %d runs each (medians)\n\n", n, size>>20, runner, runs)
+	fmt.Println("| command | wall time | peak RSS |")
+	fmt.Println("|---|---|---|")
+	var med []sample
+	for _, s := range sides {
+		var got []sample
+		for range runs {
+			r, err := child(ctx, bin, s.args)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			got = append(got, r)
+		}
+		m := median(got)
+		med = append(med, m)
+		fmt.Printf("| %s | %.1f s | %d MB |\n", s.name, m.wall.Seconds(), m.peakKB>>10)
+	}
+	fmt.Printf("\nplan / dry run: %.2fx the time, %.2fx the peak RSS; plan over %d sampled keys in %.1f s (target: within 60 s)\n",
+		med[1].wall.Seconds()/med[0].wall.Seconds(), float64(med[1].peakKB)/float64(med[0].peakKB), n, med[1].wall.Seconds())
+	return nil
+}
+
+// writeInput writes n rows sorted by LastAccess (3 ms apart) with random
+// users and returns the file's size.
+func writeInput(path string, n int) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	t := time.Date(2024, 1, 31, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		fmt.Fprintf(w, `{"LastAccess":{"$timestamp":%q},"UserId":"u%05d","Bytes":%d}`+"\n",
+			t.Add(time.Duration(i)*3*time.Millisecond).Format(time.RFC3339Nano), rng.IntN(100_000), rng.IntN(100_000))
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), f.Close()
+}
+
+// child runs rekey with args and measures it.
+func child(ctx context.Context, bin string, args []string) (sample, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = os.Stderr
+	cmd.Stdout = nil
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return sample{}, err
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return sample{wall: time.Since(start), peakKB: ru.Maxrss}, nil
+}
+
+func median(s []sample) sample {
+	sort.Slice(s, func(i, j int) bool { return s[i].wall < s[j].wall })
+	m := s[len(s)/2]
+	peaks := make([]int64, len(s))
+	for i := range s {
+		peaks[i] = s[i].peakKB
+	}
+	sort.Slice(peaks, func(i, j int) bool { return peaks[i] < peaks[j] })
+	m.peakKB = peaks[len(peaks)/2]
+	return m
+}
