@@ -107,10 +107,12 @@ func Analyze(s Side) []rules.Finding {
 	var out []rules.Finding
 	add := func(id, subject, evidence string) { out = append(out, rules.New(id, subject, evidence)) }
 	sampled := fmt.Sprintf("%s sampled keys", detect.Thousands(int64(n)))
+	// Both signs of a monotonic key (time and a counter) make one finding.
+	var monotonic []string
 
 	// Monotonic in time: key order against a timestamp of the record.
 	if rho, field, m := s.timeCorrelation(); m >= 3 && math.Abs(rho) >= MonotonicRho {
-		add(rules.MonotonicKey, s.subject(), fmt.Sprintf("Spearman ρ = %.3f between key order and %s over %s", rho, field, detect.Thousands(int64(m))))
+		monotonic = append(monotonic, fmt.Sprintf("Spearman ρ = %.3f between key order and %s over %s sampled keys", rho, field, detect.Thousands(int64(m))))
 	}
 	ints, strs := s.firstValues()
 	what := "first key column"
@@ -121,9 +123,13 @@ func Analyze(s Side) []rules.Finding {
 		if p, _ := s.first(0); p.Kind == "time" {
 			add(rules.TimestampFirst, s.subject(), fmt.Sprintf("the %s is a timestamp (%s of %s)", what, spanOf(s), sampled))
 		} else if ok, ev := detect.DenseSequence(ints, s.Fraction); ok {
-			add(rules.MonotonicKey, s.subject(), "the "+what+": "+ev)
+			monotonic = append(monotonic, "the "+what+": "+ev)
 		}
 	}
+	if len(monotonic) > 0 {
+		add(rules.MonotonicKey, s.subject(), strings.Join(monotonic, "; "))
+	}
+	what = "values of the first key column"
 	if s.Datastore {
 		what = "key names"
 	}
@@ -240,17 +246,18 @@ func (s Side) timeCorrelation() (rho float64, field string, m int) {
 	return detect.Spearman(x, y), field, len(idx)
 }
 
-// spanOf describes the range of the first key parts' times.
+// spanOf describes the range of the first key parts' times (by their
+// nanoseconds: RFC 3339 text of times within a second does not sort).
 func spanOf(s Side) string {
-	lo, hi := "", ""
+	lo, hi := keys.Part{}, keys.Part{}
 	for i := range s.keys {
 		p, _ := s.first(i)
-		if lo == "" || p.Text < lo {
-			lo = p.Text
+		if i == 0 || p.Int < lo.Int {
+			lo = p
 		}
-		if p.Text > hi {
-			hi = p.Text
+		if i == 0 || p.Int > hi.Int {
+			hi = p
 		}
 	}
-	return "from " + lo + " to " + hi
+	return "from " + lo.Text + " to " + hi.Text
 }

@@ -108,11 +108,14 @@ func (o *PlanOptions) check(cmd *cobra.Command, runner string) error {
 // earlier plan: a plan replaces only its own files.
 func keepUserFiles(dir string) error {
 	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) || len(entries) == 0 {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return usagef("plan: --out %s: %v", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plan.json")); err != nil {
 		return usagef("plan: --out %s holds files that are not a plan's; give an empty or new directory", dir)

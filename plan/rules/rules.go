@@ -35,6 +35,13 @@ func (s Severity) String() string {
 // MarshalText writes the severity's name (JSON output).
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a severity's name (JSON input).
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, err := ParseSeverity(string(b))
+	*s = v
+	return err
+}
+
 // ParseSeverity reads "info", "warning" or "error".
 func ParseSeverity(s string) (Severity, error) {
 	switch s {
