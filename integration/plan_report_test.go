@@ -134,9 +134,10 @@ rewrite: {strategy: bitreverse}
 }
 
 // TestPlanDatastore plans a Datastore → Datastore migration of a kind
-// named Customer1, Customer2, ... with hashprefix: the names are found
-// sequential in the old keys and not in the new, and the target
-// namespace holds no entity afterwards (the tap saw no commit).
+// named Customer1, Customer2, ... with hashprefix, reading all of it and
+// a sample by key: the names are found sequential in the old keys and not
+// in the new, and the target namespace holds no entity afterwards (the
+// tap saw no commit).
 func TestPlanDatastore(t *testing.T) {
 	const n = 600
 	ctx := context.Background()
@@ -151,18 +152,34 @@ func TestPlanDatastore(t *testing.T) {
 	putEntities(t, c, recs)
 	dstNS := emulator.UniqueNamespace("plan-dst")
 	tap := startTap(t, emulator.EnvDatastoreHost)
-	p, files := runPlan(t, fmt.Sprintf(`
+	cfg := fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Customer}
 target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Customer}
 rewrite: {strategy: hashprefix}
-`, emulator.DatastoreProject(), ns, dstNS), "prism", pipeline.PlanRequest{})
-	if p.Sampled != n {
-		t.Errorf("sampled %d, want all %d", p.Sampled, n)
+`, emulator.DatastoreProject(), ns, dstNS)
+	for _, tc := range []struct {
+		name   string
+		sample int
+		want   int
+		method string
+	}{
+		// --all reads the kind; a sample reads only the sampled keys'
+		// entities (the emulator has no __scatter__ values: the keys come
+		// from a reservoir over a keys-only scan).
+		{"all", 0, n, "all records read"},
+		{"sample", 200, 200, "keys-only scan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, files := runPlan(t, cfg, "prism", pipeline.PlanRequest{Sample: tc.sample})
+			if p.Sampled != tc.want || p.Rows != n || !strings.Contains(p.Input.Method, tc.method) {
+				t.Errorf("sampled %d of %d (%s), want %d of %d (%s)", p.Sampled, p.Rows, p.Input.Method, tc.want, n, tc.method)
+			}
+			if !hasRule(p.Findings, rules.SequentialNames) || hasRule(p.Remaining, rules.SequentialNames) {
+				t.Errorf("findings %+v / remaining %+v: want %s in the old keys only", p.Findings, p.Remaining, rules.SequentialNames)
+			}
+			checkReport(t, files)
+		})
 	}
-	if !hasRule(p.Findings, rules.SequentialNames) || hasRule(p.Remaining, rules.SequentialNames) {
-		t.Errorf("findings %+v / remaining %+v: want %s in the old keys only", p.Findings, p.Remaining, rules.SequentialNames)
-	}
-	checkReport(t, files)
 	noCommits(t, tap)
 	if got, err := c.Count(ctx, datastore.NewQuery("Customer").Namespace(dstNS).KeysOnly()); err != nil || got != 0 {
 		t.Errorf("the target namespace holds %d entities (%v), want none", got, err)

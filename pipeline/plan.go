@@ -133,6 +133,9 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		if o.Sample == 0 {
 			pr.Sampled = pr.Read
 		}
+		if res != nil {
+			pr.Rows = max(pr.Rows, res.Counters["datastore_sample_of"])
+		}
 		measured := 1.0
 		if rows := max(pr.Read, pr.Rows); rows > 0 && pr.Sampled < rows {
 			measured = float64(pr.Sampled) / float64(rows)
@@ -143,7 +146,13 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		fraction = measured
 		pr.Method += fmt.Sprintf("; planned again with batches scaled to the %.3g%% sampled", 100*measured)
 	}
-	if o.Sample > 0 && pr.Sampled >= pr.Read && pr.Read > 0 {
+	if sampleDatastore(j, o.Sample) && pr.Result != nil {
+		how := "the kind's __scatter__ index"
+		if pr.Result.Counters["datastore_sample_scanned"] > 0 {
+			how = "a reservoir sample of a keys-only scan (no __scatter__ values: the emulator, or a small kind)"
+		}
+		pr.Method = fmt.Sprintf("random sample of up to %d entities by key, from %s, read with GetMulti", o.Sample, how)
+	} else if o.Sample > 0 && pr.Sampled >= pr.Read && pr.Read > 0 {
 		pr.Method = fmt.Sprintf("all %d records read: the source holds no more than the sample size, %d", pr.Read, o.Sample)
 	}
 	pr.Rows = max(pr.Rows, pr.Read)
@@ -171,9 +180,14 @@ func planGraph(o PlanOptions, filter string) Graph {
 		var batches beam.PCollection
 		var deads []beam.PCollection
 		var err error
-		if j.Config.Source.Type == config.TypeSpanner {
+		src := j.Config.Source
+		switch {
+		case src.Type == config.TypeSpanner:
 			batches, deads, err = readSpanner(s, j, filter)
-		} else {
+		case sampleDatastore(j, o.Sample):
+			b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.Sample)
+			batches, deads = b, []beam.PCollection{d}
+		default:
 			batches, deads, err = readSource(s, j, 0, nil)
 		}
 		if err != nil {
@@ -189,6 +203,14 @@ func planGraph(o PlanOptions, filter string) Graph {
 		sink.Lines(s, o.DeadLetters, beam.Flatten(s, deads...))
 		return nil
 	}
+}
+
+// sampleDatastore reports whether the plan samples a Datastore source by
+// its keys (source.DatastoreSample): a sample of one kind. A migration
+// that carries descendant kinds along reads them all and samples as it
+// reads, so that children keep their proportions.
+func sampleDatastore(j *migration.Job, n int) bool {
+	return n > 0 && j.Config.Source.Type == config.TypeDatastore && len(j.Config.DescendantKinds()) == 0
 }
 
 // sampleFilter is a condition that holds for about fraction of the rows,

@@ -58,7 +58,13 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 		}
 	}
 	defer cleanup()
-	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: keysDir, DeadLetters: keys.Join(req.Out, "dead-letters.jsonl"), Sample: req.Sample, Rows: req.Rows})
+	// Workers write the dead letters: next to the keys when those are
+	// remote (Dataflow's workers cannot write the local report directory).
+	dead := keys.Join(req.Out, "dead-letters.jsonl")
+	if strings.Contains(keysDir, "://") {
+		dead = keys.Join(keysDir, "dead-letters.jsonl")
+	}
+	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: keysDir, DeadLetters: dead, Sample: req.Sample, Rows: req.Rows})
 	if err != nil {
 		return nil, plan.Files{}, err
 	}

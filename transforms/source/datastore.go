@@ -197,7 +197,7 @@ func (f *datastoreSplitFn) ProcessElement(ctx context.Context, _ []byte, emit fu
 	if n > 1 {
 		var scanned bool
 		var err error
-		sample, scanned, err = sampleDatastoreKeys(ctx, f.client, f.Cfg, n*datastoredb.SampleKeysPerSplit)
+		sample, _, scanned, err = sampleDatastoreKeys(ctx, f.client, f.Cfg, n*datastoredb.SampleKeysPerSplit)
 		if err != nil {
 			return err
 		}
@@ -215,11 +215,10 @@ func (f *datastoreSplitFn) ProcessElement(ctx context.Context, _ []byte, emit fu
 	return nil
 }
 
-// estimateDatastoreSplits chooses a split count from the kind's statistics
-// entity (__Stat_Kind__, or __Stat_Ns_Kind__ in a namespace): one split per
-// 64 MiB, clamped to [12, 50000]; 12 without statistics (the emulator has
-// none, and the service updates them about daily).
-func estimateDatastoreSplits(ctx context.Context, c *datastore.Client, cfg DatastoreConfig) int {
+// kindStats reads the kind's statistics entity (__Stat_Kind__, or
+// __Stat_Ns_Kind__ in a namespace); false when there is none (the
+// emulator has none, and the service updates them about daily).
+func kindStats(ctx context.Context, c *datastore.Client, cfg DatastoreConfig) (datastore.PropertyList, bool) {
 	statKind := "__Stat_Kind__"
 	if cfg.Namespace != "" {
 		statKind = "__Stat_Ns_Kind__"
@@ -227,9 +226,29 @@ func estimateDatastoreSplits(ctx context.Context, c *datastore.Client, cfg Datas
 	q := datastore.NewQuery(statKind).Namespace(cfg.Namespace).FilterField("kind_name", "=", cfg.Kind).Limit(1)
 	var stats []datastore.PropertyList
 	if _, err := c.GetAll(ctx, q, &stats); err != nil || len(stats) == 0 {
-		return datastoreMinSplits
+		return nil, false
 	}
-	for _, p := range stats[0] {
+	return stats[0], true
+}
+
+// kindCount is the kind's entity count from its statistics.
+func kindCount(ctx context.Context, c *datastore.Client, cfg DatastoreConfig) (int64, bool) {
+	stats, ok := kindStats(ctx, c, cfg)
+	for _, p := range stats {
+		if n, isInt := p.Value.(int64); isInt && p.Name == "count" {
+			return n, ok
+		}
+	}
+	return 0, false
+}
+
+// estimateDatastoreSplits chooses a split count from the kind's statistics
+// entity (__Stat_Kind__, or __Stat_Ns_Kind__ in a namespace): one split per
+// 64 MiB, clamped to [12, 50000]; 12 without statistics (the emulator has
+// none, and the service updates them about daily).
+func estimateDatastoreSplits(ctx context.Context, c *datastore.Client, cfg DatastoreConfig) int {
+	stats, _ := kindStats(ctx, c, cfg)
+	for _, p := range stats {
 		if b, ok := p.Value.(int64); ok && p.Name == "entity_bytes" {
 			return min(max(int(b/datastoreBytesPerSplit), datastoreMinSplits), datastoreMaxSplits)
 		}
@@ -244,8 +263,9 @@ func estimateDatastoreSplits(ctx context.Context, c *datastore.Client, cfg Datas
 // with no results and no error, and so does the service for a kind too
 // small to have scatter values; then (or on an error) the sample is taken
 // from a keys-only scan of the whole kind, paged, by reservoir sampling
-// (scanned reports it).
-func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg DatastoreConfig, size int) (sample []rewrite.DatastoreKey, scanned bool, err error) {
+// (scanned reports it, and seen is the number of keys the scan saw: the
+// kind's entities; -1 when the sample came from the index).
+func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg DatastoreConfig, size int) (sample []rewrite.DatastoreKey, seen int, scanned bool, err error) {
 	q := datastore.NewQuery(cfg.Kind).Namespace(cfg.Namespace).KeysOnly().Order("__scatter__").Limit(size)
 	keys, err := c.GetAll(ctx, q, nil)
 	if err == nil && len(keys) > 0 {
@@ -253,13 +273,12 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 		for i, k := range keys {
 			sample[i] = datastoredb.KeyFromDatastore(k)
 		}
-		return sample, false, nil
+		return sample, -1, false, nil
 	}
 	if err != nil && (ctx.Err() != nil || status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated) {
-		return nil, false, fmt.Errorf("datastore source: sampling %s: %w", cfg.source(), err)
+		return nil, 0, false, fmt.Errorf("datastore source: sampling %s: %w", cfg.source(), err)
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	seen := 0
 	base := datastore.NewQuery(cfg.Kind).Namespace(cfg.Namespace).KeysOnly().Order("__key__")
 	var cursor *datastore.Cursor
 	for {
@@ -275,7 +294,7 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 				break
 			}
 			if err != nil {
-				return nil, true, fmt.Errorf("datastore source: scanning keys of %s: %w", cfg.source(), err)
+				return nil, 0, true, fmt.Errorf("datastore source: scanning keys of %s: %w", cfg.source(), err)
 			}
 			n++
 			seen++
@@ -289,11 +308,11 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 			}
 		}
 		if n < datastoreSampleScanPage {
-			return sample, true, nil
+			return sample, seen, true, nil
 		}
 		next, err := it.Cursor()
 		if err != nil {
-			return nil, true, fmt.Errorf("datastore source: scanning keys of %s: %w", cfg.source(), err)
+			return nil, 0, true, fmt.Errorf("datastore source: scanning keys of %s: %w", cfg.source(), err)
 		}
 		cursor = &next
 	}
