@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
+	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/pipeline"
@@ -184,4 +185,35 @@ rewrite: {strategy: hashprefix}
 	if got, err := c.Count(ctx, datastore.NewQuery("Customer").Namespace(dstNS).KeysOnly()); err != nil || got != 0 {
 		t.Errorf("the target namespace holds %d entities (%v), want none", got, err)
 	}
+}
+
+// TestPlanOnJobServer plans a JSON Lines → Spanner migration of
+// sequential ids with --runner universal on the Beam job server (prism,
+// standalone), the SDK worker in this process: a sample of 500 of the
+// 2,000 lines is kept, the ids are found to be a counter in the old keys
+// and not in the bit-reversed new ones.
+func TestPlanOnJobServer(t *testing.T) {
+	beamtest.UseJobServer(t)
+	emulator.RequireSpanner(t)
+	var lines []string
+	for i := range 2000 {
+		lines = append(lines, fmt.Sprintf(`{"Id": %d, "Page": "/p/%d"}`, i+1, i%13))
+	}
+	in := writeLines(t, "events.jsonl", lines)
+	p, files := runPlan(t, fmt.Sprintf(`
+source: {type: jsonl, path: %q, key: "Id INT64"}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: Events}
+rewrite: {strategy: bitreverse}
+`, in, emulator.SpannerProject(), emulator.SpannerInstance(), emulator.UniqueDatabaseID("plan-js")), "universal",
+		pipeline.PlanRequest{Sample: 500, Rows: 2_000_000, PreSplitPerNode: 10})
+	if p.Sampled != 500 || p.Rows != 2_000_000 || !strings.Contains(p.Input.Method, "uniform random sample of 500") {
+		t.Errorf("sampled %d standing for %d (%s), want a uniform sample of 500 standing for 2,000,000", p.Sampled, p.Rows, p.Input.Method)
+	}
+	if !hasRule(p.Findings, rules.MonotonicKey) || hasRule(p.Remaining, rules.MonotonicKey) {
+		t.Errorf("findings %+v / remaining %+v: want %s in the old keys only", p.Findings, p.Remaining, rules.MonotonicKey)
+	}
+	if p.After.HotspotScore >= p.Before.HotspotScore {
+		t.Errorf("hotspot score before %.2f, after %.2f: want the new keys' lower", p.Before.HotspotScore, p.After.HotspotScore)
+	}
+	checkReport(t, files)
 }
