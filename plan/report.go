@@ -260,6 +260,12 @@ img{max-width:100%;border:1px solid #ccd}.muted{color:#667}
 <h2>Rewritten keys across the key space</h2>
 <img alt="histogram of rewritten keys" src="{{index .Pics "spread.png"}}">
 
+<h2>Split points</h2>
+{{if .Input.Datastore}}<p>Datastore and Firestore take no split points: a new kind or key range starts on one server. Ramp the load up instead — 500 writes/s, then 50% more every 5 minutes (<code>ramp: {profile: datastore}</code>) — over keys spread across the range.</p>
+{{else}}<p>{{if .After.PreSplits}}The "after" run started on {{.After.PreSplits}} split points (<code>--presplit</code>), at quantiles of the new keys.{{else}}The "after" run relied on load splits alone; <code>--presplit 10</code> shows the same load on pre-split ranges.{{end}}
+<code>rekey splits -c FILE --nodes N</code> computes about 10 points a node for the target table in the format of <code>gcloud spanner databases splits add --splits-file</code> (or adds them with <code>--apply</code>).
+Create them between 7 days and 12 hours before the load; they expire after 10 days unless told otherwise (at most 30); expire them before dropping the table or an index; backups do not keep them; small instances need none.</p>
+{{end}}
 <h2>Sample keys</h2>
 <table><tr><th>old key</th><th>new key</th></tr>
 {{range .Samples}}<tr><td><code>{{.Old}}</code></td><td><code>{{.New}}</code></td></tr>
