@@ -40,6 +40,9 @@ type PlanOptions struct {
 	DeadLetters string
 	// Sample is the number of records to sample uniformly; 0 reads all.
 	Sample int
+	// AllParts records the value of every new key column (PlanSample),
+	// not only the first (what the analysis uses).
+	AllParts bool
 	// Rows, if known, is the number of records the sample stands for
 	// (more than the source holds, for a plan of a bigger table).
 	Rows int64
@@ -199,7 +202,9 @@ func planGraph(o PlanOptions, filter string) Graph {
 		rewritten, rewriteDead := transforms.RewriteKeepingOld(s, j.Spec, batches)
 		deads = append(deads, rewriteDead)
 		opts, _ := w.planOptions()
-		beam.ParDo0(s, newPlanKeysFn(j, opts, o.KeysDir), w.plan(s, rewritten))
+		keysFn := newPlanKeysFn(j, opts, o.KeysDir)
+		keysFn.AllParts = o.AllParts
+		beam.ParDo0(s, keysFn, w.plan(s, rewritten))
 		sink.Lines(s, o.DeadLetters, beam.Flatten(s, deads...))
 		return nil
 	}
@@ -235,6 +240,9 @@ func sampleFilter(ks rewrite.KeySchema, fraction float64) string {
 // batches numbered in the order they come.
 type planKeysFn struct {
 	Dir string `json:"dir"`
+	// AllParts records every new key column's value (keys.Key.NewParts),
+	// not only the first.
+	AllParts bool `json:"all_parts,omitempty"`
 	// Old and New are the key orders of the source and the target (store
 	// and key schemas, as writeorder.Options; Old's Children by table).
 	Old writeorder.Options `json:"old"`
@@ -351,7 +359,12 @@ func (f *planKeysFn) key(old, rec *record.Record) keys.Key {
 	if rec.Key != nil {
 		k.NewParts = []keys.Part{leafPart(rec.Key.Leaf())}
 	}
-	for _, c := range schemaOf(f.newKeys, rec.Table).Columns {
+	cols := schemaOf(f.newKeys, rec.Table).Columns
+	k.NewColumns = max(len(cols), len(k.NewParts))
+	for i, c := range cols {
+		if i > 0 && !f.AllParts {
+			break // the analysis needs the first; PlanSample all
+		}
 		v, _ := rec.Get(c.Name)
 		k.NewParts = append(k.NewParts, part(typed(v, c.Type)))
 	}

@@ -212,7 +212,7 @@ func PlanSample(ctx context.Context, j *migration.Job, r Runner, n int) ([]recor
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: filepath.Join(dir, "keys"), DeadLetters: filepath.Join(dir, "dead-letters.jsonl"), Sample: n})
+	run, err := RunPlan(ctx, j, r, PlanOptions{KeysDir: filepath.Join(dir, "keys"), DeadLetters: filepath.Join(dir, "dead-letters.jsonl"), Sample: n, AllParts: true})
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,9 @@ func (s Side) columns(i int) int {
 	if s.old || s.Datastore {
 		return s.keys[i].Columns
 	}
+	if n := s.keys[i].NewColumns; n > 0 {
+		return n
+	}
 	return len(s.keys[i].NewParts)
 }
 

@@ -145,7 +145,7 @@ func Build(in Input) (*Plan, error) {
 	p.afterWrites, p.afterText = writes(after, nil, false)
 	for i := range after {
 		first := ""
-		if !in.Datastore && len(after[i].NewParts) > 1 {
+		if !in.Datastore && len(after[i].NewParts) > 0 && max(after[i].NewColumns, len(after[i].NewParts)) > 1 {
 			first = after[i].NewParts[0].Text
 		}
 		p.afterFirst = append(p.afterFirst, first)

@@ -43,8 +43,10 @@ type Key struct {
 	// (Datastore).
 	First Part `json:"f"`
 	// NewParts are the new key's column values (Spanner targets), in key
-	// order.
-	NewParts []Part `json:"np,omitempty"`
+	// order: all of them, or only the first (pipeline.PlanOptions.AllParts);
+	// a Datastore key's leaf element. NewColumns is how many the key has.
+	NewParts   []Part `json:"np,omitempty"`
+	NewColumns int    `json:"nc,omitempty"`
 	// Columns is the number of old key columns (Spanner) or path elements
 	// (Datastore).
 	Columns int `json:"c"`
@@ -155,6 +157,15 @@ func readStream(ctx context.Context, fs filesystem.Interface, name string) (Stre
 	defer r.Close()
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<20))
 	var s Stream
+	// Every key repeats its table's and time field's name: one copy each.
+	names := map[string]string{}
+	intern := func(v string) string {
+		if c, ok := names[v]; ok {
+			return c
+		}
+		names[v] = v
+		return v
+	}
 	for line := 1; ; line++ {
 		var k Key
 		if err := dec.Decode(&k); err == io.EOF {
@@ -162,6 +173,7 @@ func readStream(ctx context.Context, fs filesystem.Interface, name string) (Stre
 		} else if err != nil {
 			return nil, fmt.Errorf("plan keys: %s, key %d: %w", name, line, err)
 		}
+		k.Table, k.TimeField = intern(k.Table), intern(k.TimeField)
 		s = append(s, k)
 	}
 }
