@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -36,10 +37,11 @@ func Sample(s beam.Scope, n int, batches beam.PCollection) beam.PCollection {
 	return beam.ParDo(s, &mergeSampleFn{N: n}, beam.GroupByKey(s, parts))
 }
 
-// candidate is a record with its priority.
+// candidate is a record (one record's record.EncodeBatch: a few dozen
+// bytes where the decoded record takes hundreds) with its priority.
 type candidate struct {
 	p   uint64
-	rec record.Record
+	enc []byte
 }
 
 // bottom is a max-heap of the n smallest priorities seen.
@@ -54,6 +56,9 @@ func (b *bottom) Swap(i, j int)      { b.c[i], b.c[j] = b.c[j], b.c[i] }
 func (b *bottom) Push(x any)         { b.c = append(b.c, x.(candidate)) }
 func (b *bottom) Pop() any           { x := b.c[len(b.c)-1]; b.c = b.c[:len(b.c)-1]; return x }
 
+// accepts reports whether a candidate of priority p would be kept.
+func (b *bottom) accepts(p uint64) bool { return len(b.c) < b.n || p < b.c[0].p }
+
 // offer keeps c if its priority is among the n smallest.
 func (b *bottom) offer(c candidate) {
 	switch {
@@ -66,18 +71,22 @@ func (b *bottom) offer(c candidate) {
 }
 
 // chunks encodes the kept candidates in elements of at most BatchSize
-// records: the priorities (8 bytes each, big-endian) followed by the
-// record batch.
+// records: their number (4 bytes), then each one's priority (8 bytes),
+// length (4 bytes) and record, big-endian.
 func (b *bottom) chunks(emit func([]byte)) {
 	for start := 0; start < len(b.c); start += BatchSize {
 		part := b.c[start:min(start+BatchSize, len(b.c))]
-		recs := make([]record.Record, len(part))
-		out := make([]byte, 0, 8*len(part))
-		for i, c := range part {
-			out = binary.BigEndian.AppendUint64(out, c.p)
-			recs[i] = c.rec
+		size := 4
+		for _, c := range part {
+			size += 12 + len(c.enc)
 		}
-		emit(append(binary.BigEndian.AppendUint32(nil, uint32(len(part))), append(out, record.EncodeBatch(recs)...)...))
+		out := binary.BigEndian.AppendUint32(make([]byte, 0, size), uint32(len(part)))
+		for _, c := range part {
+			out = binary.BigEndian.AppendUint64(out, c.p)
+			out = binary.BigEndian.AppendUint32(out, uint32(len(c.enc)))
+			out = append(out, c.enc...)
+		}
+		emit(out)
 	}
 }
 
@@ -87,18 +96,20 @@ func decodeChunk(b []byte, visit func(candidate)) error {
 		return errors.New("sample: short chunk")
 	}
 	n := int(binary.BigEndian.Uint32(b))
-	if len(b) < 4+8*n {
-		return errors.New("sample: short chunk")
+	b = b[4:]
+	for i := range n {
+		if len(b) < 12 {
+			return fmt.Errorf("sample: chunk cut at candidate %d of %d", i+1, n)
+		}
+		p, size := binary.BigEndian.Uint64(b), int(binary.BigEndian.Uint32(b[8:]))
+		if len(b) < 12+size {
+			return fmt.Errorf("sample: chunk cut in candidate %d of %d", i+1, n)
+		}
+		visit(candidate{p: p, enc: b[12 : 12+size]})
+		b = b[12+size:]
 	}
-	recs, err := record.DecodeBatch(b[4+8*n:])
-	if err != nil {
-		return err
-	}
-	if len(recs) != n {
-		return errors.New("sample: chunk's priorities and records differ in number")
-	}
-	for i := range recs {
-		visit(candidate{p: binary.BigEndian.Uint64(b[4+8*i:]), rec: recs[i]})
+	if len(b) != 0 {
+		return fmt.Errorf("sample: %d bytes after the chunk's %d candidates", len(b), n)
 	}
 	return nil
 }
@@ -121,7 +132,9 @@ func (f *sampleFn) ProcessElement(ctx context.Context, batch []byte, _ func(int,
 		return err
 	}
 	for i := range recs {
-		f.b.offer(candidate{p: f.rng.Uint64(), rec: recs[i]})
+		if p := f.rng.Uint64(); f.b.accepts(p) {
+			f.b.offer(candidate{p: p, enc: record.EncodeBatch(recs[i : i+1])})
+		}
 	}
 	return nil
 }
@@ -140,16 +153,26 @@ func (f *mergeSampleFn) ProcessElement(ctx context.Context, _ int, chunks func(*
 	b := &bottom{n: f.N}
 	var chunk []byte
 	for chunks(&chunk) {
-		if err := decodeChunk(chunk, b.offer); err != nil {
+		// The candidates kept must not point into a chunk the runner may
+		// reuse: each kept one is copied.
+		if err := decodeChunk(chunk, func(c candidate) {
+			if b.accepts(c.p) {
+				b.offer(candidate{p: c.p, enc: append([]byte(nil), c.enc...)})
+			}
+		}); err != nil {
 			return err
 		}
 	}
 	Sampled.Inc(ctx, int64(len(b.c)))
 	for start := 0; start < len(b.c); start += BatchSize {
 		part := b.c[start:min(start+BatchSize, len(b.c))]
-		recs := make([]record.Record, len(part))
-		for i, c := range part {
-			recs[i] = c.rec
+		recs := make([]record.Record, 0, len(part))
+		for _, c := range part {
+			one, err := record.DecodeBatch(c.enc)
+			if err != nil {
+				return fmt.Errorf("sample: %w", err)
+			}
+			recs = append(recs, one...)
 		}
 		emit(record.EncodeBatch(recs))
 	}

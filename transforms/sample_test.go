@@ -255,14 +255,17 @@ func cmpUint(a, b uint64) int {
 func TestDecodeChunkRefusesDamage(t *testing.T) {
 	b := &bottom{n: 3}
 	for i := range 3 {
-		b.offer(candidate{p: uint64(i), rec: numbered(i)})
+		b.offer(candidate{p: uint64(i), enc: record.EncodeBatch([]record.Record{numbered(i)})})
 	}
 	var chunk []byte
 	b.chunks(func(c []byte) { chunk = c })
+	one := 12 + len(record.EncodeBatch([]record.Record{numbered(0)}))
 	for name, bad := range map[string][]byte{
 		"short":              chunk[:3],
-		"priorities cut":     chunk[:4+8*2],
-		"one record too few": append(append([]byte(nil), chunk[:4+8*3]...), record.EncodeBatch([]record.Record{numbered(0)})...),
+		"candidate cut":      chunk[:4+one+5],
+		"record cut":         chunk[:4+one+14],
+		"one record too few": chunk[:4+2*one],
+		"bytes after":        append(append([]byte(nil), chunk...), 0),
 	} {
 		if err := decodeChunk(bad, func(candidate) {}); err == nil {
 			t.Errorf("%s chunk: no error", name)
