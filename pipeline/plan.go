@@ -187,6 +187,9 @@ func planGraph(o PlanOptions, filter string) Graph {
 		switch {
 		case src.Type == config.TypeSpanner:
 			batches, deads, err = readSpanner(s, j, filter)
+		case src.Type == config.TypeJSONL || src.Type == config.TypeCSV || src.Type == config.TypeAvro:
+			b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Positions: true})
+			batches, deads = b, []beam.PCollection{d}
 		case sampleDatastore(j, o.Sample):
 			b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.Sample)
 			batches, deads = b, []beam.PCollection{d}
@@ -379,6 +382,14 @@ func (f *planKeysFn) key(old, rec *record.Record) keys.Key {
 		first = oks.Columns[0].Name
 		if v, ok := old.Get(first); ok {
 			k.First = part(typed(v, oks.Columns[0].Type))
+		}
+	}
+	for _, fl := range old.Fields {
+		switch fl.Name {
+		case source.FileField:
+			k.File = fl.Value.Str
+		case source.PosField:
+			k.Pos = fl.Value.Int
 		}
 	}
 	for _, fl := range old.Fields {

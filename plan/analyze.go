@@ -117,6 +117,11 @@ func Analyze(s Side) []rules.Finding {
 	if rho, field, m := s.timeCorrelation(); m >= 3 && math.Abs(rho) >= MonotonicRho {
 		monotonic = append(monotonic, fmt.Sprintf("Spearman ρ = %.3f between key order and %s over %s sampled keys", rho, field, detect.Thousands(int64(m))))
 	}
+	if len(monotonic) == 0 {
+		if rho, file, m := s.readCorrelation(); m >= 3 && math.Abs(rho) >= MonotonicRho {
+			monotonic = append(monotonic, fmt.Sprintf("Spearman ρ = %.3f between key order and the order of the records in %s over %s sampled keys (the order they were written)", rho, file, detect.Thousands(int64(m))))
+		}
+	}
 	ints, strs := s.firstValues()
 	what := "first key column"
 	if s.Datastore {
@@ -247,6 +252,30 @@ func (s Side) timeCorrelation() (rho float64, field string, m int) {
 		y[r] = float64(s.keys[i].Time.UnixNano())
 	}
 	return detect.Spearman(x, y), field, len(idx)
+}
+
+// readCorrelation is Spearman's ρ between the keys' order and their
+// order in the file they were read from, when every key comes from one
+// file (the order of records across files says nothing).
+func (s Side) readCorrelation() (rho float64, file string, m int) {
+	file = s.keys[0].File
+	for i := range s.keys {
+		if s.keys[i].File == "" || s.keys[i].File != file {
+			return math.NaN(), "", 0
+		}
+	}
+	idx := make([]int, len(s.keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return bytes.Compare(s.enc(idx[a]), s.enc(idx[b])) < 0 })
+	x := make([]float64, len(idx))
+	y := make([]float64, len(idx))
+	for r, i := range idx {
+		x[r] = float64(r)
+		y[r] = float64(s.keys[i].Pos)
+	}
+	return detect.Spearman(x, y), file, len(idx)
 }
 
 // spanOf describes the range of the first key parts' times (by their

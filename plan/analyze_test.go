@@ -274,3 +274,42 @@ func TestAnalyzeNoKeys(t *testing.T) {
 		t.Errorf("findings of no keys: %v", fs)
 	}
 }
+
+// Keys that grow with the order of their file's lines — time-ordered
+// text ids such as ULIDs — are monotonic by read order, though no single
+// detector of their values sees it; shuffled in the file they are not,
+// and keys from several files are not judged by it.
+func TestAnalyzeReadOrder(t *testing.T) {
+	const n = 500
+	mk := func(pos func(i int) int64, file func(i int) string) []keys.Key {
+		ks := make([]keys.Key, n)
+		for i := range ks {
+			id := fmt.Sprintf("01H%07X%s", i*7919, strings.Repeat("Z", 3))
+			ks[i] = keys.Key{Table: "T", Old: []byte(id), OldText: id, First: keys.Part{Kind: "string", Text: id}, Columns: 1, File: file(i), Pos: pos(i)}
+		}
+		return ks
+	}
+	one := func(int) string { return "events.jsonl" }
+	rng := rand.New(rand.NewPCG(3, 4))
+	perm := rng.Perm(n)
+	for _, tc := range []struct {
+		name string
+		ks   []keys.Key
+		want bool
+	}{
+		{"in file order", mk(func(i int) int64 { return int64(i) * 40 }, one), true},
+		{"shuffled in the file", mk(func(i int) int64 { return int64(perm[i]) * 40 }, one), false},
+		{"from two files", mk(func(i int) int64 { return int64(i) * 40 }, func(i int) string { return fmt.Sprint("part-", i%2) }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := plan.Analyze(plan.OldSide(tc.ks, "T", "Id", false, 1))
+			got := false
+			for _, f := range fs {
+				got = got || f.Rule == rules.MonotonicKey && strings.Contains(f.Evidence, "order of the records in")
+			}
+			if got != tc.want {
+				t.Errorf("read-order finding %v, want %v: %+v", got, tc.want, fs)
+			}
+		})
+	}
+}

@@ -8,8 +8,9 @@
 //   - simulates the load of the table into a range-partitioned store
 //     (package sim) twice: (a) "before", the old keys in their natural
 //     order — the order of the records' timestamp when they have one (the
-//     order an application inserted them), else key order (the order a
-//     table scan or an export delivers them) — and (b) "after", the new
+//     order an application inserted them), else, for the records of one
+//     file, the file's order, else key order (the order a table scan or an
+//     export delivers them) — and (b) "after", the new
 //     keys in rekey's planned write order, the plan sink's streams
 //     interleaved batch by batch as workers committing side by side
 //     would send them (keys.Interleave). Both runs have the same store
@@ -188,8 +189,25 @@ func naturalOrder(ks []keys.Key) ([]int, string) {
 		})
 		return order, "the old keys in the order of " + field + " (the order the records were created)"
 	}
+	if file, ok := oneFile(ks); ok {
+		sort.SliceStable(order, func(a, b int) bool { return ks[order[a]].Pos < ks[order[b]].Pos })
+		return order, "the old keys in the order of the records in " + file + " (the order they were written)"
+	}
 	sort.SliceStable(order, func(a, b int) bool { return bytes.Compare(ks[order[a]].Old, ks[order[b]].Old) < 0 })
 	return order, "the old keys in key order (as a table scan or an export delivers them)"
+}
+
+// oneFile reports whether every key was read from one file, and which.
+func oneFile(ks []keys.Key) (string, bool) {
+	if len(ks) == 0 || ks[0].File == "" {
+		return "", false
+	}
+	for i := range ks {
+		if ks[i].File != ks[0].File {
+			return "", false
+		}
+	}
+	return ks[0].File, true
 }
 
 // writes are the keys' writes (old or new keys) in order (nil: as they

@@ -43,7 +43,21 @@ type FilesConfig struct {
 	// InterleavedRanges byte ranges at once, in rounds of about Interleave
 	// records from all of them together (see Files).
 	Interleave int `json:"interleave,omitempty"`
+	// Positions gives every record where it was read: its file
+	// (FileField) and an ordinal that grows with its place in the file
+	// (PosField), for `rekey plan`'s read-order analysis. Not with
+	// Interleave.
+	Positions bool `json:"positions,omitempty"`
 }
+
+// The fields FilesConfig.Positions adds: the file's name, and the record's
+// byte range start plus its number within the range (the ranges are 16 MB
+// and a record takes at least 2 bytes, so the ordinals of one file grow
+// with the line order, across ranges too).
+const (
+	FileField = "__rekey_file__"
+	PosField  = "__rekey_pos__"
+)
 
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int, string), error](&listFilesFn{})
@@ -249,6 +263,9 @@ func (f *readFilesFn) readFile(ctx context.Context, fr fileRange, emit func([]by
 	defer rc.Close()
 	b := batcher{emit: emit}
 	ok := f.ok(ctx, &b)
+	if f.Cfg.Positions {
+		ok = positioned(fr, ok)
+	}
 	bad := f.bad(ctx, fr, dead)
 	switch strings.ToLower(f.Cfg.Format) {
 	case "csv":
@@ -277,6 +294,18 @@ func (f *readFilesFn) ok(ctx context.Context, b *batcher) func(record.Record) {
 		}
 		transforms.CountRead(ctx, 1)
 		b.add(rec)
+	}
+}
+
+// positioned adds FileField and PosField to the records of fr before
+// they go to ok.
+func positioned(fr fileRange, ok func(record.Record)) func(record.Record) {
+	n := int64(0)
+	return func(rec record.Record) {
+		rec.Fields = append(rec.Fields, record.Field{Name: FileField, Value: record.String(fr.Name)},
+			record.Field{Name: PosField, Value: record.Int(fr.Start + n)})
+		n++
+		ok(rec)
 	}
 }
 
