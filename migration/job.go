@@ -88,8 +88,21 @@ type SpannerSchemas struct {
 	Children map[string]*spannerdb.Table
 	// Targets are the target tables, parents before children.
 	Targets []*spannerdb.Table
-	// exists says which target tables already exist (lower-case names).
-	exists map[string]bool
+	// SourceIndexes are the secondary indexes of the source tables (main
+	// and children) as its DDL declares them.
+	SourceIndexes []spannerdb.Index
+	// TargetIndexes are those indexes as the target gets them (rewritten,
+	// see targetIndexes); IndexNotes say which could not be carried over
+	// and why.
+	TargetIndexes []spannerdb.Index
+	IndexNotes    []string
+	// DatabaseMissing says the target database does not exist: Prepare
+	// creates it with the tables (--create-target).
+	DatabaseMissing bool
+	// exists says which target tables already exist (lower-case names),
+	// indexes which target indexes do.
+	exists  map[string]bool
+	indexes map[string]bool
 }
 
 // Resolve reads what the pipeline needs to know before it is built: the

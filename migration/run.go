@@ -138,9 +138,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 	}
 	if o.DryRun || o.TranslateOnly {
 		j.DryRun = o.DryRun
-		if ddl := j.MissingDDL(); len(ddl) > 0 {
-			fmt.Fprintf(o.Out, "-- target DDL a run with --create-target would execute (%s)\n%s;\n", endpointPath(j.Config.Target), strings.Join(ddl, ";\n\n"))
-		}
+		j.PrintDDL(o.Out, "target DDL a run with --create-target would execute")
 	} else if err := j.Prepare(ctx, o); err != nil {
 		return j, nil, err
 	}
@@ -157,5 +155,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 		fmt.Fprintf(o.Out, "rekey: %s\n", d)
 	}
 	res, err := r.Migrate(ctx, j)
+	if err == nil && j.Config.Target.Type == config.TypeSpanner {
+		err = j.CreateIndexesAfter(ctx, o)
+	}
 	return j, res, err
 }

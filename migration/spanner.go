@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/rewrite"
 )
 
 func endpointPath(e config.Endpoint) string {
@@ -29,7 +31,7 @@ func spannerClient(ctx context.Context, e config.Endpoint) (*spanner.Client, err
 
 func (j *Job) spannerSchemas() *SpannerSchemas {
 	if j.Spanner == nil {
-		j.Spanner = &SpannerSchemas{exists: map[string]bool{}}
+		j.Spanner = &SpannerSchemas{exists: map[string]bool{}, indexes: map[string]bool{}}
 	}
 	return j.Spanner
 }
@@ -40,6 +42,8 @@ func (j *Job) spannerSchemas() *SpannerSchemas {
 func (j *Job) resolveSpannerSource(ctx context.Context) error {
 	src := j.Config.Source
 	var read func(name string) (*spannerdb.Table, error)
+	// indexes reads the source database's secondary indexes.
+	var indexes func() ([]spannerdb.Index, error)
 	if src.Schema != "" {
 		text, err := os.ReadFile(src.Schema)
 		if err != nil {
@@ -48,6 +52,13 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 		tables, err := spannerdb.ParseDDL(string(text))
 		if err != nil {
 			return configErrorf("source.schema %s: %w", src.Schema, err)
+		}
+		indexes = func() ([]spannerdb.Index, error) {
+			s, err := spannerdb.ParseSchema(string(text))
+			if err != nil {
+				return nil, err
+			}
+			return s.Indexes, nil
 		}
 		read = func(name string) (*spannerdb.Table, error) {
 			if t := tables[strings.ToLower(name)]; t != nil {
@@ -67,6 +78,13 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 		}
 		defer c.Close()
 		read = func(name string) (*spannerdb.Table, error) { return spannerdb.ReadTable(ctx, c, name) }
+		indexes = func() ([]spannerdb.Index, error) {
+			s, err := spannerdb.ReadSchema(ctx, endpointPath(src))
+			if err != nil {
+				return nil, err
+			}
+			return s.Indexes, nil
+		}
 	}
 	t, err := read(src.Table)
 	if err != nil {
@@ -87,6 +105,27 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 		}
 		sp.Children[ct.Name] = ct
 		j.Spec.Children[ct.Name] = ct.Key.Text()
+	}
+	all, err := indexes()
+	if err != nil {
+		// The data can move without them; the target then has none.
+		sp.IndexNotes = append(sp.IndexNotes, fmt.Sprintf("the source's indexes could not be read (%v); the target gets none", err))
+		return nil
+	}
+	for _, ix := range all {
+		if strings.EqualFold(ix.Table, t.Name) || sp.Children[ix.Table] != nil || childByName(sp.Children, ix.Table) != nil {
+			sp.SourceIndexes = append(sp.SourceIndexes, ix)
+		}
+	}
+	return nil
+}
+
+// childByName finds a child table by name in any case.
+func childByName(children map[string]*spannerdb.Table, name string) *spannerdb.Table {
+	for n, t := range children {
+		if strings.EqualFold(n, name) {
+			return t
+		}
 	}
 	return nil
 }
@@ -152,6 +191,9 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 		existing, err = read(name)
 		switch {
 		case err == nil, errors.Is(err, spannerdb.ErrTableNotFound):
+		case databaseNotFound(err) && !j.offline:
+			// Prepare creates it, with --create-target.
+			sp.DatabaseMissing, read = true, nil
 		case j.offline:
 			j.TargetUnread, read = err, nil
 		default:
@@ -213,7 +255,107 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 	for _, t := range sp.Targets {
 		j.TargetDDL = append(j.TargetDDL, t.CreateDDL(t.Name))
 	}
+	j.targetIndexes()
+	if read != nil && len(sp.TargetIndexes) > 0 {
+		if s, err := spannerdb.ReadSchema(ctx, endpointPath(tgt)); err == nil {
+			for _, ix := range s.Indexes {
+				sp.indexes[strings.ToLower(ix.Name)] = true
+			}
+		}
+	}
 	return nil
+}
+
+// databaseNotFound reports a Spanner error saying the database does not
+// exist.
+func databaseNotFound(err error) bool {
+	return spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Database not found")
+}
+
+// targetIndexes carries the source's secondary indexes to the target
+// tables: an index of the main table goes to the target table (a new
+// root: one interleaved above it cannot follow and is left out), an
+// index of a child table stays on it; an index interleaved in the main
+// table (its parent) leads with the parent's key, which the rewrite
+// changed, so those leading columns become the target's key columns.
+// Every column must exist in the target table; an index that names one
+// that does not is left out with a note. In the source's own database the
+// names get the target table's name appended (index names are the
+// database's).
+func (j *Job) targetIndexes() {
+	sp := j.Spanner
+	if sp == nil || sp.Source == nil || len(sp.Targets) == 0 {
+		return
+	}
+	main := sp.Targets[0]
+	byName := map[string]*spannerdb.Table{}
+	for _, t := range sp.Targets {
+		byName[strings.ToLower(t.Name)] = t
+	}
+	sameDB := endpointPath(j.Config.Source) == endpointPath(j.Config.Target)
+	sp.TargetIndexes = nil
+	for _, ix := range sp.SourceIndexes {
+		out := ix
+		out.Columns = append([]spannerdb.IndexColumn(nil), ix.Columns...)
+		target := byName[strings.ToLower(ix.Table)]
+		if strings.EqualFold(ix.Table, sp.Source.Name) {
+			target = main
+		}
+		if target == nil {
+			continue
+		}
+		out.Table = target.Name
+		switch {
+		case ix.Interleave == "":
+		case strings.EqualFold(ix.Interleave, sp.Source.Name):
+			out.Interleave = main.Name
+			out.Columns = leadWith(out.Columns, sp.Source.Key, main.Key)
+		case target == main:
+			sp.IndexNotes = append(sp.IndexNotes, fmt.Sprintf("index %s is interleaved in %s, above the migrated table; the target table is a new root: left out", ix.Name, ix.Interleave))
+			continue
+		}
+		if missing := missingColumns(out, target); len(missing) > 0 {
+			sp.IndexNotes = append(sp.IndexNotes, fmt.Sprintf("index %s names %s, which the target table %s does not have: left out", ix.Name, strings.Join(missing, ", "), target.Name))
+			continue
+		}
+		if sameDB {
+			out.Name = ix.Name + "_" + main.Name
+		}
+		sp.TargetIndexes = append(sp.TargetIndexes, out)
+	}
+}
+
+// leadWith replaces the leading columns of cols that are the old parent
+// key with the new parent key.
+func leadWith(cols []spannerdb.IndexColumn, old, new rewrite.KeySchema) []spannerdb.IndexColumn {
+	n := 0
+	for n < len(cols) && n < len(old.Columns) && strings.EqualFold(cols[n].Name, old.Columns[n].Name) {
+		n++
+	}
+	if n < len(old.Columns) {
+		return cols // it does not lead with the parent key: Spanner refuses it anyway
+	}
+	out := make([]spannerdb.IndexColumn, 0, len(cols)-n+len(new.Columns))
+	for _, c := range new.Columns {
+		out = append(out, spannerdb.IndexColumn{Name: c.Name, Desc: c.Desc})
+	}
+	return append(out, cols[n:]...)
+}
+
+// missingColumns are the columns ix names that t lacks.
+func missingColumns(ix spannerdb.Index, t *spannerdb.Table) []string {
+	var missing []string
+	for _, c := range ix.Columns {
+		if t.Column(c.Name) == nil {
+			missing = append(missing, c.Name)
+		}
+	}
+	for _, c := range ix.Storing {
+		if t.Column(c) == nil {
+			missing = append(missing, c)
+		}
+	}
+	return missing
 }
 
 func sameKeyTypes(t *spannerdb.Table, j *Job) bool {

@@ -69,6 +69,78 @@ func (j *Job) MissingDDL() []string {
 	return missing
 }
 
+// IndexDDL creates the target's secondary indexes that do not exist yet
+// (see SpannerSchemas.TargetIndexes), unless write.indexes is none.
+func (j *Job) IndexDDL() []string {
+	if j.Spanner == nil || j.Config.Write.Indexes == config.IndexesNone {
+		return nil
+	}
+	var out []string
+	for _, ix := range j.Spanner.TargetIndexes {
+		if !j.Spanner.indexes[strings.ToLower(ix.Name)] {
+			out = append(out, ix.DDL())
+		}
+	}
+	return out
+}
+
+// indexesAfter reports whether the indexes are created after the load.
+func (j *Job) indexesAfter() bool { return j.Config.Write.Indexes != config.IndexesBefore }
+
+// PrintDDL writes the DDL Prepare runs with --create-target: the missing
+// tables (and database), and the missing indexes, saying when.
+func (j *Job) PrintDDL(w io.Writer, header string) {
+	if j.Spanner == nil {
+		return
+	}
+	tables, indexes := j.MissingDDL(), j.IndexDDL()
+	if len(tables) > 0 || j.Spanner.DatabaseMissing {
+		db := endpointPath(j.Config.Target)
+		if j.Spanner.DatabaseMissing {
+			db += ", a new database"
+		}
+		fmt.Fprintf(w, "-- %s (%s)\n%s;\n", header, db, strings.Join(tables, ";\n\n"))
+	}
+	if len(indexes) > 0 {
+		when := "after the load (write.indexes: after)"
+		if !j.indexesAfter() {
+			when = "with the tables, before the load (write.indexes: before)"
+		}
+		fmt.Fprintf(w, "-- secondary indexes, created %s\n%s;\n", when, strings.Join(indexes, ";\n"))
+	}
+	for _, n := range j.Spanner.IndexNotes {
+		fmt.Fprintf(w, "-- note: %s\n", n)
+	}
+}
+
+// CreateIndexesAfter creates the indexes left for after the load (see
+// IndexDDL), saying so on out; nothing unless write.indexes is after and
+// the job created its target (o.CreateTarget).
+func (j *Job) CreateIndexesAfter(ctx context.Context, o Options) error {
+	ddl := j.IndexDDL()
+	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly {
+		return nil
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	admin, err := database.NewDatabaseAdminClient(ctx)
+	if err != nil {
+		return fmt.Errorf("spanner admin: %w", err)
+	}
+	defer admin.Close()
+	fmt.Fprintf(o.Out, "rekey: creating %d secondary indexes after the load (write.indexes: after)\n", len(ddl))
+	start := time.Now()
+	if err := updateDDL(ctx, admin, endpointPath(j.Config.Target), ddl); err != nil {
+		return fmt.Errorf("creating the target's indexes (the data is written; a re-run of the same config creates them): %w", err)
+	}
+	for _, ix := range j.Spanner.TargetIndexes {
+		j.Spanner.indexes[strings.ToLower(ix.Name)] = true
+	}
+	fmt.Fprintf(o.Out, "rekey: indexes created in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 // Prepare prints (and with o.CreateTarget runs) the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
 func (j *Job) Prepare(ctx context.Context, o Options) error {
@@ -92,16 +164,38 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 		return fmt.Errorf("spanner admin: %w", err)
 	}
 	defer admin.Close()
+	indexes := j.IndexDDL()
+	if len(missing) > 0 || len(indexes) > 0 && o.CreateTarget {
+		j.PrintDDL(o.Out, "target DDL")
+	}
 	if len(missing) > 0 {
-		fmt.Fprintf(o.Out, "-- target DDL (%s)\n%s;\n", endpointPath(tgt), strings.Join(missing, ";\n\n"))
 		if !o.CreateTarget {
+			if j.Spanner.DatabaseMissing {
+				return configErrorf("target database %s does not exist: run with --create-target to create it with the DDL above", endpointPath(tgt))
+			}
 			return configErrorf("target table %s does not exist: run with --create-target to create it with the DDL above", j.Spanner.Targets[0].Name)
 		}
-		if err := updateDDL(ctx, admin, endpointPath(tgt), missing); err != nil {
-			return fmt.Errorf("creating the target tables: %w", err)
+		stmts := missing
+		if !j.indexesAfter() {
+			stmts = append(append([]string(nil), missing...), indexes...)
+		}
+		if err := createTables(ctx, admin, j, stmts); err != nil {
+			return err
 		}
 		for _, t := range j.Spanner.Targets {
 			j.Spanner.exists[strings.ToLower(t.Name)] = true
+		}
+		if !j.indexesAfter() {
+			for _, ix := range j.Spanner.TargetIndexes {
+				j.Spanner.indexes[strings.ToLower(ix.Name)] = true
+			}
+		}
+	} else if len(indexes) > 0 && o.CreateTarget && !j.indexesAfter() {
+		if err := updateDDL(ctx, admin, endpointPath(tgt), indexes); err != nil {
+			return fmt.Errorf("creating the target's indexes: %w", err)
+		}
+		for _, ix := range j.Spanner.TargetIndexes {
+			j.Spanner.indexes[strings.ToLower(ix.Name)] = true
 		}
 	}
 	c, err := spannerClient(ctx, tgt)
@@ -140,6 +234,31 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 	if !j.Ramp("").Off() {
 		return rampTable(ctx, admin, c, endpointPath(tgt))
 	}
+	return nil
+}
+
+// createTables runs stmts in the target database, creating the database
+// first with them if it does not exist.
+func createTables(ctx context.Context, admin *database.DatabaseAdminClient, j *Job, stmts []string) error {
+	tgt := j.Config.Target
+	if !j.Spanner.DatabaseMissing {
+		if err := updateDDL(ctx, admin, endpointPath(tgt), stmts); err != nil {
+			return fmt.Errorf("creating the target tables: %w", err)
+		}
+		return nil
+	}
+	op, err := admin.CreateDatabase(ctx, &databasepb.CreateDatabaseRequest{
+		Parent:          "projects/" + tgt.Project + "/instances/" + tgt.Instance,
+		CreateStatement: "CREATE DATABASE " + rewrite.QuoteIdent(tgt.Database),
+		ExtraStatements: stmts,
+	})
+	if err == nil {
+		_, err = op.Wait(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("creating the target database %s: %w", endpointPath(tgt), err)
+	}
+	j.Spanner.DatabaseMissing = false
 	return nil
 }
 

@@ -49,6 +49,13 @@ const (
 	ModeInsert = storewrite.ModeInsert
 )
 
+// Values of WriteConfig.Indexes.
+const (
+	IndexesAfter  = "after"
+	IndexesBefore = "before"
+	IndexesNone   = "none"
+)
+
 // Values of WriteConfig.Shuffle.
 const (
 	ShuffleAuto   = "auto"
@@ -306,6 +313,11 @@ type WriteConfig struct {
 	// writing start with the first records read instead of after the
 	// last.
 	Shuffle string `mapstructure:"shuffle"`
+	// Indexes says when a Spanner target created with --create-target
+	// gets the source's secondary indexes: "after" the load (the
+	// default: a bulk load into a table without indexes is faster),
+	// "before" it, with the tables, or "none".
+	Indexes string `mapstructure:"indexes"`
 	// Parallelism bounds the commits a worker process has in flight, all
 	// bundles together. Datastore targets: default 8. Spanner targets: 0 (the default) means 1 against the emulator (it
 	// runs one read-write transaction at a time and aborts the others)
@@ -378,6 +390,7 @@ func (c *Config) SetDefaults() {
 	c.Ancestors = orDefault(lowerTrim(c.Ancestors), AncestorsAll)
 	c.Write.Mode = orDefault(lowerTrim(c.Write.Mode), ModeUpsert)
 	c.Write.Shuffle = orDefault(lowerTrim(c.Write.Shuffle), ShuffleAuto)
+	c.Write.Indexes = orDefault(lowerTrim(c.Write.Indexes), IndexesAfter)
 	mut, bytes, rows := spannerdb.DefaultMaxMutations, spannerdb.DefaultMaxBytes, spannerdb.DefaultMaxRows
 	if c.Target.Type == TypeDatastore {
 		mut, bytes, rows = datastoredb.MaxCommitEntities, datastoredb.DefaultMaxBytes, datastoredb.MaxCommitEntities

@@ -423,6 +423,7 @@ func (c *Config) validateWrite(p *problems) {
 	w := c.Write
 	p.enum("write.mode", w.Mode, ModeUpsert, ModeInsert)
 	p.enum("write.shuffle", w.Shuffle, ShuffleAuto, ShuffleAlways, ShuffleNever)
+	p.enum("write.indexes", w.Indexes, IndexesAfter, IndexesBefore, IndexesNone)
 	positive := func(key string, v int) bool {
 		if v <= 0 {
 			p.add("write."+key, "must be > 0, got %d", v)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"cloud.google.com/go/datastore"
-	database "cloud.google.com/go/spanner/admin/database/apiv1"
-	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/spannerdb"
@@ -20,20 +17,7 @@ import (
 // GetDatabaseDdl (the Spanner emulator's too, when SPANNER_EMULATOR_HOST
 // is set) and parses it; db is projects/P/instances/I/databases/D.
 func ReadDDL(ctx context.Context, db string) (*spannerdb.Schema, error) {
-	admin, err := database.NewDatabaseAdminClient(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("spanner admin client: %w", err)
-	}
-	defer admin.Close()
-	resp, err := admin.GetDatabaseDdl(ctx, &databasepb.GetDatabaseDdlRequest{Database: db})
-	if err != nil {
-		return nil, fmt.Errorf("reading the DDL of %s: %w", db, err)
-	}
-	s, err := spannerdb.ParseSchema(strings.Join(resp.Statements, ";\n") + ";")
-	if err != nil {
-		return nil, fmt.Errorf("DDL of %s: %w", db, err)
-	}
-	return s, nil
+	return spannerdb.ReadSchema(ctx, db)
 }
 
 // maxLookup is the most keys one Datastore lookup takes.
