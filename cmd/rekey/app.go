@@ -129,6 +129,7 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdSplits(f),
 		newCmdLint(f),
 		newCmdVersion(f, nil),
+		newCmdEmulators(f),
 	)
 	// cobra's help and completion commands; an unknown topic or shell is a
 	// usage error.
