@@ -313,14 +313,15 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 	return rs, nil
 }
 
-// storeOf is the store whose record shape an endpoint of type t carries: a
-// file holds records shaped for the store at the other end; between files,
-// rows (Spanner) when a key schema is given, else entities (Datastore).
+// storeOf is the store whose record shape an endpoint of type t carries:
+// an entity-json file holds entities; another file holds records shaped
+// for the store at the other end; between files, rows (Spanner) when a
+// key schema is given, else entities (Datastore).
 func storeOf(t, other, key string) string {
 	switch t {
 	case config.TypeSpanner:
 		return record.Spanner
-	case config.TypeDatastore:
+	case config.TypeDatastore, config.TypeEntityJSON:
 		return record.Datastore
 	}
 	switch other {

@@ -80,8 +80,10 @@ func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 func readSource(s beam.Scope, j *migration.Job, interleave int, cohorts []cohort.Range) (beam.PCollection, []beam.PCollection, error) {
 	src := j.Config.Source
 	switch src.Type {
-	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
-		b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Interleave: interleave})
+	case config.TypeJSONL, config.TypeCSV, config.TypeAvro, config.TypeEntityJSON:
+		cfg := filesConfig(j)
+		cfg.Interleave = interleave
+		b, d := source.Files(s, cfg)
 		return b, []beam.PCollection{d}, nil
 	case config.TypeSpanner:
 		return readSpanner(s, j, cohortFilter(j, cohorts))
@@ -99,6 +101,9 @@ func (w writes) target(s beam.Scope, batches beam.PCollection) ([]beam.PCollecti
 	case config.TypeJSONL:
 		sink.JSONL(s, tgt.Path, batches)
 		return nil, nil
+	case config.TypeEntityJSON:
+		_, dead := sink.EntityJSON(s, tgt.Path, tgt.Project, batches)
+		return []beam.PCollection{dead}, nil
 	case config.TypeSpanner:
 		return w.spanner(s, batches)
 	case config.TypeDatastore:

@@ -187,8 +187,10 @@ func planGraph(o PlanOptions, filter string) Graph {
 		switch {
 		case src.Type == config.TypeSpanner:
 			batches, deads, err = readSpanner(s, j, filter)
-		case src.Type == config.TypeJSONL || src.Type == config.TypeCSV || src.Type == config.TypeAvro:
-			b, d := source.Files(s, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table, Positions: true})
+		case src.IsFile():
+			fc := filesConfig(j)
+			fc.Positions = true
+			b, d := source.Files(s, fc)
 			batches, deads = b, []beam.PCollection{d}
 		case sampleDatastore(j, o.Sample):
 			b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.Sample)

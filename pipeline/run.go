@@ -60,6 +60,9 @@ func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Resul
 	if err := keepOutput(ctx, j); err != nil {
 		return nil, err
 	}
+	if err := CheckFiles(ctx, j); err != nil {
+		return nil, err
+	}
 	graph := Migrate
 	if r.Backfill != nil {
 		graph = Backfill(*r.Backfill)
@@ -134,7 +137,7 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 // asked to.
 func keepOutput(ctx context.Context, j *migration.Job) error {
 	t := j.Config.Target
-	if t.Type != config.TypeJSONL || j.DryRun || j.TranslateOnly || j.Overwrite {
+	if t.Type != config.TypeJSONL && t.Type != config.TypeEntityJSON || j.DryRun || j.TranslateOnly || j.Overwrite {
 		return nil
 	}
 	exists, err := sink.Exists(ctx, t.Path)
@@ -188,7 +191,7 @@ func removeParts(ctx context.Context, j *migration.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	paths := []string{j.DeadLetterPath}
-	if j.Config.Target.Type == config.TypeJSONL && !j.DryRun {
+	if (j.Config.Target.Type == config.TypeJSONL || j.Config.Target.Type == config.TypeEntityJSON) && !j.DryRun {
 		paths = append(paths, j.Config.Target.Path)
 	}
 	for _, p := range paths {

@@ -27,8 +27,8 @@ func Sample(ctx context.Context, j *migration.Job, n int) ([]string, error) {
 	var recs []record.Record
 	var err error
 	switch src.Type {
-	case config.TypeJSONL, config.TypeCSV, config.TypeAvro:
-		recs, err = source.PeekFiles(ctx, source.FilesConfig{Path: src.Path, Format: src.Type, Delimiter: src.Delimiter, Table: j.Spec.Table}, n)
+	case config.TypeJSONL, config.TypeCSV, config.TypeAvro, config.TypeEntityJSON:
+		recs, err = source.PeekFiles(ctx, filesConfig(j), n)
 	case config.TypeSpanner:
 		recs, err = source.PeekSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: src.Filter}, n)
 	case config.TypeDatastore:

@@ -25,6 +25,11 @@ func init() {
 	register(Info{
 		Name: "bitreverse", Summary: "reverse the bits of an INT64 key or Datastore id (equals Spanner's BIT_REVERSE(x, true)); its own inverse",
 		Invertible: true, Deterministic: true, Spanner: true, Datastore: true,
+		Params: []ParamDoc{
+			{Name: "column", Doc: "Spanner: the INT64 key column to reverse; empty: the first key column"},
+			{Name: "preserve_sign", Doc: "true: keep the sign bit and reverse the other 63, BIT_REVERSE(x, true), so positive ids stay positive; false: reverse all 64 bits, BIT_REVERSE(x, false) (no Datastore form)"},
+			elementsParam,
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		b := &BitReverse{
 			Column:       p.str("column", ""),

@@ -26,6 +26,12 @@ func init() {
 	register(Info{
 		Name: "bucket", Summary: "prepend an INT64 column Bucket = timestamp or integer column modulo N",
 		Invertible: true, Deterministic: true, Spanner: true,
+		Params: []ParamDoc{
+			{Name: "column", Doc: "the TIMESTAMP or INT64 key column bucketed; empty: the first key column"},
+			{Name: "n", Doc: "number of buckets: the new column is 0..n-1"},
+			{Name: "unit", Doc: "for a TIMESTAMP column, x is UNIX_SECONDS (s), UNIX_MILLIS (ms) or UNIX_MICROS (us) of it"},
+			{Name: "name", Doc: "name of the new leading INT64 key column"},
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		b := &Bucket{
 			Column: p.str("column", ""),

@@ -32,6 +32,14 @@ func init() {
 	register(Info{
 		Name: "generation", Summary: "prepend a generation number (leading INT64 column, name prefix, or parent key element)",
 		Invertible: true, Deterministic: true, Spanner: true, Datastore: true,
+		Params: []ParamDoc{
+			{Name: "g", Doc: "the generation number, which the operator bumps"},
+			{Name: "as", Doc: "column: a new leading INT64 key column (Spanner); prefix: \"<g><sep><text>\" in place of a name (Datastore) or STRING column (Spanner); parent: a new root element of kind name and id g (Datastore); empty: column on Spanner, parent on Datastore"},
+			{Name: "name", Doc: "as column: the new key column's name; as parent: the new root element's kind"},
+			{Name: "sep", Doc: "as prefix: the text between the generation and the key; not empty, and no digits"},
+			{Name: "column", Doc: "as prefix on Spanner: the STRING key column; empty: the first key column"},
+			elementsParam,
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		g := &Generation{
 			G:      p.integer("g", 1, 1, 1<<62),

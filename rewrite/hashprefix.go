@@ -46,6 +46,13 @@ func init() {
 	register(Info{
 		Name: "hashprefix", Summary: "prefix the key with the first n hex digits of its md5 or farmhash, keeping the key after a separator",
 		Invertible: true, Deterministic: true, Spanner: true, Datastore: true,
+		Params: []ParamDoc{
+			{Name: "n", Doc: "hex digits in the prefix: 1..32 with md5, 1..16 with farm; more spread writes over more key ranges"},
+			{Name: "hash", Doc: "md5: hex(MD5(t)); farm: the 16 hex digits of farmhash Fingerprint64(t), the bits of Spanner's FARM_FINGERPRINT (t is the key's text)"},
+			{Name: "sep", Doc: "text between the prefix and the original key (valid UTF-8)"},
+			{Name: "column", Doc: "Spanner: the key column to prefix; empty: the first key column"},
+			elementsParam,
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		h := &HashPrefix{
 			Hash:   p.enum("hash", "md5", "md5", "farm"),

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The JSON key notation used by `rekey rewrite`, golden files and dead-letter
@@ -39,16 +41,34 @@ type ParsedKey struct {
 // values are read as its column types; without one (nil), types are
 // inferred: integral numbers are INT64, other numbers FLOAT64, strings
 // STRING, booleans BOOL.
+//
+// The text must be exactly one JSON value: text after it is refused, as
+// are bytes that are not valid UTF-8 (with the message the JSON Lines
+// reader gives, not silently replaced by U+FFFD), integers beyond INT64
+// (never read as a FLOAT64 approximation) and unquoted words, with a hint
+// to quote them.
 func ParseKey(text string, schema *KeySchema) (ParsedKey, error) {
+	if col, inString := invalidUTF8(text); col > 0 {
+		if inString {
+			return ParsedKey{}, fmt.Errorf("column %d: string is not valid UTF-8", col)
+		}
+		return ParsedKey{}, fmt.Errorf("column %d: not valid UTF-8", col)
+	}
 	text = strings.TrimSpace(text)
+	if text == "" {
+		return ParsedKey{}, fmt.Errorf("no key (an empty line)")
+	}
+	if unquoted(text) {
+		return ParsedKey{}, fmt.Errorf("not a JSON value; a string key is written in double quotes: %s", quoteHint(text))
+	}
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
 		return ParsedKey{}, fmt.Errorf("not JSON: %v", err)
 	}
-	if dec.More() {
-		return ParsedKey{}, fmt.Errorf("unexpected text after the key")
+	if rest := strings.TrimSpace(text[dec.InputOffset():]); rest != "" {
+		return ParsedKey{}, fmt.Errorf("unexpected text after the key: %s", shorten(rest, 40))
 	}
 	switch t := raw.(type) {
 	case map[string]any:
@@ -61,6 +81,90 @@ func ParseKey(text string, schema *KeySchema) (ParsedKey, error) {
 		vals, err := parseSpannerJSON([]any{t}, schema)
 		return ParsedKey{Values: vals, Bare: true}, err
 	}
+}
+
+// invalidUTF8 returns the column (1-based byte offset) of the first byte
+// of text that is not valid UTF-8, 0 if there is none, and whether that
+// byte lies inside a JSON string.
+func invalidUTF8(text string) (col int, inString bool) {
+	if utf8.ValidString(text) {
+		return 0, false
+	}
+	escaped := false
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case escaped:
+				escaped = false
+			case inString && c == '\\':
+				escaped = true
+			case c == '"':
+				inString = !inString
+			}
+			i++
+			continue
+		}
+		escaped = false
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i + 1, inString
+		}
+		i += n
+	}
+	return 0, false
+}
+
+// unquoted reports whether text looks like a string someone forgot to
+// quote: not JSON, and not starting like a string, array, object or
+// number (whose own errors say more).
+func unquoted(text string) bool {
+	return !strings.ContainsRune(`"[{-0123456789`, rune(text[0])) && !json.Valid([]byte(text))
+}
+
+// quoteHint is text as a JSON string, for the hint to quote it; single
+// quotes around it are taken for an attempt at quoting.
+func quoteHint(text string) string {
+	if len(text) >= 2 && text[0] == '\'' && text[len(text)-1] == '\'' {
+		text = text[1 : len(text)-1]
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(text)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// shorten cuts s to at most n characters, marking the cut.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "..."
+}
+
+// parseInt64 reads an integer in decimal. ok is false when s is not an
+// integer; an integer beyond INT64's range is an error naming it, so it
+// is never read as an approximate FLOAT64.
+func parseInt64(s string) (n int64, ok bool, err error) {
+	n, err = strconv.ParseInt(s, 10, 64)
+	switch {
+	case err == nil:
+		return n, true, nil
+	case errors.Is(err, strconv.ErrRange):
+		return 0, true, fmt.Errorf("integer %s overflows INT64 (%d to %d)", s, int64(math.MinInt64), int64(math.MaxInt64))
+	}
+	return 0, false, nil
+}
+
+// parseFloat64 reads a JSON number as FLOAT64; a number beyond its range
+// is an error naming it.
+func parseFloat64(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("number %s overflows FLOAT64", s)
+	}
+	return f, nil
 }
 
 func parseDatastoreJSON(m map[string]any) (DatastoreKey, error) {
@@ -96,8 +200,11 @@ func parseDatastoreJSON(m map[string]any) (DatastoreKey, error) {
 		case string:
 			e.Name = v
 		case json.Number:
-			id, err := strconv.ParseInt(v.String(), 10, 64)
+			id, ok, err := parseInt64(v.String())
 			if err != nil {
+				return k, fmt.Errorf("path item %d: id: %w", i+2, err)
+			}
+			if !ok {
 				return k, fmt.Errorf("path item %d: id %s is not an INT64", i+2, v)
 			}
 			e.ID = id
@@ -137,14 +244,11 @@ func parseSpannerJSON(items []any, schema *KeySchema) ([]Value, error) {
 func inferValue(it any) (Value, error) {
 	switch v := it.(type) {
 	case json.Number:
-		if n, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
-			return Int64(n), nil
+		if n, ok, err := parseInt64(v.String()); ok || err != nil {
+			return Int64(n), err
 		}
-		f, err := v.Float64()
-		if err != nil {
-			return Value{}, fmt.Errorf("number %s is out of range", v)
-		}
-		return Float64(f), nil
+		f, err := parseFloat64(v.String())
+		return Float64(f), err
 	case string:
 		return String(v), nil
 	case bool:
@@ -152,7 +256,18 @@ func inferValue(it any) (Value, error) {
 	case nil:
 		return Value{}, fmt.Errorf("null needs a key schema (--key) to know its type")
 	}
-	return Value{}, fmt.Errorf("nested %T is not a key value", it)
+	return Value{}, fmt.Errorf("%s is not a key value (a key is one value, or one flat array of values)", jsonKind(it))
+}
+
+// jsonKind names the kind of a decoded JSON value that is not a scalar.
+func jsonKind(it any) string {
+	switch it.(type) {
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", it)
 }
 
 func valueFromJSON(it any, t Type) (Value, error) {
@@ -168,8 +283,8 @@ func valueFromJSON(it any, t Type) (Value, error) {
 			txt = num.String()
 		}
 		if isStr || isNum {
-			if n, err := strconv.ParseInt(txt, 10, 64); err == nil {
-				return Int64(n), nil
+			if n, ok, err := parseInt64(txt); ok || err != nil {
+				return Int64(n), err
 			}
 		}
 	case TypeString:
@@ -202,10 +317,8 @@ func valueFromJSON(it any, t Type) (Value, error) {
 		}
 	case TypeFloat64:
 		if isNum {
-			f, err := num.Float64()
-			if err == nil {
-				return Float64(f), nil
-			}
+			f, err := parseFloat64(num.String())
+			return Float64(f), err
 		}
 		switch s {
 		case "NaN":

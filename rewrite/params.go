@@ -31,6 +31,11 @@ type paramReader struct {
 	used   map[string]bool
 	canon  map[string]string
 	errs   []error
+	// types are the type of each parameter read, in words, and read the
+	// names in the order they were first read: register describes a
+	// strategy's parameters from them (Info.Params).
+	types map[string]string
+	read  []string
 }
 
 func newParamReader(prefix string, raw Params) *paramReader {
@@ -38,7 +43,15 @@ func newParamReader(prefix string, raw Params) *paramReader {
 	for k, v := range raw {
 		lower[strings.ToLower(k)] = v
 	}
-	return &paramReader{prefix: prefix, raw: lower, used: map[string]bool{}, canon: map[string]string{}}
+	return &paramReader{prefix: prefix, raw: lower, used: map[string]bool{}, canon: map[string]string{}, types: map[string]string{}}
+}
+
+// declare records that the parameter name was read as typ.
+func (p *paramReader) declare(name, typ string) {
+	if _, ok := p.types[name]; !ok {
+		p.read = append(p.read, name)
+	}
+	p.types[name] = typ
 }
 
 func (p *paramReader) fail(name, format string, args ...any) {
@@ -55,6 +68,7 @@ func (p *paramReader) get(name string) (any, bool) {
 }
 
 func (p *paramReader) str(name, def string) string {
+	p.declare(name, "string")
 	v, ok := p.get(name)
 	s := def
 	if ok {
@@ -73,6 +87,7 @@ func (p *paramReader) str(name, def string) string {
 
 // integer reads an integer in [lo, hi].
 func (p *paramReader) integer(name string, def, lo, hi int64) int64 {
+	p.declare(name, fmt.Sprintf("integer %d..%d", lo, hi))
 	v, ok := p.get(name)
 	n := def
 	if ok {
@@ -109,6 +124,7 @@ func toInt(v any) (int64, error) {
 }
 
 func (p *paramReader) boolean(name string, def bool) bool {
+	p.declare(name, "true or false")
 	v, ok := p.get(name)
 	b := def
 	if ok {
@@ -130,6 +146,7 @@ func (p *paramReader) boolean(name string, def bool) bool {
 
 func (p *paramReader) enum(name, def string, allowed ...string) string {
 	s := strings.ToLower(p.str(name, def))
+	p.declare(name, enumType(allowed))
 	if !slices.Contains(allowed, s) {
 		p.fail(name, "must be one of %s, got %q", strings.Join(allowed, ", "), s)
 	}
@@ -137,9 +154,29 @@ func (p *paramReader) enum(name, def string, allowed ...string) string {
 	return s
 }
 
+// enumType describes the values an enum parameter allows; "" stands for
+// leaving it empty.
+func enumType(allowed []string) string {
+	var vals []string
+	empty := false
+	for _, a := range allowed {
+		if a == "" {
+			empty = true
+			continue
+		}
+		vals = append(vals, a)
+	}
+	s := "one of " + strings.Join(vals, ", ")
+	if empty {
+		s += " (or empty)"
+	}
+	return s
+}
+
 // list reads a list of strings, given as a YAML list or a comma-separated
 // string.
 func (p *paramReader) list(name string) []string {
+	p.declare(name, "list of strings (or one comma-separated string)")
 	v, ok := p.get(name)
 	if !ok {
 		return nil

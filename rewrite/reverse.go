@@ -29,6 +29,10 @@ func init() {
 	register(Info{
 		Name: "reverse", Summary: "reverse a string key (characters) or the decimal digits of an integer id",
 		Invertible: true, Deterministic: true, Spanner: true, Datastore: true,
+		Params: []ParamDoc{
+			{Name: "column", Doc: "Spanner: the key column to reverse; empty: the first key column"},
+			elementsParam,
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		return &Reverse{Column: p.str("column", ""), scope: readScope(p, "all")}, nil
 	})

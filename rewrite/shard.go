@@ -49,6 +49,13 @@ func init() {
 	register(Info{
 		Name: "shard", Summary: "prepend an INT64 column ShardId = MOD(FARM_FINGERPRINT(columns), N), equal to the printed GoogleSQL expression",
 		Invertible: true, Deterministic: true, Spanner: true,
+		Params: []ParamDoc{
+			{Name: "n", Doc: "number of shards; choose it near the number of Spanner nodes (changing it later needs a backfill)"},
+			{Name: "columns", Doc: "the key columns hashed; empty: every key column"},
+			{Name: "name", Doc: "name of the new leading INT64 key column"},
+			{Name: "mode", Doc: "signed: MOD(FARM_FINGERPRINT(t), n), -(n-1)..n-1; abs: ABS of it, 0..n-1"},
+			{Name: "sep", Doc: "the text joining the columns' text forms when several are hashed (no ' or \\)"},
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		s := &Shard{
 			N:       p.integer("n", 10, 1, 1<<31),

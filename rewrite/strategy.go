@@ -19,6 +19,23 @@ type Info struct {
 	Deterministic bool
 	// Spanner and Datastore say which stores the strategy can rewrite.
 	Spanner, Datastore bool
+	// Params are the strategy's parameters. A strategy declares each
+	// one's Name and Doc; register fills in Type and Default from what
+	// the strategy reads when given no parameters, so they are the ones
+	// the code uses.
+	Params []ParamDoc
+}
+
+// ParamDoc describes one parameter of a strategy.
+type ParamDoc struct {
+	Name string
+	// Type is the values the parameter takes, in words: "string",
+	// "integer 1..32", "true or false", "one of md5, farm", ...
+	Type string
+	// Default is the value used when the parameter is not given, in its
+	// canonical form (as in Spec); "" when the default is empty.
+	Default string
+	Doc     string
 }
 
 // Strategy is a configured key rewrite. Spanner binds it to a source key
@@ -83,7 +100,24 @@ type factory struct {
 
 var registry = map[string]factory{}
 
+// register adds a strategy. It builds the strategy once with no
+// parameters to learn the type and default of each parameter it reads;
+// a parameter read but not declared in info.Params is listed with no
+// Doc, and one declared but not read with no Type (a test refuses both).
 func register(info Info, build func(p *paramReader, steps []StepConfig) (Strategy, error)) {
+	p := newParamReader("", nil)
+	_, _ = build(p, nil)
+	declared := info.Params
+	info.Params = nil
+	for _, d := range declared {
+		d.Type, d.Default = p.types[d.Name], p.canon[d.Name]
+		info.Params = append(info.Params, d)
+	}
+	for _, name := range p.read {
+		if !slices.ContainsFunc(declared, func(d ParamDoc) bool { return d.Name == name }) {
+			info.Params = append(info.Params, ParamDoc{Name: name, Type: p.types[name], Default: p.canon[name]})
+		}
+	}
 	registry[info.Name] = factory{info: info, build: build}
 }
 
@@ -235,6 +269,10 @@ func unsupported(strategy, store, hint string) error {
 // rewrites: "all" (default for most), "root" (keeps entity groups together:
 // children keep their ids/names under the rewritten root) or "leaf".
 type scope string
+
+// elementsParam documents the elements parameter (readScope) of the
+// strategies that read it.
+var elementsParam = ParamDoc{Name: "elements", Doc: "Datastore: which elements of a key path are rewritten: all, the root (children keep their ids and names under the rewritten root, so entity groups stay together) or the leaf"}
 
 func readScope(p *paramReader, def string) scope {
 	return scope(p.enum("elements", def, "all", "root", "leaf"))

@@ -20,6 +20,9 @@ func init() {
 	register(Info{
 		Name: "swap", Summary: "reorder key columns, e.g. (LastAccess, UserId) -> (UserId, LastAccess)",
 		Invertible: true, Deterministic: true, Spanner: true,
+		Params: []ParamDoc{
+			{Name: "order", Doc: "required: the key columns (names, or 0-based positions) moved to the front, in this order; the others follow in their order"},
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		s := &Swap{Order: p.list("order")}
 		if len(s.Order) == 0 {

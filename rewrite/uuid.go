@@ -50,6 +50,13 @@ func init() {
 	register(Info{
 		Name: "uuid", Summary: "replace the key with a UUID: v5 (deterministic from a namespace and the old key) or v4 (random)",
 		Invertible: false, Deterministic: true, Spanner: true, Datastore: true,
+		Params: []ParamDoc{
+			{Name: "version", Doc: "5: UUIDv5 of namespace and the key's text, deterministic; 4: random, so a re-run gives new keys (one-off loads only)"},
+			{Name: "namespace", Doc: "version 5: the namespace UUID; set your own to keep your keys apart from other users' of rekey"},
+			{Name: "name", Doc: "Spanner: the new STRING(36) key column"},
+			{Name: "keep", Doc: "Spanner: keep the old key columns after the UUID column"},
+			elementsParam,
+		},
 	}, func(p *paramReader, _ []StepConfig) (Strategy, error) {
 		u := &UUID{
 			Version: int(p.integer("version", 5, 4, 5)),

@@ -125,6 +125,7 @@ func newCmdRoot(f *factory) *cobra.Command {
 		newCmdStrategies(f, nil),
 		newCmdRewrite(f, nil),
 		newCmdValidate(f, nil),
+		newCmdConfig(f, nil),
 		newCmdCohort(f, nil),
 		newCmdSplits(f),
 		newCmdLint(f),

@@ -104,13 +104,20 @@ func TestValidateConfigFlag(t *testing.T) {
 func TestRewriteFlags(t *testing.T) {
 	var got *RewriteOptions
 	cmd := newCmdRewrite(&factory{}, func(o *RewriteOptions) error { got = o; return nil })
-	_, err := execCmd(t, cmd, "--strategy", "swap", "--param", "order=B,A", "--param", "n=3", "--key", "A INT64, B INT64", "--table", "X", "--invert")
+	_, err := execCmd(t, cmd, "--strategy", "swap", "--param", "order=B,A", "--param", "n=3", "--key", "A INT64, B INT64", "--table", "X", "--invert", "--keep-going", "--store", "spanner")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Strategy != "swap" || got.Key != "A INT64, B INT64" || got.Table != "X" || !got.Invert || got.Explain ||
-		len(got.Params) != 2 || got.Params["order"] != "B,A" || got.Params["n"] != "3" {
+	if got.Strategy != "swap" || got.Key != "A INT64, B INT64" || got.Table != "X" || !got.Invert || got.Explain || !got.KeepGoing || got.Store != "spanner" ||
+		len(got.Params) != 2 || got.Params["order"] != "B,A" || got.Params["n"] != "3" || got.Config != "" {
 		t.Errorf("rewrite: %+v", *got)
+	}
+	for _, cf := range []string{"-c", "--config"} {
+		got = nil
+		cmd := newCmdRewrite(&factory{}, func(o *RewriteOptions) error { got = o; return nil })
+		if _, err := execCmd(t, cmd, cf, "m.yaml", "--invert"); err != nil || got.Config != "m.yaml" || !got.Invert || got.Strategy != "" {
+			t.Errorf("%s: %v, %+v", cf, err, got)
+		}
 	}
 }
 

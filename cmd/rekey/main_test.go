@@ -56,15 +56,16 @@ func TestRewriteBadLinesAreReportedAndTheRestProcessed(t *testing.T) {
 		``,
 		`7`,
 	}, "\n")
-	out, errs, code := rekey(t, in, "rewrite", "--strategy", "hashprefix")
+	out, errs, code := rekey(t, in, "rewrite", "--strategy", "hashprefix", "--keep-going")
 	if code != exitFailure {
 		t.Errorf("exit %d, want %d", code, exitFailure)
 	}
-	wantOut := "\"becf-Customer1\"\n{\"path\":[\"Customer\",\"0b02-Customer2\"]}\n\"8f14-7\"\n"
+	// One output line per input line: failed and empty lines stay empty.
+	wantOut := "\"becf-Customer1\"\n\n\n{\"path\":[\"Customer\",\"0b02-Customer2\"]}\n\n\n\n\"8f14-7\"\n"
 	if out != wantOut {
 		t.Errorf("stdout:\n%s\nwant:\n%s", out, wantOut)
 	}
-	for _, want := range []string{"line 2: not JSON", `line 3: key Customer:"a/b": path element 1 (Customer:"a/b"): name contains "/"`, "line 5: value 2", "line 6: ", "id is 0", "4 of 8 lines failed"} {
+	for _, want := range []string{`line 2: not a JSON value; a string key is written in double quotes: "not json"`, `line 3: key Customer:"a/b": path element 1 (Customer:"a/b"): name contains "/"`, "line 5: value 2", "line 6: ", "id is 0", "4 of 8 lines failed"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errs)
 		}
@@ -83,7 +84,7 @@ func TestRewriteInvertRoundTrip(t *testing.T) {
 		t.Errorf("invert: %q (exit %d, %s), want %q", back, code, errs, keys)
 	}
 	_, errs, code = rekey(t, "\"x\"\n", "rewrite", "--strategy", "uuid", "--invert", "--key", "K STRING(MAX)")
-	if code != exitFailure || !strings.Contains(errs, "not invertible") {
+	if code != exitUsage || !strings.Contains(errs, "not invertible") {
 		t.Errorf("uuid invert: exit %d, %s", code, errs)
 	}
 }
@@ -112,7 +113,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "no command given"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"rewrite"}, "--strategy is required"},
+		{[]string{"rewrite"}, "--strategy is required, or -c FILE"},
 		{[]string{"rewrite", "--strategy", "nope"}, `strategy: unknown strategy "nope"`},
 		{[]string{"rewrite", "--strategy", "hashprefix", "--param", "n=40"}, "params.n: must be 1..32, got 40"},
 		{[]string{"rewrite", "--strategy", "hashprefix", "--param", "n"}, `--param "n": want key=value`},

@@ -217,6 +217,9 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		if n := res.Counters[migration.ReferencesUnmapped]; n > 0 {
 			fmt.Fprintf(io.out, "rekey: %d key values point at a migrated kind through a property that neither references nor references_to names; they still point at the old keys\n", n)
 		}
+		if err == nil && res.Counters[migration.Read] == 0 && res.Counters[migration.DeadLettered] == 0 {
+			fmt.Fprintln(io.out, nothingRead(job))
+		}
 	}
 	if err != nil {
 		return err
@@ -225,6 +228,21 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 		return fmt.Errorf("%d records were dead-lettered (see %s): %w", n, job.DeadLetterPath, errPartial)
 	}
 	return nil
+}
+
+// nothingRead is what a run that read no record says: plainly that its
+// input holds none, which is no error (an export of an empty table, a
+// day without rows); a path that matches no file is one.
+func nothingRead(job *migration.Job) string {
+	if job.RedriveFrom != "" {
+		return fmt.Sprintf("rekey: the dead-letter file holds 0 records (%s): nothing to redrive", job.RedriveFrom)
+	}
+	src := job.Config.Source
+	name := src.Name()
+	if src.IsFile() {
+		name = src.Path
+	}
+	return fmt.Sprintf("rekey: the source holds 0 records (%s %s): nothing to migrate", src.Type, name)
 }
 
 // printRun says what a run did (what a dry run found, its counters, where

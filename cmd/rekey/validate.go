@@ -9,6 +9,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/pipeline"
 )
 
 // ValidateOptions are the parsed flags of `rekey validate`.
@@ -48,7 +49,7 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 		return err
 	}
 	if o.Connect {
-		if err := migration.Check(ctx, cfg); err != nil {
+		if err := checkConnect(ctx, cfg); err != nil {
 			if migration.IsConfigError(err) {
 				return usagef("%s: %w", o.Config, err)
 			}
@@ -57,6 +58,19 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 	}
 	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
 	return nil
+}
+
+// checkConnect is migration.Check, then, for a files source, the check a
+// run makes before it reads (pipeline.CheckFiles: CSV headers).
+func checkConnect(ctx context.Context, cfg *config.Config) error {
+	if err := migration.Check(ctx, cfg); err != nil || !cfg.Source.IsFile() {
+		return err
+	}
+	j, err := migration.Resolve(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return pipeline.CheckFiles(ctx, j)
 }
 
 // loadConfig reads, environment-overrides and validates a config file.

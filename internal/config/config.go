@@ -8,6 +8,12 @@
 //
 //	rewrite.params.n: must be 1..32, got 40
 //	target.table: required for a spanner target
+//
+// LoadFile reports Load's and Validate's problems together. Explain says
+// where each value of the effective config came from (the file and line,
+// a REKEY_* variable, a flag, a default), for `rekey config show`. The
+// reference of every key, docs/config.md, is generated from this package's
+// struct tags, doc comments and defaults (go generate; see gendocs).
 package config
 
 import (
@@ -32,10 +38,16 @@ const (
 	TypeJSONL     = "jsonl"
 	TypeCSV       = "csv"
 	TypeAvro      = "avro"
+	// TypeEntityJSON is Datastore entities in files as Google's Dataflow
+	// templates ("Datastore to Cloud Storage Text", "Cloud Storage Text to
+	// Datastore") write and read them: one Datastore API Entity per line in
+	// its proto3 JSON form (see datastoredb.ParseEntityJSON). A source or a
+	// target; it holds entities, so its records are Datastore-shaped.
+	TypeEntityJSON = "entity-json"
 )
 
 // Types lists every endpoint type.
-var Types = []string{TypeSpanner, TypeDatastore, TypeJSONL, TypeCSV, TypeAvro}
+var Types = []string{TypeSpanner, TypeDatastore, TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON}
 
 // Values of Config.Ancestors.
 const (
@@ -154,7 +166,9 @@ type CohortConfig struct {
 	// same: a cohort is held in dual_write (and read_new) for CacheTTL +
 	// Skew before it moves on.
 	CacheTTL time.Duration `mapstructure:"cache_ttl"`
-	Skew     time.Duration `mapstructure:"skew"`
+	// Skew is the margin for clocks and calls in flight added to
+	// CacheTTL (0: the cutover package's default, 10s).
+	Skew time.Duration `mapstructure:"skew"`
 }
 
 // UserSpec parses User; ok is false when no user is configured.
@@ -168,9 +182,16 @@ func (c CohortConfig) UserSpec() (u cohort.User, ok bool, err error) {
 
 // Endpoint is a source or a target.
 type Endpoint struct {
-	// Type is one of spanner, datastore, jsonl, csv, avro.
+	// Type is one of spanner, datastore, jsonl, csv, avro, entity-json.
+	// The file types are the format: jsonl is rekey's record JSON Lines
+	// (record.ParseJSON), csv a header and rows, avro Spanner's export,
+	// entity-json Datastore entities as Google's Dataflow templates write
+	// them (one Datastore API Entity per line, in its proto3 JSON form).
 	Type string `mapstructure:"type"`
-	// Project is the Google Cloud project (spanner, datastore).
+	// Project is the Google Cloud project (spanner, datastore). On an
+	// entity-json target it is the projectId written in every key (none
+	// when empty); on an entity-json source, the project the entities'
+	// keys must be in (a line with a key in another is a dead letter).
 	Project string `mapstructure:"project"`
 	// Instance is the Spanner instance id.
 	Instance string `mapstructure:"instance"`
@@ -193,7 +214,8 @@ type Endpoint struct {
 	Namespace string `mapstructure:"namespace"`
 	// Kind is the Datastore kind.
 	Kind string `mapstructure:"kind"`
-	// Path is a file or prefix, local or gs://bucket/... (jsonl, csv, avro).
+	// Path is a file or prefix, local or gs://bucket/... (jsonl, csv, avro,
+	// entity-json).
 	Path string `mapstructure:"path"`
 	// Delimiter is the csv field delimiter (default ",").
 	Delimiter string `mapstructure:"delimiter"`
@@ -239,10 +261,11 @@ func (e Endpoint) Name() string {
 	return ""
 }
 
-// IsFile reports whether the endpoint is a file type (jsonl, csv, avro).
+// IsFile reports whether the endpoint is a file type (jsonl, csv, avro,
+// entity-json).
 func (e Endpoint) IsFile() bool {
 	switch e.Type {
-	case TypeJSONL, TypeCSV, TypeAvro:
+	case TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON:
 		return true
 	}
 	return false
@@ -252,18 +275,28 @@ func (e Endpoint) IsFile() bool {
 // migrated: with Rewrite (and Ancestors) given here, or as the config at
 // Config says (its rewrite, ancestors, and target kind and namespace).
 type ReferenceTo struct {
-	Property  string        `mapstructure:"property"`
-	Kind      string        `mapstructure:"kind"`
-	Rewrite   RewriteConfig `mapstructure:"rewrite"`
-	Ancestors string        `mapstructure:"ancestors"`
-	Config    string        `mapstructure:"config"`
+	// Property is the property holding the keys.
+	Property string `mapstructure:"property"`
+	// Kind is the kind of the keys it holds (required with rewrite).
+	Kind string `mapstructure:"kind"`
+	// Rewrite is the rewrite the kind got in its own run.
+	Rewrite RewriteConfig `mapstructure:"rewrite"`
+	// Ancestors is the ancestors setting of that run (with rewrite).
+	Ancestors string `mapstructure:"ancestors"`
+	// Config is the config file of that run, instead of rewrite: its
+	// rewrite, ancestors and target kind and namespace are used.
+	Config string `mapstructure:"config"`
 }
 
 // RewriteConfig is a strategy with its parameters, as written in a config.
 type RewriteConfig struct {
-	Strategy string         `mapstructure:"strategy"`
-	Params   map[string]any `mapstructure:"params"`
-	// Steps are the strategies of a chain, applied in order.
+	// Strategy is the strategy's name (`rekey strategies` lists them).
+	Strategy string `mapstructure:"strategy"`
+	// Params are the strategy's parameters, by name (docs/strategies.md
+	// lists each strategy's).
+	Params map[string]any `mapstructure:"params"`
+	// Steps are the strategies of a chain, applied in order: each a
+	// section with strategy, params (and steps).
 	Steps []RewriteConfig `mapstructure:"steps"`
 }
 
@@ -338,10 +371,15 @@ type WriteConfig struct {
 // the bundle fails and the runner retries it. Durations are Go durations
 // ("500ms", "15s", "15m").
 type RetryConfig struct {
-	InitialBackoff       time.Duration `mapstructure:"initial_backoff"`        // default 1s
-	MaxBackoff           time.Duration `mapstructure:"max_backoff"`            // default 60s
-	CommitDeadline       time.Duration `mapstructure:"commit_deadline"`        // default 15s
-	MaxCumulativeBackoff time.Duration `mapstructure:"max_cumulative_backoff"` // default 15m
+	// InitialBackoff bounds the first wait.
+	InitialBackoff time.Duration `mapstructure:"initial_backoff"`
+	// MaxBackoff bounds every wait; the bound doubles up to it.
+	MaxBackoff time.Duration `mapstructure:"max_backoff"`
+	// CommitDeadline is the time each commit attempt is given.
+	CommitDeadline time.Duration `mapstructure:"commit_deadline"`
+	// MaxCumulativeBackoff is the most time spent waiting before the
+	// bundle fails (and the runner retries it).
+	MaxCumulativeBackoff time.Duration `mapstructure:"max_cumulative_backoff"`
 }
 
 // Policy is the retry.Policy of c.
@@ -354,9 +392,13 @@ func (c RetryConfig) Policy() retry.Policy {
 // probability max(0, (requests − K·accepts) / (requests + 1)), where a
 // commit failing with a transient error is not accepted.
 type AdaptiveThrottleConfig struct {
-	Disabled bool          `mapstructure:"disabled"`
-	K        float64       `mapstructure:"k"`      // default 1.25
-	Window   time.Duration `mapstructure:"window"` // default 2m
+	// Disabled turns the throttle off.
+	Disabled bool `mapstructure:"disabled"`
+	// K: commits are shed once the requests exceed K times the accepted
+	// ones (at least 1).
+	K float64 `mapstructure:"k"`
+	// Window is how far back requests and accepts are counted.
+	Window time.Duration `mapstructure:"window"`
 }
 
 // RampConfig is a ramp-up: the write rate starts at Base operations per
@@ -369,9 +411,13 @@ type AdaptiveThrottleConfig struct {
 //
 // The datastore and gcs profiles fill in whichever of the three are unset.
 type RampConfig struct {
-	Profile         string  `mapstructure:"profile"`
-	Base            float64 `mapstructure:"base"`
-	Growth          float64 `mapstructure:"growth"`
+	// Profile is none, datastore, gcs or custom (see above).
+	Profile string `mapstructure:"profile"`
+	// Base is the write rate at the start, in operations per second.
+	Base float64 `mapstructure:"base"`
+	// Growth multiplies the rate every interval (at least 1).
+	Growth float64 `mapstructure:"growth"`
+	// IntervalSeconds is the time between increases, in seconds.
 	IntervalSeconds float64 `mapstructure:"interval_seconds"`
 }
 

@@ -190,7 +190,7 @@ write: {mode: merge, batch_mutations: 100000, batch_bytes: -1}
 ramp: {profile: fast}
 `,
 			want: []string{
-				`source.type: must be one of spanner, datastore, jsonl, csv, avro, got "foo"`,
+				`source.type: must be one of spanner, datastore, jsonl, csv, avro, entity-json, got "foo"`,
 				`target.table: required for a spanner target`,
 				`rewrite.params.n: must be 1..32, got 40`,
 				`ancestors: must be one of root, all, got "some"`,
@@ -221,8 +221,8 @@ target: {type: spanner}
 			name: "types missing",
 			yaml: `rewrite: {strategy: reverse}`,
 			want: []string{
-				`source.type: required: one of spanner, datastore, jsonl, csv, avro`,
-				`target.type: required: one of spanner, datastore, jsonl, csv, avro`,
+				`source.type: required: one of spanner, datastore, jsonl, csv, avro, entity-json`,
+				`target.type: required: one of spanner, datastore, jsonl, csv, avro, entity-json`,
 			},
 		},
 		{
@@ -527,6 +527,7 @@ rewrite: {strategy: shard, params: {n: 4}}
 	t.Setenv("REKEY_TARGET_INSTANCE", "rekey")
 	t.Setenv("REKEY_TARGET_DATABASE", "demo")
 	t.Setenv("REKEY_REWRITE_STRATEGY", "bitreverse")
+	t.Setenv("REKEY_REWRITE_PARAMS_N", "") // no file names rewrite.params.n now
 	v, err = NewViper("")
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +578,7 @@ bogus: 1
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, references_to, keep_original_key, interleaved, descendants, dead_letter, write, ramp, cohort)`,
 		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
-		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, parallelism, retry, adaptive_throttle)`,
+		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, indexes, parallelism, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,
 	})
 
@@ -602,7 +603,7 @@ ramp: {profile: Datastore, base: 100}
 		Target:    Endpoint{Type: "datastore", Project: "p", Kind: "K"},
 		Rewrite:   RewriteConfig{Strategy: "hashprefix"},
 		Ancestors: "all",
-		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
+		Write:     WriteConfig{Mode: "upsert", BatchMutations: 500, BatchBytes: 9_000_000, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Indexes: "after", Parallelism: 8, Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive},
 		Ramp:      RampConfig{Profile: "datastore", Base: 100, Growth: 1.5, IntervalSeconds: 300},
 		Cohort:    CohortConfig{Buckets: 10_000},
 	}
@@ -613,7 +614,7 @@ ramp: {profile: Datastore, base: 100}
 	checkProblems(t, c.Validate(), []string{`source.key: used only for rows: with a spanner source or target, or between files`})
 
 	c = mustLoad(t, spannerPair+`rewrite: {strategy: swap}`)
-	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
+	if got, want := c.Write, (WriteConfig{Mode: "upsert", BatchMutations: 5000, BatchBytes: 1 << 20, BatchRows: 500, Shards: 16, Buffer: 10_000, Shuffle: "auto", Indexes: "after", Retry: defaultRetry, AdaptiveThrottle: defaultAdaptive}); got != want {
 		t.Errorf("spanner write defaults = %+v, want %+v", got, want)
 	}
 }

@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
@@ -54,27 +56,30 @@ func NewViper(file string) (*viper.Viper, error) {
 
 // LoadFile reads a config file with its REKEY_* environment overrides
 // (NewViper), decodes it (Load) and validates it (Validate): the config
-// as a run uses it. Every problem is reported at once.
+// as a run uses it. Every problem is reported at once: unknown keys, keys
+// given twice, values of the wrong type, REKEY_* variables that name no
+// key, and what Validate finds in the rest.
 func LoadFile(file string) (*Config, error) {
 	v, err := NewViper(file)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Load(v)
+	l, err := decodeViper(v)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(l.allProblems()...); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return l.cfg, nil
 }
 
 // Load decodes the settings of v (file, environment, flags, as the caller
-// set it up) into a Config and fills in defaults (SetDefaults). Unknown keys
-// and values of the wrong type are reported together, each as a
-// *FieldError with its path, joined with errors.Join. Load does not call
-// Validate.
+// set it up) into a Config and fills in defaults (SetDefaults). Unknown
+// keys, keys of the file that differ only in case, values of the wrong
+// type and REKEY_* environment variables that name no key (NonConfigEnv
+// aside) are reported together, each as a *FieldError with its path,
+// joined with errors.Join. Load does not call Validate.
 //
 // So that environment variables reach keys the file does not mention, Load
 // registers every key of Config with v (an unset default, which changes no
@@ -82,26 +87,85 @@ func LoadFile(file string) (*Config, error) {
 // them), and can be overridden from the environment only when the file
 // names them.
 func Load(v *viper.Viper) (*Config, error) {
+	l, err := decodeViper(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.problems) > 0 {
+		return nil, errors.Join(l.problems...)
+	}
+	return l.cfg, nil
+}
+
+// loaded is a config decoded as far as it could be, with what decoding
+// found on the way.
+type loaded struct {
+	// cfg has its defaults filled in and its paths resolved.
+	cfg *Config
+	// given are cfg's values as decoded, before defaults (settingsOf).
+	given map[string]reflect.Value
+	// file is what the config file says, nil without one.
+	file *fileKeys
+	// problems are Load's.
+	problems []error
+	// failed are the paths whose values could not be decoded.
+	failed []string
+}
+
+func decodeViper(v *viper.Viper) (*loaded, error) {
 	registerKeys(v)
-	var c Config
-	err := v.Unmarshal(&c,
+	l := &loaded{cfg: &Config{}}
+	if file := v.ConfigFileUsed(); file != "" {
+		fk, err := readFileKeys(file)
+		if err != nil {
+			return nil, err
+		}
+		l.file = fk
+	}
+	err := v.Unmarshal(l.cfg,
 		viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 			stringToListHook,
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook,
 			mapstructure.TextUnmarshallerHookFunc(),
 		)),
 		func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true },
 	)
 	if err != nil {
-		errs := decodeProblems(err)
-		slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return nil, errors.Join(errs...)
+		l.problems, l.failed = decodeProblems(err)
 	}
-	c.SetDefaults()
+	if l.file != nil {
+		l.problems = append(l.problems, l.file.dups...)
+	}
+	slices.SortStableFunc(l.problems, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	l.problems = append(l.problems, envProblems(v, os.Environ())...)
+	l.given = givenValues(l.cfg)
+	l.cfg.SetDefaults()
 	if file := v.ConfigFileUsed(); file != "" {
-		c.resolvePaths(filepath.Dir(file))
+		l.cfg.resolvePaths(filepath.Dir(file))
 	}
-	return &c, nil
+	return l, nil
+}
+
+// allProblems are Load's problems and then Validate's, leaving out what
+// Validate says of a value that could not be decoded (Load said it).
+func (l *loaded) allProblems() []error {
+	out := slices.Clone(l.problems)
+	for _, e := range leaves(l.cfg.Validate()) {
+		var fe *FieldError
+		if e == nil || errors.As(e, &fe) && l.undecoded(fe.Path) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// undecoded reports whether path is, or is inside, a value that could not
+// be decoded.
+func (l *loaded) undecoded(path string) bool {
+	return slices.ContainsFunc(l.failed, func(f string) bool {
+		return path == f || strings.HasPrefix(path, f+".") || strings.HasPrefix(path, f+"[")
+	})
 }
 
 // resolvePaths makes the config's relative local paths relative to dir,
@@ -156,6 +220,33 @@ func leafKeys(t reflect.Type, prefix string) []string {
 	return out
 }
 
+// durationHook decodes a duration from Go's notation ("1s", "500ms",
+// "15m"), naming the value it cannot read. A bare number other than 0 is
+// refused: it would be nanoseconds, which is never what a config means.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() {
+		return data, nil
+	}
+	const hint = "(e.g. 1s, 500ms)"
+	v := reflect.ValueOf(data)
+	switch from.Kind() {
+	case reflect.String:
+		s := strings.TrimSpace(v.String())
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration %s", v.String(), hint)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if v.IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("%v is not a duration: give it a unit (e.g. %vs, %vms)", data, data, data)
+	}
+	return data, nil
+}
+
 // stringToListHook turns "a, b,,c" into [a b c], for lists given in the
 // environment or on the command line.
 func stringToListHook(from, to reflect.Type, data any) (any, error) {
@@ -171,9 +262,10 @@ func stringToListHook(from, to reflect.Type, data any) (any, error) {
 	return out, nil
 }
 
-// decodeProblems turns mapstructure's errors into FieldErrors.
-func decodeProblems(err error) []error {
-	var out []error
+// decodeProblems turns mapstructure's errors into FieldErrors; failed
+// are the paths of the values that could not be decoded (not the unknown
+// keys).
+func decodeProblems(err error) (out []error, failed []string) {
 	var walk func(error)
 	walk = func(e error) {
 		var de *mapstructure.DecodeError
@@ -208,9 +300,10 @@ func decodeProblems(err error) []error {
 			return
 		}
 		out = append(out, &FieldError{Path: de.Name(), Msg: describeDecodeError(inner)})
+		failed = append(failed, de.Name())
 	}
 	walk(err)
-	return out
+	return out, failed
 }
 
 func describeDecodeError(err error) string {

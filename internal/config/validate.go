@@ -25,6 +25,7 @@ func (c *Config) Validate() error {
 	c.validateEndpoint(&p, "source", c.Source)
 	c.validateEndpoint(&p, "target", c.Target)
 	c.validateSame(&p)
+	c.validateEntityJSON(&p)
 	schema, schemaOK := c.validateKey(&p)
 	c.validateRewrite(&p, schema, schemaOK)
 	c.validateOptions(&p, schema, schemaOK)
@@ -76,7 +77,7 @@ type fieldUse struct {
 }
 
 var endpointFields = []fieldUse{
-	{key: "project", value: func(e Endpoint) bool { return e.Project != "" }, types: []string{TypeSpanner, TypeDatastore}},
+	{key: "project", value: func(e Endpoint) bool { return e.Project != "" }, types: []string{TypeSpanner, TypeDatastore, TypeEntityJSON}},
 	{key: "instance", value: func(e Endpoint) bool { return e.Instance != "" }, types: []string{TypeSpanner}},
 	{key: "database", value: func(e Endpoint) bool { return e.Database != "" }, types: []string{TypeSpanner, TypeDatastore}},
 	// A file's table names the table of its rows (Spanner-shaped records).
@@ -86,14 +87,14 @@ var endpointFields = []fieldUse{
 		hint: "; the target key is source.key rewritten"},
 	{key: "namespace", value: func(e Endpoint) bool { return e.Namespace != "" }, types: []string{TypeDatastore}},
 	{key: "kind", value: func(e Endpoint) bool { return e.Kind != "" }, types: []string{TypeDatastore}},
-	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro}},
+	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON}},
 	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
 	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner}, sourceOnly: true,
 		hint: "; the target's tables are derived from the source's"},
 }
 
 func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
-	if !p.enum(role+".type", e.Type, Types...) {
+	if !p.enum(role+".type", e.Type, Enums[role+".type"]...) {
 		return
 	}
 	what := fmt.Sprintf("a %s %s", e.Type, role)
@@ -191,6 +192,23 @@ func (c *Config) validateSame(p *problems) {
 	}
 }
 
+// holdsEntities reports whether endpoints of type t hold Datastore
+// entities only.
+func holdsEntities(t string) bool { return t == TypeDatastore || t == TypeEntityJSON }
+
+// validateEntityJSON refuses an entity-json target fed with rows: it
+// holds entities, so the source must give entities (datastore,
+// entity-json, or jsonl records with a __key__ and no source.key).
+func (c *Config) validateEntityJSON(p *problems) {
+	if c.Target.Type != TypeEntityJSON {
+		return
+	}
+	switch c.Source.Type {
+	case TypeSpanner, TypeCSV, TypeAvro:
+		p.add("target.type", "entity-json holds Datastore entities, which a %s source does not give (its records are rows); use a datastore, entity-json or jsonl source", c.Source.Type)
+	}
+}
+
 // validateKey checks source.key; it returns the parsed schema and whether
 // one is available.
 func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
@@ -206,7 +224,7 @@ func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
 		}
 		return schema, false
 	}
-	if c.Source.Type != TypeSpanner && c.Target.Type != TypeSpanner && validSource && (c.Source.Type == TypeDatastore || c.Target.Type == TypeDatastore) {
+	if c.Source.Type != TypeSpanner && c.Target.Type != TypeSpanner && validSource && (holdsEntities(c.Source.Type) || holdsEntities(c.Target.Type)) {
 		p.add("source.key", "used only for rows: with a spanner source or target, or between files")
 	}
 	if len(c.Source.Columns) > 0 {
@@ -228,6 +246,9 @@ func (c *Config) rewriteStore() (store, role string) {
 	}{{"target", c.Target}, {"source", c.Source}} {
 		if e.e.Type == TypeSpanner || e.e.Type == TypeDatastore {
 			return e.e.Type, e.role
+		}
+		if e.e.Type == TypeEntityJSON {
+			return TypeDatastore, e.role // its keys are Datastore keys
 		}
 	}
 	return "", ""
@@ -323,7 +344,7 @@ func leaves(err error) []error {
 }
 
 func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK bool) {
-	p.enum("ancestors", c.Ancestors, AncestorsRoot, AncestorsAll)
+	p.enum("ancestors", c.Ancestors, Enums["ancestors"]...)
 
 	if len(c.References) > 0 && c.Target.Type != TypeDatastore && slices.Contains(Types, c.Target.Type) {
 		p.add("references", "only for a datastore target, not %s", c.Target.Type)
@@ -421,9 +442,9 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 
 func (c *Config) validateWrite(p *problems) {
 	w := c.Write
-	p.enum("write.mode", w.Mode, ModeUpsert, ModeInsert)
-	p.enum("write.shuffle", w.Shuffle, ShuffleAuto, ShuffleAlways, ShuffleNever)
-	p.enum("write.indexes", w.Indexes, IndexesAfter, IndexesBefore, IndexesNone)
+	p.enum("write.mode", w.Mode, Enums["write.mode"]...)
+	p.enum("write.shuffle", w.Shuffle, Enums["write.shuffle"]...)
+	p.enum("write.indexes", w.Indexes, Enums["write.indexes"]...)
 	positive := func(key string, v int) bool {
 		if v <= 0 {
 			p.add("write."+key, "must be > 0, got %d", v)
@@ -506,7 +527,7 @@ func (c *Config) validateRetry(p *problems) {
 
 func (c *Config) validateRamp(p *problems) {
 	r := c.Ramp
-	if !p.enum("ramp.profile", r.Profile, RampNone, RampDatastore, RampGCS, RampCustom) {
+	if !p.enum("ramp.profile", r.Profile, Enums["ramp.profile"]...) {
 		return
 	}
 	params := []struct {

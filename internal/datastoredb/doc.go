@@ -2,7 +2,10 @@
 // (Firestore in Datastore mode) through cloud.google.com/go/datastore:
 // explicit conversions of keys and entities in both directions, a client
 // constructor, the key-range split computation readers use, and the
-// batching writer sinks use. Nothing here imports Beam.
+// batching writer sinks use. It also converts records to and from the
+// Datastore API's own Entity in its JSON form, the files Google's Dataflow
+// templates write and read (ParseEntityJSON, AppendEntityJSON; the rules
+// are in entityjson.go). Nothing here imports Beam.
 //
 // # Entities and records
 //

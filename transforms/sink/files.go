@@ -64,6 +64,9 @@ func Lines(s beam.Scope, path string, lines beam.PCollection) beam.PCollection {
 // name when the bundle finishes.
 type writePartFn struct {
 	Path string `json:"path"`
+	// Lines says the elements are encoded lines (EntityJSON's), written
+	// as they are, instead of record batches.
+	Lines bool `json:"lines,omitempty"`
 
 	fs    filesystem.Interface
 	wc    io.WriteCloser
@@ -77,9 +80,12 @@ func (f *writePartFn) ProcessElement(ctx context.Context, batch []byte, _ func(s
 	if err := ctx.Err(); err != nil {
 		return err // the job was cancelled
 	}
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("sink.JSONL: %w", err)
+	var recs []record.Record
+	var err error
+	if !f.Lines {
+		if recs, err = record.DecodeBatch(batch); err != nil {
+			return fmt.Errorf("sink.JSONL: %w", err)
+		}
 	}
 	if f.w == nil {
 		if f.fs, err = filesystem.New(ctx, f.Path); err != nil {
@@ -92,6 +98,15 @@ func (f *writePartFn) ProcessElement(ctx context.Context, batch []byte, _ func(s
 			return fmt.Errorf("creating %s: %w", f.name, err)
 		}
 		f.w = bufio.NewWriterSize(f.wc, 1<<20)
+	}
+	if f.Lines {
+		if _, err := f.w.Write(batch); err != nil {
+			return fmt.Errorf("writing %s: %w", f.name, err)
+		}
+		n := bytes.Count(batch, []byte{'\n'})
+		f.lines += n
+		transforms.CountWritten(ctx, int64(n))
+		return nil
 	}
 	for i := range recs {
 		f.buf = append(record.AppendJSON(f.buf[:0], &recs[i], true), '\n')

@@ -30,12 +30,19 @@ type FilesConfig struct {
 	// Format is "jsonl" (the record JSON Lines format, see record.ParseJSON),
 	// "csv" (a header line of column names; every field is a string,
 	// converted to the target column's type when written; an empty field
-	// is NULL) or "avro" (as Spanner's export writes it, see readAvro).
+	// is NULL), "avro" (as Spanner's export writes it, see readAvro) or
+	// EntityJSON (Datastore entities as Google's templates write them).
 	Format string `json:"format"`
 	// Delimiter separates CSV fields (default ",").
 	Delimiter string `json:"delimiter"`
+	// Key names the key columns of CSV rows: a CSV header without one of
+	// them is refused (see CheckFiles).
+	Key []string `json:"key,omitempty"`
 	// Table names the records' table when a line does not ("__table__").
 	Table string `json:"table"`
+	// Project is the project the keys of an EntityJSON file must be in
+	// (empty: any, one per entity).
+	Project string `json:"project,omitempty"`
 	// SplitBytes is the size of the byte ranges JSON Lines files are read
 	// in, in parallel (0: DefaultSplitBytes).
 	SplitBytes int64 `json:"split_bytes,omitempty"`
@@ -156,19 +163,33 @@ func splitFile(name string, size, step int64) []fileRange {
 	return out
 }
 
+// listFiles opens the filesystem of path (a file or a glob) and lists
+// the files it matches, refusing a path that matches none; the caller
+// closes fs.
+func listFiles(ctx context.Context, path string) (fs filesystem.Interface, files []string, err error) {
+	fs, err = filesystem.New(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err = fs.List(ctx, path)
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("no file matches %s", path)
+	} else if err != nil {
+		err = fmt.Errorf("listing %s: %w", path, err)
+	}
+	if err != nil {
+		fs.Close()
+		return nil, nil, err
+	}
+	return fs, files, nil
+}
+
 func (f *listFilesFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, string)) error {
-	fs, err := filesystem.New(ctx, f.Path)
+	fs, files, err := listFiles(ctx, f.Path)
 	if err != nil {
 		return err
 	}
 	defer fs.Close()
-	files, err := fs.List(ctx, f.Path)
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", f.Path, err)
-	}
-	if len(files) == 0 {
-		return fmt.Errorf("no file matches %s", f.Path)
-	}
 	step := f.SplitBytes
 	if step == 0 {
 		step = DefaultSplitBytes
@@ -269,9 +290,11 @@ func (f *readFilesFn) readFile(ctx context.Context, fr fileRange, emit func([]by
 	bad := f.bad(ctx, fr, dead)
 	switch strings.ToLower(f.Cfg.Format) {
 	case "csv":
-		err = readCSV(rc, f.Cfg.Delimiter, ok, bad)
+		err = readCSV(rc, f.Cfg, ok, bad)
 	case "avro":
 		err = readAvro(rc, name, ok, bad)
+	case EntityJSON:
+		err = readEntityJSON(rc, f.Cfg.Project, ok, bad)
 	default:
 		var r io.Reader = rc
 		if r, err = seekRange(rc, fr); err == nil {
@@ -310,15 +333,12 @@ func positioned(fr fileRange, ok func(record.Record)) func(record.Record) {
 }
 
 // bad is what a line of fr that cannot be read goes to: a dead letter
-// naming where it is.
+// naming where it is, file:line (fileLine).
 func (f *readFilesFn) bad(ctx context.Context, fr fileRange, dead func(string)) func(int, string, error) {
+	where := fileLine(ctx, fr)
 	return func(line int, raw string, err error) {
 		transforms.CountDeadLettered(ctx, 1)
-		where := fmt.Sprintf("%s:%d", fr.Name, line)
-		if fr.Start > 0 || fr.End >= 0 {
-			where = fmt.Sprintf("%s@%d (line %d of the range from byte %d)", fr.Name, fr.Start, line, fr.Start)
-		}
-		dead(record.RawDeadLetter(record.StageRead, where, raw, err))
+		dead(record.RawDeadLetter(record.StageRead, where(line), raw, err))
 	}
 }
 
@@ -501,44 +521,43 @@ func (b *batcher) flush() {
 	}
 }
 
-// seekRange positions r at the first line that starts at or after
-// fr.Start and returns a reader that ends after the last line starting
-// before fr.End.
+// seekRange positions r, at the start of the file, at the first line
+// that starts at or after fr.Start (past a UTF-8 byte order mark at the
+// start of the file, skipBOM) and returns a reader that ends after the
+// last line starting before fr.End.
 func seekRange(r io.Reader, fr fileRange) (io.Reader, error) {
 	return seekRangeSize(r, fr, 1<<20)
 }
 
 // seekRangeSize is seekRange with a read buffer of size bytes.
 func seekRangeSize(r io.Reader, fr fileRange, size int) (io.Reader, error) {
-	if fr.Start == 0 && fr.End < 0 {
-		return r, nil
+	if fr.Start == 0 {
+		// A byte order mark is part of the first line (which starts at
+		// byte 0), not of its text.
+		if fr.End >= 0 {
+			r = &rangeReader{br: bufio.NewReaderSize(r, size), end: fr.End}
+		}
+		r, _, err := skipBOM(r)
+		return r, err
+	}
+	// Skip to byte Start-1, then past the end of the line holding it: a
+	// line starting exactly at Start belongs to this range.
+	if err := skipTo(r, fr.Start-1); err != nil {
+		return nil, err
 	}
 	br := bufio.NewReaderSize(r, size)
-	pos := int64(0)
-	if fr.Start > 0 {
-		// Skip to byte Start-1, then past the end of the line holding it:
-		// a line starting exactly at Start belongs to this range.
-		if s, ok := r.(io.Seeker); ok {
-			if _, err := s.Seek(fr.Start-1, io.SeekStart); err != nil {
-				return nil, err
-			}
-			br.Reset(r)
-		} else if _, err := io.CopyN(io.Discard, br, fr.Start-1); err != nil {
-			return nil, err
-		}
-		pos = fr.Start - 1
-		skipped, err := br.ReadSlice('\n')
-		for err == bufio.ErrBufferFull {
-			pos += int64(len(skipped))
-			skipped, err = br.ReadSlice('\n')
-		}
+	pos := fr.Start - 1
+	skipped, err := br.ReadSlice('\n')
+	for err == bufio.ErrBufferFull {
 		pos += int64(len(skipped))
-		if err == io.EOF {
-			return strings.NewReader(""), nil
-		}
-		if err != nil {
-			return nil, err
-		}
+		skipped, err = br.ReadSlice('\n')
+	}
+	pos += int64(len(skipped))
+	if err == io.EOF {
+		return strings.NewReader(""), nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	if fr.End < 0 {
 		return br, nil
@@ -659,18 +678,14 @@ func trimNewline(b []byte) []byte {
 	return b
 }
 
-func readCSV(r io.Reader, delim string, ok func(record.Record), bad func(int, string, error)) error {
-	cr := csv.NewReader(bufio.NewReaderSize(r, 1<<20))
-	if delim != "" {
-		cr.Comma = []rune(delim)[0]
+// readCSV reads a CSV file, r at its start: a header line, checked
+// before any row (openCSV), then the rows. An empty file holds no
+// records.
+func readCSV(r io.Reader, cfg FilesConfig, ok func(record.Record), bad func(int, string, error)) error {
+	cr, header, err := openCSV(bufio.NewReaderSize(r, 1<<20), cfg)
+	if header == nil || err != nil {
+		return err
 	}
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err != nil {
-		return fmt.Errorf("CSV header: %w", err)
-	}
-	header = append([]string(nil), header...)
 	for {
 		row, err := cr.Read()
 		if err == io.EOF {

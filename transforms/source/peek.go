@@ -56,11 +56,16 @@ func PeekFiles(ctx context.Context, cfg FilesConfig, n int) ([]record.Record, er
 	skip := func(int, string, error) {}
 	switch strings.ToLower(cfg.Format) {
 	case "csv":
-		err = readCSV(io.LimitReader(rc, peekBytes), cfg.Delimiter, ok, skip)
+		err = readCSV(io.LimitReader(rc, peekBytes), cfg, ok, skip)
 	case "avro":
 		err = readAvro(rc, files[0], ok, skip) // a container file is read whole
+	case EntityJSON:
+		err = readEntityJSON(io.LimitReader(rc, peekBytes), cfg.Project, ok, skip)
 	default:
-		err = readJSONL(io.LimitReader(rc, peekBytes), ok, skip)
+		var r io.Reader
+		if r, err = seekRange(io.LimitReader(rc, peekBytes), fileRange{Name: files[0], End: -1}); err == nil {
+			err = readJSONL(r, ok, skip)
+		}
 	}
 	if len(out) > 0 {
 		return out, nil // a cut-off last line or block is no error here
