@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -143,6 +144,11 @@ func CheckFiles(ctx context.Context, cfg FilesConfig) error {
 		return nil
 	}
 	for _, name := range files {
+		if !rereadable(name) {
+			// A named pipe (or another file that is not a regular one)
+			// can be read once: the pipeline's read checks its header.
+			continue
+		}
 		if err := checkCSVFile(ctx, fs, name, cfg); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -285,4 +291,15 @@ type lfCounter struct{ n int64 }
 func (c *lfCounter) Write(p []byte) (int, error) {
 	c.n += int64(bytes.Count(p, []byte{'\n'}))
 	return len(p), nil
+}
+
+// rereadable reports whether the file can be read before the pipeline
+// reads it: a gs:// object or a regular local file; not a named pipe,
+// whose data a first read would consume.
+func rereadable(name string) bool {
+	if strings.Contains(name, "://") {
+		return true
+	}
+	st, err := os.Stat(name)
+	return err != nil || st.Mode().IsRegular()
 }
