@@ -257,7 +257,6 @@ type planKeysFn struct {
 	oldKeys, newKeys   map[string]rewrite.KeySchema
 	w                  *keys.Writer
 	batch              int
-	buf                []byte
 }
 
 func newPlanKeysFn(j *migration.Job, target writeorder.Options, dir string) *planKeysFn {
@@ -327,11 +326,18 @@ func (f *planKeysFn) ProcessElement(ctx context.Context, batch []byte) error {
 		return err
 	}
 	for i := range recs {
+		// The old record's size is that of its encoding, which the
+		// rewrite stage made already (transforms.OldField).
+		size := 0
+		if j := recs[i].Index(transforms.OldField); j >= 0 {
+			size = len(recs[i].Fields[j].Value.Bytes)
+		}
 		old, err := transforms.TakeOld(&recs[i])
 		if err != nil {
 			return err
 		}
 		k := f.key(&old, &recs[i])
+		k.Bytes = size
 		k.Batch = f.batch
 		if err := f.w.Write(&k); err != nil {
 			return fmt.Errorf("plan keys: %w", err)
@@ -373,8 +379,6 @@ func (f *planKeysFn) key(old, rec *record.Record) keys.Key {
 		v, _ := rec.Get(c.Name)
 		k.NewParts = append(k.NewParts, part(typed(v, c.Type)))
 	}
-	f.buf = record.EncodeBatch([]record.Record{*old})
-	k.Bytes = len(f.buf)
 	first := ""
 	if old.Key != nil {
 		k.Columns = len(old.Key.Path)

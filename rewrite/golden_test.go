@@ -1,16 +1,13 @@
 package rewrite_test
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rekeyio/rekey/internal/golden"
 	"github.com/rekeyio/rekey/rewrite"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // goldenCase is one golden file: a strategy config applied to a list of
 // keys in the JSON notation, with an optional Spanner key schema.
@@ -77,29 +74,14 @@ var goldenCases = []goldenCase{
 }
 
 // TestGolden rewrites fixed keys and compares the results, and the
-// inverses, with testdata/golden/*.txt (go test -run TestGolden -update
+// inverses, with testdata/golden/*.txt (go test -run TestGolden -update-golden
 // rewrites them; review the diff).
 func TestGolden(t *testing.T) {
 	for _, gc := range goldenCases {
 		t.Run(gc.file, func(t *testing.T) {
 			got := renderGolden(t, gc)
 			path := filepath.Join("testdata", "golden", gc.file+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./rewrite -run TestGolden -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			golden.Check(t, path, got)
 		})
 	}
 }

@@ -101,16 +101,9 @@ type result struct {
 }
 
 func run(ctx context.Context, sizes, shuffles, runner, write, heap, env string) error {
-	if os.Getenv(emulator.EnvSpannerHost) == "" {
-		r, err := emulator.StartSpanner(ctx)
-		if err != nil {
-			return err
-		}
-		defer r.Stop()
-		os.Setenv(emulator.EnvSpannerHost, r.Host)
-		fmt.Fprintf(os.Stderr, "started the Spanner emulator on %s\n", r.Host)
-	}
-	if err := emulator.EnsureInstance(ctx, emulator.SpannerProject(), emulator.SpannerInstance()); err != nil {
+	stop, err := migrate.UseSpanner(ctx)
+	defer stop()
+	if err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "rekey-memory-")

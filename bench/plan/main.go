@@ -61,15 +61,9 @@ type sample struct {
 }
 
 func run(ctx context.Context, n, runs int, runner string) error {
-	if os.Getenv(emulator.EnvSpannerHost) == "" {
-		r, err := emulator.StartSpanner(ctx)
-		if err != nil {
-			return err
-		}
-		defer r.Stop()
-		os.Setenv(emulator.EnvSpannerHost, r.Host)
-	}
-	if err := emulator.EnsureInstance(ctx, emulator.SpannerProject(), emulator.SpannerInstance()); err != nil {
+	stop, err := migrate.UseSpanner(ctx)
+	defer stop()
+	if err != nil {
 		return err
 	}
 	db, err := migrate.NewDatabase(ctx, "bench-plan", targetDDL)

@@ -51,9 +51,9 @@ func (r *Running) Stop() {
 // StartSpanner starts the Spanner emulator on a free loopback port and
 // waits until it accepts connections.
 func StartSpanner(ctx context.Context) (*Running, error) {
-	bin := envOr("SPANNER_EMULATOR_BIN", DefaultSpannerBin)
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w: Spanner emulator not found at %s (google-cloud-sdk component cloud-spanner-emulator; set SPANNER_EMULATOR_BIN)", ErrNotInstalled, bin)
+	bin, err := Binary(Spanner)
+	if err != nil {
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {
@@ -76,12 +76,9 @@ func StartSpanner(ctx context.Context) (*Running, error) {
 // StartFirestore starts the Firestore emulator in Datastore mode on a free
 // loopback port and waits until it answers HTTP.
 func StartFirestore(ctx context.Context) (*Running, error) {
-	bin := envOr("FIRESTORE_EMULATOR_BIN", DefaultFirestoreBin)
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%w: Firestore emulator not found at %s (google-cloud-sdk component cloud-firestore-emulator, with Java 17; set FIRESTORE_EMULATOR_BIN)", ErrNotInstalled, bin)
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		return nil, fmt.Errorf("%w: the Firestore emulator needs Java 17 (java not found)", ErrNotInstalled)
+	bin, err := Binary(Datastore)
+	if err != nil {
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {

@@ -91,3 +91,20 @@ func CheckRows(ctx context.Context, db, table string, want int) error {
 	}
 	return err
 }
+
+// UseSpanner makes the Spanner emulator named by SPANNER_EMULATOR_HOST, or
+// else one it starts (saying so on stderr), the one this process uses,
+// with the emulator's default instance; stop stops what it started.
+func UseSpanner(ctx context.Context) (stop func(), err error) {
+	stop = func() {}
+	if os.Getenv(emulator.EnvSpannerHost) == "" {
+		r, err := emulator.StartSpanner(ctx)
+		if err != nil {
+			return stop, err
+		}
+		stop = r.Stop
+		os.Setenv(emulator.EnvSpannerHost, r.Host)
+		fmt.Fprintf(os.Stderr, "started the Spanner emulator on %s\n", r.Host)
+	}
+	return stop, emulator.EnsureInstance(ctx, emulator.SpannerProject(), emulator.SpannerInstance())
+}
