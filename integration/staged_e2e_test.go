@@ -176,8 +176,9 @@ func (a *simApp) wanted() map[string]string {
 // On Spanner, old and new are in two databases and 5% of the second
 // writes of dual writes fail (the commit tap), which the repair log and
 // repair close (and, in read_new, reads of a record whose write new
-// missed go to old until the repair); Datastore's one database writes
-// both in one transaction.
+// missed go to old until the repair); backfills and repairs meanwhile
+// meet 5% transient faults (Unavailable), which they retry. Datastore's one
+// database writes both in one transaction.
 // Every read must return the latest acknowledged write of its record;
 // after the reverse backfill old holds every write of its cohort; each
 // verify --mark is clean; at the end new, authoritative, holds exactly
@@ -204,15 +205,36 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			if fromReadNew < 0 || fromNewOnly < 0 {
 				t.Fatal("no users in the rolled-back cohorts' stages")
 			}
-			faults := func(on bool) {
+			// faults sets what the tap injects into writes of LogsV2:
+			// none, transient ones only (Unavailable, which every writer
+			// retries), or those and permanent ones (PermissionDenied: an
+			// application's second write fails and goes to the repair
+			// log; a backfill's or a repair's would fail it by design, so
+			// those run under transient faults only).
+			const (
+				noFaults = iota
+				transientFaults
+				allFaults
+			)
+			faultsMode := func(m int) {
 				if e.tap == nil {
 					return
 				}
 				f := committap.Faults{}
-				if on {
+				switch m {
+				case transientFaults:
+					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.Unavailable}}, Tables: []string{"LogsV2"}, Seed: 5}
+				case allFaults:
 					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.PermissionDenied}, {Code: codes.Unavailable}}, Tables: []string{"LogsV2"}, Seed: 5}
 				}
 				e.tap.SetFaults(f)
+			}
+			faults := func(on bool) {
+				if on {
+					faultsMode(allFaults)
+				} else {
+					faultsMode(noFaults)
+				}
 			}
 			app := startSimApp(t, e, users, seqs, 4)
 			defer app.close()
@@ -223,6 +245,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			// put in the repair log is repaired before the mark).
 			verified := func(rs []cohort.Range) {
 				t.Helper()
+				faultsMode(transientFaults)
 				if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
 					t.Fatalf("backfill %s: %v", cohort.Format(rs), err)
 				}
@@ -251,6 +274,8 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			// needs it.
 			repairMissed := func(rs []cohort.Range) {
 				t.Helper()
+				faultsMode(transientFaults)
+				defer faults(true)
 				_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: "prism"})
 				if err != nil {
 					t.Fatalf("repair in read_new %s: %v", cohort.Format(rs), err)
