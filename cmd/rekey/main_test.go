@@ -183,7 +183,8 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(out, "FAILED") {
 		t.Errorf("a round trip failed:\n%s", out)
 	}
-	for _, want := range []string{"none (copy)           (LastAccess, UserId)           12.80x", "2000 Customer entities", "becf-Customer1"} {
+	// The table's exact text is internal/demo's golden file.
+	for _, want := range []string{"\nnone (copy) ", "12.80x", "2000 Customer entities", "becf-Customer1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -18,23 +18,32 @@ type demoCase struct {
 	config rewrite.StepConfig
 }
 
+// spannerCases are the rewrites the key table shows for UserAccessLogs;
+// the shard row is the access-log migration's own rewrite (logsRewrite).
+func spannerCases() []demoCase {
+	swap := rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": "UserId"}}
+	return []demoCase{
+		{"none (copy)", rewrite.StepConfig{Strategy: "none"}},
+		{"swap order=UserId", swap},
+		{logsRewriteLabel, logsRewrite().Step()},
+		{"bucket n=16 (ms)", rewrite.StepConfig{Strategy: "bucket", Params: rewrite.Params{"n": 16}}},
+		{"chain: swap then hashprefix", rewrite.StepConfig{Strategy: "chain", Steps: []rewrite.StepConfig{swap, {Strategy: "hashprefix", Params: rewrite.Params{"column": "UserId"}}}}},
+		{"uuid v5", rewrite.StepConfig{Strategy: "uuid"}},
+	}
+}
+
+// rangesLine explains the tables' RANGES/WINDOW column (hotspot.Report's
+// Touched).
+const rangesLine = "RANGES/WINDOW: how many of the 16 key ranges a window of 5% of the writes lands in, on average (16 = all of them; 1 or 2 = one hot range at a time)."
+
 // Keys rewrites the keys of the bundled sample data with several
 // strategies, checks that each invertible rewrite maps back, and shows on
 // w how evenly the rows would land over 16 key ranges when written in
 // their original (time) order.
 func Keys(w io.Writer) error {
-	logs, err := readSample("samples/user_access_logs.jsonl")
+	schema, keys, err := sampleLogKeys()
 	if err != nil {
 		return err
-	}
-	schema, _ := rewrite.ParseKeySchema("UserAccessLogs", "LastAccess TIMESTAMP, UserId STRING(36)")
-	var keys [][]rewrite.Value
-	for i, rec := range logs {
-		pk, err := rewrite.ParseKey(fmt.Sprintf("[%s,%s]", rec["LastAccess"], rec["UserId"]), &schema)
-		if err != nil {
-			return fmt.Errorf("user_access_logs.jsonl line %d: %w", i+1, err)
-		}
-		keys = append(keys, pk.Values)
 	}
 	fmt.Fprintf(w, "UserAccessLogs: %d rows keyed %s, written in time order.\n", len(keys), "("+schema.Text()+")")
 	fmt.Fprintln(w, "Busiest of 16 key ranges per 5% window of writes, as a multiple of its fair share")
@@ -42,14 +51,7 @@ func Keys(w io.Writer) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STRATEGY\tNEW KEY\tBUSIEST\tRANGES/WINDOW\tROUND TRIP\tFIRST KEY")
-	for _, dc := range []demoCase{
-		{"none (copy)", rewrite.StepConfig{Strategy: "none"}},
-		{"swap order=UserId", rewrite.StepConfig{Strategy: "swap", Params: rewrite.Params{"order": "UserId"}}},
-		{"shard n=16 mode=abs", rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"n": 16, "mode": "abs"}}},
-		{"bucket n=16 (ms)", rewrite.StepConfig{Strategy: "bucket", Params: rewrite.Params{"n": 16}}},
-		{"hashprefix on UserId", rewrite.StepConfig{Strategy: "chain", Steps: []rewrite.StepConfig{{Strategy: "swap", Params: rewrite.Params{"order": "UserId"}}, {Strategy: "hashprefix", Params: rewrite.Params{"column": "UserId"}}}}},
-		{"uuid v5", rewrite.StepConfig{Strategy: "uuid"}},
-	} {
+	for _, dc := range spannerCases() {
 		r, err := spannerRewriter(dc.config, schema)
 		if err != nil {
 			return err
@@ -80,6 +82,7 @@ func Keys(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%s\t%s\n", dc.label, describeKeyNames(r.Out()), rep.Busiest, rep.Touched, roundTrip, rewrite.FormatKey(first, false))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, rangesLine)
 
 	cust, err := readSample("samples/customers.jsonl")
 	if err != nil {
@@ -127,6 +130,28 @@ func Keys(w io.Writer) error {
 	}
 	tw.Flush()
 	return nil
+}
+
+// sampleLogKeys are the keys of the bundled UserAccessLogs rows, in the
+// file's (time) order, with their schema.
+func sampleLogKeys() (rewrite.KeySchema, [][]rewrite.Value, error) {
+	logs, err := readSample("samples/user_access_logs.jsonl")
+	if err != nil {
+		return rewrite.KeySchema{}, nil, err
+	}
+	schema, err := rewrite.ParseKeySchema("UserAccessLogs", "LastAccess TIMESTAMP, UserId STRING(36)")
+	if err != nil {
+		return rewrite.KeySchema{}, nil, err
+	}
+	var keys [][]rewrite.Value
+	for i, rec := range logs {
+		pk, err := rewrite.ParseKey(fmt.Sprintf("[%s,%s]", rec["LastAccess"], rec["UserId"]), &schema)
+		if err != nil {
+			return rewrite.KeySchema{}, nil, fmt.Errorf("user_access_logs.jsonl line %d: %w", i+1, err)
+		}
+		keys = append(keys, pk.Values)
+	}
+	return schema, keys, nil
 }
 
 // spannerRewriter builds one of the demo's rewriters.

@@ -4,6 +4,13 @@
 // installed — and checks every record arrived exactly once under its new
 // key with its values unchanged (Migrate). It goes through the same
 // migration.Run as `rekey run`.
+//
+// The key table's shard row and the access-log migration share one
+// rewrite (logsRewrite), so a row shows the same ShardId in both. The
+// demo's files (the file migration's input and output, dead letters, the
+// plan's report) stay in a folder it names (Options.Out); with
+// Options.KeepConfigs it also writes each migration's config, which
+// `rekey run -c` runs again.
 package demo
 
 import (
@@ -64,63 +71,145 @@ const (
 	demoInstance = "rekey"
 )
 
-// demoEnv is where the demo migrates: the emulators, and a scratch dir.
+// logsRewriteLabel names logsRewrite in the key table and the headings.
+const logsRewriteLabel = "shard n=16 on UserId"
+
+// logsRewrite is the rewrite of the UserAccessLogs migration (Spanner or
+// files) and of the key table's shard row, so the table shows the ShardId
+// the migration writes: ABS(MOD(FARM_FINGERPRINT(UserId), 16)).
+func logsRewrite() config.RewriteConfig {
+	return config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 16, "mode": "abs", "columns": []any{"UserId"}}}
+}
+
+// Options are the settings of Migrate.
+type Options struct {
+	// Runner is the Beam runner: prism or direct.
+	Runner string
+	// FilesOnly runs the file-to-file migration, without the emulators.
+	FilesOnly bool
+	// Out is the folder for the demo's files: the file migration's input
+	// and output, dead letters, the plan's report (in plan/). It is
+	// created if missing; one holding files the demo did not write is
+	// refused. Empty: rekey-demo-files in the temporary directory (or a
+	// new folder next to it when that one is not the demo's).
+	Out string
+	// KeepConfigs, when set, is a folder (the same rules as Out) that
+	// receives one config per migration the demo runs; `rekey run -c
+	// FILE` runs it again, against the same emulators or files.
+	KeepConfigs string
+}
+
+// demoEnv is where the demo migrates: the emulators, and its folder.
 type demoEnv struct {
 	w        io.Writer
 	runner   string
-	dir      string
-	srcDB    string // database ids
-	dstDB    string
-	srcNS    string // Datastore namespaces
-	dstNS    string
-	failures int
+	dir      string // the demo's files (Options.Out)
+	outGiven bool   // dir is the user's --out
+	keepDir  string // Options.KeepConfigs
+	kept     []string
+	// ownEmulators: the demo started an emulator, which stops with it.
+	ownEmulators bool
+	filesRun     bool   // the file-to-file migration ran
+	srcDB        string // database ids
+	dstDB        string
+	srcNS        string // Datastore namespaces
+	dstNS        string
+	failures     int
 	// logs is the config of the UserAccessLogs migration, planned at the
 	// end (plan).
 	logs *config.Config
 }
 
-// Migrate runs the demo's migrations on runner, saying on w what it does:
-// start (or reuse) the emulators, load the samples, migrate three datasets
-// with rewritten keys, check them. Without emulators, or with filesOnly,
-// it runs the file-to-file migration instead. Beam must be initialised.
-func Migrate(ctx context.Context, w io.Writer, runner string, filesOnly bool) error {
-	dir, err := os.MkdirTemp("", "rekey-demo-")
+// Migrate runs the demo's migrations, saying on w what it does: start (or
+// reuse) the emulators, load the samples, migrate three datasets with
+// rewritten keys, check them. Without emulators, or with o.FilesOnly, it
+// runs the file-to-file migration instead. It ends saying where its files
+// (and kept configs) are. Beam must be initialised.
+func Migrate(ctx context.Context, w io.Writer, o Options) error {
+	env, err := newEnv(w, o)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	env := &demoEnv{w: w, runner: runner, dir: dir}
-	if filesOnly {
-		return env.files(ctx)
+	err = env.migrate(ctx, o.FilesOnly)
+	env.where()
+	if err == nil && env.failures > 0 {
+		err = fmt.Errorf("%d demo checks failed", env.failures)
 	}
-	stop, err := env.emulators(ctx)
+	return err
+}
+
+// newEnv claims the demo's folders.
+func newEnv(w io.Writer, o Options) (*demoEnv, error) {
+	e := &demoEnv{w: w, runner: o.Runner, dir: o.Out, outGiven: o.Out != "", keepDir: o.KeepConfigs}
+	if !e.outGiven {
+		dir, err := tempDir("rekey-demo-files", markFile)
+		if err != nil {
+			return nil, err
+		}
+		e.dir = dir
+	}
+	if err := claimDir(e.dir, "--out"); err != nil {
+		return nil, err
+	}
+	if e.keepDir != "" {
+		if err := claimDir(e.keepDir, "--keep-configs"); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *demoEnv) migrate(ctx context.Context, filesOnly bool) error {
+	if filesOnly {
+		return e.files(ctx)
+	}
+	stop, err := e.emulators(ctx)
 	if errors.Is(err, emulator.ErrNotInstalled) {
-		fmt.Fprintf(w, "\n%v\nRunning the file-to-file migration instead.\n", err)
-		return env.files(ctx)
+		fmt.Fprintf(e.w, "\n%v\nRunning the file-to-file migration instead.\n", err)
+		return e.files(ctx)
 	}
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := env.spanner(ctx); err != nil {
+	if err := e.spanner(ctx); err != nil {
 		return err
 	}
-	if err := env.datastore(ctx); err != nil {
+	if err := e.datastore(ctx); err != nil {
 		return err
 	}
-	if err := env.plan(ctx); err != nil {
+	if err := e.plan(ctx); err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if env.failures > 0 {
-		return fmt.Errorf("%d demo checks failed", env.failures)
+	if e.failures == 0 {
+		fmt.Fprintln(e.w, "\nAll checks passed: every record arrived exactly once under its new key, values unchanged.")
 	}
-	fmt.Fprintln(w, "\nAll checks passed: every record arrived exactly once under its new key, values unchanged.")
 	return nil
+}
+
+// where says where the demo's files and kept configs are.
+func (e *demoEnv) where() {
+	what := "dead letters"
+	switch {
+	case e.filesRun:
+		what = "the file migration's input and output, its dead letters"
+	case e.outGiven && e.logs != nil:
+		what = "dead letters, the plan's report in plan/"
+	}
+	fmt.Fprintf(e.w, "\nThe demo's files (%s): %s\n", what, e.dir)
+	if len(e.kept) == 0 {
+		return
+	}
+	fmt.Fprintf(e.w, "The configs that run its migrations again, each with `rekey run -c FILE`: %s\n", e.keepDir)
+	if e.ownEmulators {
+		fmt.Fprintln(e.w, "The emulators the demo started have stopped, and its databases with them: to run these configs, start emulators that outlive the demo (`rekey emulators up`, then the export lines it prints) and run the demo again.")
+	}
 }
 
 // emulators uses the emulators named in the environment, or starts the
 // installed ones.
 func (e *demoEnv) emulators(ctx context.Context) (func(), error) {
+	e.ownEmulators = os.Getenv(emulator.EnvSpannerHost) == "" || os.Getenv(emulator.EnvDatastoreHost) == ""
 	stop, err := emulator.Ensure(ctx, func(format string, args ...any) { fmt.Fprintf(e.w, format+"\n", args...) })
 	if err != nil {
 		return nil, err
@@ -138,12 +227,18 @@ func (e *demoEnv) check(ok bool, format string, args ...any) {
 	fmt.Fprintf(e.w, "  [%s] %s\n", mark, fmt.Sprintf(format, args...))
 }
 
-func (e *demoEnv) run(ctx context.Context, cfg *config.Config) (*migration.Result, error) {
+// run runs the migration cfg (keeping its config as name.yaml with
+// --keep-configs; what says what it does). It replaces the demo's own
+// JSON Lines output of an earlier demo, as `rekey run --overwrite` does.
+func (e *demoEnv) run(ctx context.Context, name, what string, cfg *config.Config) (*migration.Result, error) {
+	if err := e.keepConfig(name, what, cfg); err != nil {
+		return nil, err
+	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: true}, pipeline.Runner{Runner: e.runner})
+	job, res, err := migration.Run(ctx, cfg, migration.Options{CreateTarget: true, Overwrite: true}, pipeline.Runner{Runner: e.runner})
 	if err != nil {
 		return nil, err
 	}
@@ -181,11 +276,11 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 	endpoint := func(db, table string) config.Endpoint {
 		return config.Endpoint{Type: config.TypeSpanner, Project: demoProject, Instance: demoInstance, Database: db, Table: table}
 	}
-	fmt.Fprintln(e.w, "\n1. Spanner UserAccessLogs -> UserAccessLogs in "+e.dstDB+", shard n=16 on UserId (a new leading ShardId column):")
+	what := "Spanner UserAccessLogs -> UserAccessLogs in " + e.dstDB + ", " + logsRewriteLabel
+	fmt.Fprintf(e.w, "\n1. %s (a new leading ShardId column):\n", what)
 	cfg := &config.Config{Source: endpoint(e.srcDB, "UserAccessLogs"), Target: endpoint(e.dstDB, "UserAccessLogs"),
-		Rewrite:    config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 16, "mode": "abs", "columns": []any{"UserId"}}},
-		DeadLetter: filepath.Join(e.dir, "logs-dead.jsonl")}
-	if _, err := e.run(ctx, cfg); err != nil {
+		Rewrite: logsRewrite(), DeadLetter: filepath.Join(e.dir, "logs-dead.jsonl")}
+	if _, err := e.run(ctx, "1-spanner-useraccesslogs", what, cfg); err != nil {
 		return fmt.Errorf("UserAccessLogs: %w", err)
 	}
 	e.logs = cfg
@@ -193,11 +288,12 @@ func (e *demoEnv) spanner(ctx context.Context) error {
 		"SELECT LastAccess, UserId, Page, Bytes FROM UserAccessLogs ORDER BY LastAccess, UserId",
 		"SELECT ShardId, LastAccess, UserId FROM UserAccessLogs ORDER BY LastAccess, UserId")
 
-	fmt.Fprintln(e.w, "\n2. Spanner Customers + interleaved Orders -> "+e.dstDB+", bitreverse on CustomerId (children follow their parent):")
+	what = "Spanner Customers + interleaved Orders -> " + e.dstDB + ", bitreverse on CustomerId"
+	fmt.Fprintf(e.w, "\n2. %s (children follow their parent):\n", what)
 	cfg = &config.Config{Source: endpoint(e.srcDB, "Customers"), Target: endpoint(e.dstDB, "Customers"),
 		Rewrite: config.RewriteConfig{Strategy: "bitreverse"}, Interleaved: []string{"Orders"},
 		KeepOriginalKey: "OldCustomerId", DeadLetter: filepath.Join(e.dir, "customers-dead.jsonl")}
-	if _, err := e.run(ctx, cfg); err != nil {
+	if _, err := e.run(ctx, "2-spanner-customers", what, cfg); err != nil {
 		return fmt.Errorf("Customers: %w", err)
 	}
 	e.compareSpanner(ctx, src, dst, "Customers", "SELECT CustomerId, Name, Email, Since FROM Customers ORDER BY CustomerId",
@@ -366,13 +462,14 @@ func (e *demoEnv) datastore(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(e.w, "\nLoaded %d entities into Datastore namespace %s: Customer1, Customer2, ... with Order children.\n", len(recs), e.srcNS)
-	fmt.Fprintln(e.w, "\n3. Datastore Customer (with Order children) -> namespace "+e.dstNS+", hashprefix on the root (entity groups stay together):")
+	what := "Datastore Customer (with Order children) -> namespace " + e.dstNS + ", hashprefix on the root"
+	fmt.Fprintf(e.w, "\n3. %s (entity groups stay together):\n", what)
 	ds := func(ns string) config.Endpoint {
 		return config.Endpoint{Type: config.TypeDatastore, Project: demoProject, Namespace: ns, Kind: "Customer"}
 	}
 	cfg := &config.Config{Source: ds(e.srcNS), Target: ds(e.dstNS), Ancestors: config.AncestorsRoot, Descendants: []string{"Order"},
 		Rewrite: config.RewriteConfig{Strategy: "hashprefix", Params: map[string]any{"n": 4}}, DeadLetter: filepath.Join(e.dir, "ds-dead.jsonl")}
-	if _, err := e.run(ctx, cfg); err != nil {
+	if _, err := e.run(ctx, "3-datastore-customer", what, cfg); err != nil {
 		return fmt.Errorf("Customer: %w", err)
 	}
 	st, _ := rewrite.New(rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"n": 4, "elements": "root"}})
@@ -434,8 +531,17 @@ func readKind(ctx context.Context, c *datastore.Client, ns, kind string) (map[st
 	return out, nil
 }
 
-// files runs the file-to-file migration of the bundled logs.
+// The file migration's output in the demo's folder, and the name of its
+// kept config.
+const (
+	filesOutput = "user_access_logs_v2.jsonl"
+	filesConfig = "files-useraccesslogs"
+)
+
+// files runs the file-to-file migration of the bundled logs: a copy of
+// the sample in the demo's folder to a file next to it.
 func (e *demoEnv) files(ctx context.Context) error {
+	e.filesRun = true
 	src := filepath.Join(e.dir, "user_access_logs.jsonl")
 	data, err := sampleBytes("samples/user_access_logs.jsonl")
 	if err != nil {
@@ -444,23 +550,21 @@ func (e *demoEnv) files(ctx context.Context) error {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		return err
 	}
-	out := filepath.Join(e.dir, "user_access_logs_v2.jsonl")
-	fmt.Fprintln(e.w, "\nJSON Lines UserAccessLogs -> JSON Lines, shard n=16 on UserId:")
+	out := filepath.Join(e.dir, filesOutput)
+	what := "JSON Lines UserAccessLogs -> JSON Lines, " + logsRewriteLabel
+	fmt.Fprintf(e.w, "\n%s:\n", what)
 	cfg := &config.Config{
 		Source:     config.Endpoint{Type: config.TypeJSONL, Path: src, Table: "UserAccessLogs", Key: "LastAccess TIMESTAMP, UserId STRING(36)"},
 		Target:     config.Endpoint{Type: config.TypeJSONL, Path: out},
-		Rewrite:    config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 16, "mode": "abs", "columns": []any{"UserId"}}},
+		Rewrite:    logsRewrite(),
 		DeadLetter: filepath.Join(e.dir, "dead.jsonl"),
 	}
-	res, err := e.run(ctx, cfg)
+	res, err := e.run(ctx, filesConfig, what, cfg)
 	if err != nil {
 		return err
 	}
 	lines := strings.Count(string(data), "\n")
-	e.check(res.Counters["written"] == int64(lines), "%d records in, %d written to %s", lines, res.Counters["written"], filepath.Base(out))
-	if e.failures > 0 {
-		return fmt.Errorf("%d demo checks failed", e.failures)
-	}
+	e.check(res.Counters[migration.Written] == int64(lines), "%d records in, %d written to %s", lines, res.Counters[migration.Written], out)
 	return nil
 }
 

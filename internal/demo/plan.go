@@ -2,10 +2,7 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/rekeyio/rekey/pipeline"
@@ -22,7 +19,7 @@ func (e *demoEnv) plan(ctx context.Context) error {
 	if e.logs == nil {
 		return nil
 	}
-	out, err := planDir()
+	out, err := e.planDir()
 	if err != nil {
 		return err
 	}
@@ -38,16 +35,13 @@ func (e *demoEnv) plan(ctx context.Context) error {
 	return nil
 }
 
-// planDir is where the demo's report goes: rekey-demo-plan in the
-// temporary directory, replaced if it holds an earlier plan, else a new
-// directory next to it (nothing of the user's is replaced).
-func planDir() (string, error) {
-	dir := filepath.Join(os.TempDir(), "rekey-demo-plan")
-	if _, err := os.Stat(filepath.Join(dir, "plan.json")); err == nil {
-		return dir, nil
+// planDir is where the demo's report goes: plan in the folder of --out,
+// else rekey-demo-plan in the temporary directory, replaced if it holds an
+// earlier plan, else a new directory next to it (nothing of the user's is
+// replaced).
+func (e *demoEnv) planDir() (string, error) {
+	if e.outGiven {
+		return filepath.Join(e.dir, "plan"), nil
 	}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return dir, nil
-	}
-	return os.MkdirTemp("", "rekey-demo-plan-")
+	return tempDir("rekey-demo-plan", "plan.json")
 }
