@@ -145,7 +145,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 		}
 	case src.Key != "":
 		table := src.Table
-		if tgt.Type == config.TypeSpanner || table == "" {
+		if holdsRows(tgt.Type) || table == "" {
 			table = firstNonEmpty(tgt.Table, src.Table)
 		}
 		ks, err := rewrite.ParseKeySchema(table, src.Key)
@@ -156,7 +156,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 	}
 	j.Spec.Table = firstNonEmpty(src.Table, j.SourceKey.Table, tgt.Table)
 	j.Spec.Key = j.SourceKey.Text()
-	if tgt.Type == config.TypeSpanner && tgt.Table != "" && !strings.EqualFold(tgt.Table, j.Spec.Table) {
+	if holdsRows(tgt.Type) && tgt.Table != "" && !strings.EqualFold(tgt.Table, j.Spec.Table) {
 		j.Spec.TargetTable = tgt.Table
 	}
 	if src.Type == config.TypeDatastore {
@@ -188,7 +188,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 		for name := range j.Spec.Children {
 			j.Children[name], _ = rk.ChildOut(name)
 		}
-		if tgt.Type == config.TypeSpanner {
+		if holdsRows(tgt.Type) {
 			if err := j.resolveSpannerTarget(ctx); err != nil {
 				return nil, err
 			}
@@ -312,6 +312,10 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 	}
 	return rs, nil
 }
+
+// holdsRows reports whether a target of type t holds Spanner tables: a
+// database, or an avro target (a Spanner export).
+func holdsRows(t string) bool { return t == config.TypeSpanner || t == config.TypeAvro }
 
 // storeOf is the store whose record shape an endpoint of type t carries:
 // an entity-json file holds entities; another file holds records shaped

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -120,6 +121,28 @@ func (j *Job) resolveSpannerSource(ctx context.Context) error {
 	return nil
 }
 
+// exportSchema reads the tables of an avro target's DDL file and keeps
+// its indexes as the target's.
+func (j *Job) exportSchema(path string) (func(name string) (*spannerdb.Table, error), error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErrorf("target.schema: %w", err)
+	}
+	s, err := spannerdb.ParseSchema(string(text))
+	if err != nil {
+		return nil, configErrorf("target.schema %s: %w", path, err)
+	}
+	j.spannerSchemas().TargetIndexes = s.Indexes
+	return func(name string) (*spannerdb.Table, error) {
+		for _, t := range s.Tables {
+			if strings.EqualFold(t.Name, name) {
+				return t, nil
+			}
+		}
+		return nil, fmt.Errorf("%s has no table %s (give target.table, or a CREATE TABLE for it)", path, name)
+	}, nil
+}
+
 // childByName finds a child table by name in any case.
 func childByName(children map[string]*spannerdb.Table, name string) *spannerdb.Table {
 	for n, t := range children {
@@ -175,21 +198,36 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 	}
 	// read is the target database's table name (nil: it does not exist).
 	var read func(name string) (*spannerdb.Table, error)
-	c, err := spannerClient(ctx, tgt)
+	export := tgt.Type == config.TypeAvro
+	var err error
 	switch {
-	case err == nil:
-		defer c.Close()
-		read = func(name string) (*spannerdb.Table, error) { return spannerdb.ReadTable(ctx, c, name) }
-	case j.offline:
-		j.TargetUnread = err
+	case export:
+		// A Spanner export: its tables are the source's under the new key,
+		// or those of target.schema.
+		if tgt.Schema != "" {
+			if read, err = j.exportSchema(tgt.Schema); err != nil {
+				return err
+			}
+		}
 	default:
-		return err
+		c, cerr := spannerClient(ctx, tgt)
+		switch {
+		case cerr == nil:
+			defer c.Close()
+			read = func(name string) (*spannerdb.Table, error) { return spannerdb.ReadTable(ctx, c, name) }
+		case j.offline:
+			j.TargetUnread = cerr
+		default:
+			return cerr
+		}
 	}
 	name := firstNonEmpty(tgt.Table, j.Spec.Table)
 	var existing *spannerdb.Table
 	if read != nil {
 		existing, err = read(name)
 		switch {
+		case export && err != nil:
+			return configErrorf("target.schema: %w", err)
 		case err == nil, errors.Is(err, spannerdb.ErrTableNotFound):
 		case databaseNotFound(err) && !j.offline:
 			// Prepare creates it, with --create-target.
@@ -255,7 +293,17 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 	for _, t := range sp.Targets {
 		j.TargetDDL = append(j.TargetDDL, t.CreateDDL(t.Name))
 	}
-	j.targetIndexes()
+	if !export || tgt.Schema == "" {
+		j.targetIndexes() // target.schema gives an export's indexes
+	}
+	if export {
+		// Only the indexes of the export's tables (target.schema may hold
+		// others).
+		sp.TargetIndexes = slices.DeleteFunc(sp.TargetIndexes, func(ix spannerdb.Index) bool {
+			return !slices.ContainsFunc(sp.Targets, func(t *spannerdb.Table) bool { return strings.EqualFold(t.Name, ix.Table) })
+		})
+		return nil
+	}
 	if read != nil && len(sp.TargetIndexes) > 0 {
 		if s, err := spannerdb.ReadSchema(ctx, endpointPath(tgt)); err == nil {
 			for _, ix := range s.Indexes {

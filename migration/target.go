@@ -93,7 +93,15 @@ func (j *Job) PrintDDL(w io.Writer, header string) {
 	if j.Spanner == nil {
 		return
 	}
-	tables, indexes := j.MissingDDL(), j.IndexDDL()
+	indexes := j.IndexDDL()
+	if j.Config.Target.Type == config.TypeAvro {
+		fmt.Fprintf(w, "-- the tables of the Spanner export in %s, which `gcloud spanner databases import` creates\n%s;\n", j.Config.Target.Path, strings.Join(j.TargetDDL, ";\n\n"))
+		if len(indexes) > 0 {
+			fmt.Fprintf(w, "-- secondary indexes, in the export's schemas (the import creates them after the data)\n%s;\n", strings.Join(indexes, ";\n"))
+		}
+		return
+	}
+	tables := j.MissingDDL()
 	if len(tables) > 0 || j.Spanner.DatabaseMissing {
 		db := endpointPath(j.Config.Target)
 		if j.Spanner.DatabaseMissing {
@@ -118,7 +126,7 @@ func (j *Job) PrintDDL(w io.Writer, header string) {
 // the job created its target (o.CreateTarget).
 func (j *Job) CreateIndexesAfter(ctx context.Context, o Options) error {
 	ddl := j.IndexDDL()
-	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly {
+	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly || j.Config.Target.Type != config.TypeSpanner {
 		return nil
 	}
 	if o.Out == nil {
@@ -152,6 +160,8 @@ func (j *Job) Prepare(ctx context.Context, o Options) error {
 		return prepareSpanner(ctx, j, o)
 	case config.TypeDatastore:
 		return prepareDatastore(ctx, j, o)
+	case config.TypeAvro:
+		j.PrintDDL(o.Out, "")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -104,6 +105,14 @@ func (w writes) target(s beam.Scope, batches beam.PCollection) ([]beam.PCollecti
 	case config.TypeEntityJSON:
 		_, dead := sink.EntityJSON(s, tgt.Path, tgt.Project, batches)
 		return []beam.PCollection{dead}, nil
+	case config.TypeAvro:
+		sp := w.job.Spanner
+		var indexes []spannerdb.Index
+		if w.job.Config.Write.Indexes != config.IndexesNone {
+			indexes = sp.TargetIndexes
+		}
+		_, dead, err := sink.SpannerExport(s, tgt.Path, sp.Targets, indexes, batches)
+		return []beam.PCollection{dead}, err
 	case config.TypeSpanner:
 		return w.spanner(s, batches)
 	case config.TypeDatastore:

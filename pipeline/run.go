@@ -22,6 +22,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/spannerexport"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -137,14 +138,24 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 // asked to.
 func keepOutput(ctx context.Context, j *migration.Job) error {
 	t := j.Config.Target
-	if t.Type != config.TypeJSONL && t.Type != config.TypeEntityJSON || j.DryRun || j.TranslateOnly || j.Overwrite {
+	if !writesFile(t.Type) || j.DryRun || j.TranslateOnly || j.Overwrite {
 		return nil
 	}
-	exists, err := sink.Exists(ctx, t.Path)
+	path, msg := t.Path, fmt.Sprintf("target.path %s exists and rekey does not replace it", t.Path)
+	if t.Type == config.TypeAvro {
+		path = strings.TrimSuffix(t.Path, "/") + "/" + spannerexport.ExportFile
+		msg = fmt.Sprintf("target.path %s holds a Spanner export (%s), which rekey does not replace", t.Path, spannerexport.ExportFile)
+	}
+	exists, err := sink.Exists(ctx, path)
 	if err != nil || !exists {
 		return nil // the sink reports a path it cannot write
 	}
-	return &migration.ConfigError{Err: fmt.Errorf("target.path %s exists and rekey does not replace it: give another path (for example REKEY_TARGET_PATH=...), move it away, or run with --overwrite", t.Path)}
+	return &migration.ConfigError{Err: fmt.Errorf("%s: give another path (for example REKEY_TARGET_PATH=...), move it away, or run with --overwrite", msg)}
+}
+
+// writesFile reports whether a target of type t is files rekey writes.
+func writesFile(t string) bool {
+	return t == config.TypeJSONL || t == config.TypeEntityJSON || t == config.TypeAvro
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }
@@ -191,8 +202,12 @@ func removeParts(ctx context.Context, j *migration.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	paths := []string{j.DeadLetterPath}
-	if (j.Config.Target.Type == config.TypeJSONL || j.Config.Target.Type == config.TypeEntityJSON) && !j.DryRun {
-		paths = append(paths, j.Config.Target.Path)
+	switch t := j.Config.Target; {
+	case j.DryRun:
+	case t.Type == config.TypeAvro:
+		_, _ = sink.RemoveExportParts(ctx, t.Path, nil)
+	case writesFile(t.Type):
+		paths = append(paths, t.Path)
 	}
 	for _, p := range paths {
 		_, _ = sink.RemoveParts(ctx, p)

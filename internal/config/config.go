@@ -184,9 +184,12 @@ func (c CohortConfig) UserSpec() (u cohort.User, ok bool, err error) {
 type Endpoint struct {
 	// Type is one of spanner, datastore, jsonl, csv, avro, entity-json.
 	// The file types are the format: jsonl is rekey's record JSON Lines
-	// (record.ParseJSON), csv a header and rows, avro Spanner's export,
-	// entity-json Datastore entities as Google's Dataflow templates write
-	// them (one Datastore API Entity per line, in its proto3 JSON form).
+	// (record.ParseJSON), csv a header and rows (a source only), avro
+	// Spanner's Avro export (a source reads its Avro files; a target is an
+	// export folder, with spanner-export.json and the table manifests, that
+	// `gcloud spanner databases import` loads), entity-json Datastore
+	// entities as Google's Dataflow templates write them (one Datastore API
+	// Entity per line, in its proto3 JSON form).
 	Type string `mapstructure:"type"`
 	// Project is the Google Cloud project (spanner, datastore). On an
 	// entity-json target it is the projectId written in every key (none
@@ -215,14 +218,17 @@ type Endpoint struct {
 	// Kind is the Datastore kind.
 	Kind string `mapstructure:"kind"`
 	// Path is a file or prefix, local or gs://bucket/... (jsonl, csv, avro,
-	// entity-json).
+	// entity-json); on an avro target, the export's folder.
 	Path string `mapstructure:"path"`
 	// Delimiter is the csv field delimiter (default ",").
 	Delimiter string `mapstructure:"delimiter"`
-	// Schema is a Spanner source's DDL as a local file, the output of
-	// `gcloud spanner databases ddl describe`: the source tables' schemas
-	// come from it instead of the database (for a Dataflow dry run
-	// without access to the database).
+	// Schema is Spanner DDL in a local file, the output of `gcloud
+	// spanner databases ddl describe`. On a spanner source the source
+	// tables' schemas come from it instead of the database (for a Dataflow
+	// dry run without access to the database). On an avro target fed by
+	// another source than spanner it gives the export's table (its
+	// CREATE TABLE, with the rewritten primary key, and CREATE INDEX
+	// statements).
 	Schema string `mapstructure:"schema"`
 }
 

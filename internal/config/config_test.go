@@ -342,12 +342,47 @@ write: {batch_rows: 1000, batch_mutations: 600, batch_bytes: 20971520}
 				`target.kind: kinds starting with __ are reserved by Datastore, got "__T"`,
 				`references[1]: must not be empty`,
 				`references[2]: "Parent" is listed twice (also references[0])`,
-				`interleaved: only for a spanner source and target (child tables) or a datastore source (descendant kinds)`,
+				`interleaved: only for a spanner source with a spanner or avro target (child tables) or a datastore source (descendant kinds)`,
 				`dead_letter: unsupported scheme "s3" in "s3://bucket/dlq" (want a local path or gs://bucket/...)`,
 				`keep_original_key: property names matching __*__ are reserved by Datastore, got "__old__"`,
 				`write.batch_mutations: must be at most 500 (Datastore's limit of entities per commit), got 600`,
 				`write.batch_rows: must be at most 500 (Datastore's limit of entities per commit), got 1000`,
 				`write.batch_bytes: must be at most 10485760 (10 MiB, Datastore's limit per request), got 20971520`,
+			},
+		},
+		{
+			name: "avro target from a file without a schema",
+			yaml: `
+source: {type: jsonl, path: in.jsonl, table: T, key: "Id INT64"}
+target: {type: avro, path: out/}
+rewrite: {strategy: bitreverse}
+`,
+			want: []string{
+				"target.schema: required for an avro target fed by a jsonl source: the DDL of the export's table (CREATE TABLE with the rewritten primary key), as `gcloud spanner databases ddl describe` prints it; from a spanner source rekey derives it",
+			},
+		},
+		{
+			name: "avro target from entities, csv target, schemas where unused",
+			yaml: `
+source: {type: avro, path: in/*.avro, key: "Id INT64", schema: s.sql}
+target: {type: csv, path: out.csv, schema: s.sql}
+rewrite: {strategy: bitreverse}
+`,
+			want: []string{
+				"source.schema: not used by an avro source: its files carry their schema",
+				"target.schema: not used by a csv target",
+				"target.type: csv is read, not written; write jsonl, or avro (a Spanner export)",
+			},
+		},
+		{
+			name: "avro target holds rows",
+			yaml: `
+source: {type: datastore, project: p, kind: K}
+target: {type: avro, path: out/}
+rewrite: {strategy: bitreverse}
+`,
+			want: []string{
+				"target.type: avro is a Spanner export and holds rows, which a datastore source does not give (its records are entities)",
 			},
 		},
 		{

@@ -26,6 +26,7 @@ func (c *Config) Validate() error {
 	c.validateEndpoint(&p, "target", c.Target)
 	c.validateSame(&p)
 	c.validateEntityJSON(&p)
+	c.validateExport(&p)
 	schema, schemaOK := c.validateKey(&p)
 	c.validateRewrite(&p, schema, schemaOK)
 	c.validateOptions(&p, schema, schemaOK)
@@ -89,8 +90,7 @@ var endpointFields = []fieldUse{
 	{key: "kind", value: func(e Endpoint) bool { return e.Kind != "" }, types: []string{TypeDatastore}},
 	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON}},
 	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
-	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner}, sourceOnly: true,
-		hint: "; the target's tables are derived from the source's"},
+	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner, TypeAvro}},
 }
 
 func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
@@ -115,7 +115,13 @@ func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
 		}
 		return true
 	}
-	if e.Schema != "" && role == "source" && e.Type == TypeSpanner {
+	if e.Schema != "" && role == "target" && e.Type == TypeSpanner {
+		p.add(role+".schema", "not used by a spanner target: its tables are derived from the source's")
+	}
+	if e.Schema != "" && role == "source" && e.Type == TypeAvro {
+		p.add(role+".schema", "not used by an avro source: its files carry their schema")
+	}
+	if e.Schema != "" && (role == "source" && e.Type == TypeSpanner || role == "target" && e.Type == TypeAvro) {
 		if strings.Contains(e.Schema, "://") {
 			p.add(role+".schema", "must be a local file (rekey reads it before the pipeline starts), got %q", e.Schema)
 		} else if _, err := os.Stat(e.Schema); err != nil {
@@ -209,6 +215,23 @@ func (c *Config) validateEntityJSON(p *problems) {
 	}
 }
 
+// validateExport checks an avro target, a Spanner export: it holds
+// rows, whose table comes from a spanner source's schema or from
+// target.schema; csv is a source format only.
+func (c *Config) validateExport(p *problems) {
+	switch c.Target.Type {
+	case TypeCSV:
+		p.add("target.type", "csv is read, not written; write jsonl, or avro (a Spanner export)")
+	case TypeAvro:
+		switch {
+		case holdsEntities(c.Source.Type):
+			p.add("target.type", "avro is a Spanner export and holds rows, which a %s source does not give (its records are entities)", c.Source.Type)
+		case c.Source.Type != TypeSpanner && c.Target.Schema == "":
+			p.add("target.schema", "required for an avro target fed by a %s source: the DDL of the export's table (CREATE TABLE with the rewritten primary key), as `gcloud spanner databases ddl describe` prints it; from a spanner source rekey derives it", c.Source.Type)
+		}
+	}
+}
+
 // validateKey checks source.key; it returns the parsed schema and whether
 // one is available.
 func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
@@ -219,8 +242,8 @@ func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
 	}
 	validSource := slices.Contains(Types, c.Source.Type)
 	if !ok {
-		if c.Target.Type == TypeSpanner && validSource && c.Source.Type != TypeSpanner {
-			p.add("source.key", "required for a %s source going to a spanner target: the key columns of each record as Spanner DDL, e.g. \"UserId STRING(36), LastAccess TIMESTAMP\"", c.Source.Type)
+		if (c.Target.Type == TypeSpanner || c.Target.Type == TypeAvro && !holdsEntities(c.Source.Type)) && validSource && c.Source.Type != TypeSpanner {
+			p.add("source.key", "required for a %s source going to a %s target: the key columns of each record as Spanner DDL, e.g. \"UserId STRING(36), LastAccess TIMESTAMP\"", c.Source.Type, c.Target.Type)
 		}
 		return schema, false
 	}
@@ -249,6 +272,9 @@ func (c *Config) rewriteStore() (store, role string) {
 		}
 		if e.e.Type == TypeEntityJSON {
 			return TypeDatastore, e.role // its keys are Datastore keys
+		}
+		if e.e.Type == TypeAvro && e.role == "target" {
+			return TypeSpanner, e.role // a Spanner export
 		}
 	}
 	return "", ""
@@ -383,11 +409,11 @@ func (c *Config) validateOptions(p *problems, schema rewrite.KeySchema, schemaOK
 	if len(c.Descendants) > 0 && c.Source.Type != TypeDatastore {
 		p.add("descendants", "only for a datastore source (descendant kinds)")
 	}
-	if len(tables) > 0 && (c.Source.Type != TypeSpanner || c.Target.Type != TypeSpanner) {
+	if len(tables) > 0 && (c.Source.Type != TypeSpanner || c.Target.Type != TypeSpanner && c.Target.Type != TypeAvro) {
 		if c.Source.Type == TypeDatastore {
 			p.add("interleaved", "not with descendants: the descendant kinds of a datastore source go in descendants")
 		} else {
-			p.add("interleaved", "only for a spanner source and target (child tables) or a datastore source (descendant kinds)")
+			p.add("interleaved", "only for a spanner source with a spanner or avro target (child tables) or a datastore source (descendant kinds)")
 		}
 	}
 	for i, t := range tables {

@@ -160,17 +160,26 @@ func RemoveParts(ctx context.Context, path string) (int, error) {
 		return 0, err
 	}
 	defer fs.Close()
-	parts, err := fs.List(ctx, path+".part-*")
+	return removeMatching(ctx, fs, path+".part-*", nil)
+}
+
+// removeMatching removes the files matching glob that are not in keep and
+// returns how many it removed.
+func removeMatching(ctx context.Context, fs filesystem.Interface, glob string, keep map[string]bool) (int, error) {
+	files, err := fs.List(ctx, glob)
 	if err != nil {
 		return 0, err
 	}
+	rm, ok := fs.(filesystem.Remover)
 	n := 0
-	for _, p := range parts {
-		r, ok := fs.(filesystem.Remover)
+	for _, p := range files {
+		if keep[p] {
+			continue
+		}
 		if !ok {
 			return n, fmt.Errorf("cannot remove %s: the file system has no Remove", p)
 		}
-		if err := r.Remove(ctx, p); err != nil {
+		if err := rm.Remove(ctx, p); err != nil {
 			return n, err
 		}
 		n++
