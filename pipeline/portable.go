@@ -46,10 +46,10 @@ func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Tim
 
 	waited := make(chan error, 1)
 	go func() { waited <- runnerlib.WaitForCompletion(ctx, j.client, j.id) }()
-	stop := startProgress(r.Progress, start, func() migration.Counters {
+	stop := startProgress(ctx, r.Progress, start, func() migration.Counters {
 		c, _ := j.counters(ctx, time.Second, true)
 		return c
-	})
+	}, r.total)
 	err = <-waited
 	stop()
 	if ctx.Err() != nil {

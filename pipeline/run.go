@@ -22,6 +22,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/spannerexport"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -46,6 +47,10 @@ type Runner struct {
 	// Backfill, if set, makes Migrate run the cohort backfill (Backfill)
 	// instead of the whole migration (RunBackfill sets it).
 	Backfill *cutover.Backfill
+
+	// total, if set, estimates the job's records for the progress meter
+	// (Migrate sets it: estimateTotal).
+	total func(context.Context) (progress.Total, bool)
 }
 
 // Name is the Beam runner's name.
@@ -67,6 +72,8 @@ func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Resul
 	graph := Migrate
 	if r.Backfill != nil {
 		graph = Backfill(*r.Backfill)
+	} else {
+		r.total = func(ctx context.Context) (progress.Total, bool) { return estimateTotal(ctx, j) }
 	}
 	res, err := Run(ctx, j, r, graph)
 	if err == nil && j.DryRun {
@@ -237,7 +244,7 @@ func addCounters(c migration.Counters, m metrics.Results, live bool) {
 // package doc).
 func runDirect(ctx context.Context, r Runner, p *beam.Pipeline, start time.Time, res *migration.Result) error {
 	t := &tally{n: map[string]int64{}}
-	stop := startProgress(r.Progress, start, t.counters)
+	stop := startProgress(ctx, r.Progress, start, t.counters, r.total)
 	pr, err := beam.Run(transforms.ObserveCounts(ctx, t.add), "direct", p)
 	stop()
 	if pr != nil {
@@ -266,12 +273,23 @@ func (t *tally) counters() migration.Counters {
 	return maps.Clone(t.n)
 }
 
-// startProgress writes a progress line to w every second with the counts
+// startProgress shows the run's progress on w every second (a bar on a
+// terminal, plain lines elsewhere; see internal/progress) with the counts
 // now() returns (nil: none yet) until the returned stop is called, which
-// clears the line.
-func startProgress(w io.Writer, start time.Time, now func() migration.Counters) (stop func()) {
+// clears the bar. total, if set, estimates the run's records; it runs
+// beside the job and the meter gets percent and ETA when it returns.
+func startProgress(ctx context.Context, w io.Writer, start time.Time, now func() migration.Counters, total func(context.Context) (progress.Total, bool)) (stop func()) {
 	if w == nil {
 		return func() {}
+	}
+	m := progress.New(w, progress.IsTerminal(w), 0)
+	ctx, cancel := context.WithCancel(ctx)
+	if total != nil {
+		go func() {
+			if t, ok := total(ctx); ok {
+				m.SetTotal(t)
+			}
+		}()
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -279,32 +297,26 @@ func startProgress(w io.Writer, start time.Time, now func() migration.Counters) 
 		defer close(finished)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		printed := false
 		for {
 			select {
 			case <-done:
-				if printed {
-					fmt.Fprint(w, "\r\033[K")
-				}
+				m.Finish()
 				return
 			case <-t.C:
-				c := now()
-				if c == nil {
-					continue
+				if c := now(); c != nil {
+					m.Update(snapshot(c, time.Since(start)))
 				}
-				printed = true
-				fmt.Fprint(w, "\r\033[K"+progressLine(c, time.Since(start)))
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() { cancel(); close(done); <-finished }
 }
 
-func progressLine(c migration.Counters, el time.Duration) string {
-	n, done := c[migration.Written], "written"
+// snapshot is the progress counts of a run's counters.
+func snapshot(c migration.Counters, el time.Duration) progress.Snapshot {
+	s := progress.Snapshot{Read: c[migration.Read], Done: c[migration.Written], Dead: c[migration.DeadLettered], Elapsed: el}
 	if d := c[migration.Deleted]; d > 0 { // a cohort cleanup
-		n, done = d, "deleted"
+		s.Done, s.Verb = d, "deleted"
 	}
-	return fmt.Sprintf("%d read, %d %s, %d dead-lettered, %.0f records/s, %s elapsed",
-		c[migration.Read], n, done, c[migration.DeadLettered], float64(n)/el.Seconds(), el.Truncate(time.Second))
+	return s
 }

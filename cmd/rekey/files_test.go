@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,5 +98,42 @@ func TestRunEmptySource(t *testing.T) {
 		if want := "rekey: the source holds 0 records (csv " + csv + "): nothing to migrate\n"; code != 0 || !strings.Contains(out, want) {
 			t.Errorf("%q: exit %d, want 0 and %q\nstdout: %s\nstderr: %s", text, code, want, out, errs)
 		}
+	}
+}
+
+// --summary writes the run's counters, timings and dead letters (by
+// stage and reason) as one JSON object, for a partial run too.
+func TestRunSummary(t *testing.T) {
+	keepBeamGlobals(t)
+	cfg := writeTestConfig(t, csvConfig)
+	dir := filepath.Dir(cfg)
+	excelCSV(t, filepath.Join(dir, "access.csv"), "LastAccess,UserId,Note",
+		"2024-01-31T12:00:00Z,u1,a", "2024-01-31T12:00:01Z,u2,b", `2024-01-31T12:00:02Z,"u3`)
+	summary := filepath.Join(dir, "summary.json")
+	out, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "direct", "--summary", summary)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (partial)\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s runSummary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("%v:\n%s", err, b)
+	}
+	if s.Command != "run" || s.Status != "partial" || s.Runner != "direct" || s.Counters["written"] != 2 || s.Counters["read"] != 2 ||
+		s.DeadLetters.Total != 1 || s.DeadLetters.ByStage["read"] != 1 || len(s.DeadLetters.Reasons) != 1 || s.DeadLetters.Reasons[0].Count != 1 ||
+		s.ElapsedSeconds <= 0 || s.Finished.Before(s.Started) || s.Target != "jsonl "+filepath.Join(dir, "out.jsonl") {
+		t.Errorf("summary:\n%s", b)
+	}
+	// A run that fails before it starts still says so.
+	_, _, code = rekey(t, "", "run", "-c", filepath.Join(dir, "missing.yaml"), "--runner", "direct", "--summary", summary)
+	b, _ = os.ReadFile(summary)
+	if code == 0 || !strings.Contains(string(b), `"status": "failed"`) || !strings.Contains(string(b), "missing.yaml") {
+		t.Errorf("exit %d, summary of a failed run:\n%s", code, b)
+	}
+	if _, _, code := rekey(t, "", "run", "-c", cfg, "--summary", filepath.Join(dir, "no", "such", "s.json")); code != 2 {
+		t.Errorf("--summary in a missing folder: exit %d, want 2", code)
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -36,6 +39,9 @@ type RunOptions struct {
 	// Reverse makes the cohort backfill a reverse one (new → old, from
 	// new_only; pipeline.RunReverse).
 	Reverse bool
+	// Summary, if set, is a file the run's summary is written to as JSON
+	// when it ends (runSummary).
+	Summary string
 }
 
 const runLong = `Reads the source, rewrites every record's key and writes the target, as one
@@ -75,7 +81,8 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 	}
 	fl.BoolVar(&opts.CreateTarget, "create-target", false, "create the target Spanner tables (the DDL is printed either way)")
 	fl.BoolVar(&opts.Force, "force", false, "run even if the target's manifest records a different rewrite (with --cohorts: also backfill cohorts that are not in dual_write, said so in the audit)")
-	fl.BoolVar(&opts.Overwrite, "overwrite", false, "replace a JSON Lines target file that exists already")
+	fl.BoolVar(&opts.Overwrite, "overwrite", false, "replace a target file (JSON Lines, entity JSON) or Spanner export that exists already")
+	fl.StringVar(&opts.Summary, "summary", "", "write the run's counters, timings and dead-letter counts as JSON to FILE when it ends")
 	return pipelineCommand(cmd, opts, func(cmd *cobra.Command) error {
 		if name == "redrive" && opts.From == "" {
 			return usagef("redrive: --from DEAD_LETTERS is required")
@@ -186,7 +193,25 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 
 // runMigration resolves the config, prepares the target and runs the
 // migration (or the redrive of o.From).
-func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
+func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
+	var job *migration.Job
+	var res *migration.Result
+	var b beamRun
+	if o.Summary != "" {
+		if st, serr := os.Stat(filepath.Dir(o.Summary)); serr != nil || !st.IsDir() {
+			return usagef("--summary %s: its folder does not exist", o.Summary)
+		}
+		started := time.Now()
+		defer func() {
+			command := "run"
+			if o.From != "" {
+				command = "redrive"
+			}
+			if werr := writeSummary(o.Summary, newSummary(command, o, job, res, err, started, b.dryRun)); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+	}
 	b, done, err := startBeam(o, io)
 	defer done()
 	if err != nil {
@@ -194,8 +219,6 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) error {
 	}
 	cfg, runner, translateOnly := b.cfg, b.runner, b.translateOnly
 	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: b.dryRun, TranslateOnly: translateOnly}
-	var job *migration.Job
-	var res *migration.Result
 	if o.Cohorts != "" {
 		rs, perr := cohort.Parse(o.Cohorts, cfg.Cohort.Buckets)
 		if perr != nil {

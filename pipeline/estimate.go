@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/progress"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/transforms/source"
+)
+
+// estimateTimeout bounds how long the total of a run's progress is
+// looked for.
+const estimateTimeout = 30 * time.Second
+
+// estimateTotal estimates the records a migration reads, for its
+// progress meter: a redrive, the dead-letter file's lines; a Spanner
+// source, a COUNT(*) of the main table (with the filter) and of each
+// interleaved child; a Datastore source, the count of the kind and of
+// each descendant kind (source.CountDatastore); JSON Lines, CSV and
+// entity JSON files, from their sizes (source.EstimateLines). Avro
+// files, a dry run (which writes nothing to count against) and any
+// failure give none: the meter then shows counts and rate only. A count
+// taken beside the run is an estimate (the source may change while it is
+// read), unless a file was read whole.
+func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool) {
+	if j.DryRun || j.TranslateOnly {
+		return progress.Total{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
+	defer cancel()
+	src := j.Config.Source
+	if j.RedriveFrom != "" {
+		n, exact, ok, err := source.EstimateLines(ctx, source.FilesConfig{Path: j.RedriveFrom, Format: "jsonl"})
+		return progress.Total{N: n, Exact: exact, From: "the dead-letter file's size"}, ok && err == nil
+	}
+	switch src.Type {
+	case config.TypeSpanner:
+		n, err := source.CountSpanner(ctx, spannerSource(j, ""))
+		if err != nil {
+			return progress.Total{}, false
+		}
+		for name := range j.Spanner.Children {
+			m, err := source.CountSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
+			if err != nil {
+				return progress.Total{}, false
+			}
+			n += m
+		}
+		return progress.Total{N: n, From: "COUNT(*)"}, true
+	case config.TypeDatastore:
+		var n int64
+		var from string
+		for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
+			m, f, err := source.CountDatastore(ctx, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind})
+			if err != nil {
+				return progress.Total{}, false
+			}
+			n, from = n+m, f
+		}
+		return progress.Total{N: n, From: from}, true
+	case config.TypeJSONL, config.TypeCSV, config.TypeEntityJSON:
+		n, exact, ok, err := source.EstimateLines(ctx, filesConfig(j))
+		return progress.Total{N: n, Exact: exact, From: "file sizes"}, ok && err == nil
+	}
+	return progress.Total{}, false
+}
