@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/spannerdb"
@@ -68,6 +69,11 @@ type Job struct {
 	// TranslateOnly is set for a runner that only translates the job
 	// (Options.TranslateOnly).
 	TranslateOnly bool
+	// ReadTime is when a Datastore source is read (source.read_time,
+	// chosen when the job is resolved: a snapshot at that moment); zero
+	// for a read at no single time, and for other sources (a Spanner
+	// source reads at the moment its read starts).
+	ReadTime time.Time
 	// ScratchDir, if set, is a local directory that every worker of the
 	// run shares, set by the runner while the job runs when the workers
 	// run in its process: write planning keeps the records it shuffles
@@ -161,6 +167,13 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 	}
 	if src.Type == config.TypeDatastore {
 		j.Spec.DescendantKinds = cfg.DescendantKinds()
+		rt, ok, err := cfg.SourceReadTime(time.Now())
+		if err != nil {
+			return nil, configErrorf("source.read_time: %w", err)
+		}
+		if ok {
+			j.ReadTime = rt
+		}
 	}
 	if tgt.Type == config.TypeDatastore {
 		j.Spec.Kind = firstNonEmpty(src.Kind, tgt.Kind)

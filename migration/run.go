@@ -148,6 +148,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 		fmt.Fprintf(o.Out, "rekey: redriving %s\n", o.RedriveFrom)
 	}
 	fmt.Fprintf(o.Out, "rekey: %s on %s\n", j.Describe(), r.Name())
+	if !j.ReadTime.IsZero() && j.RedriveFrom == "" {
+		fmt.Fprintf(o.Out, "rekey: reading the source as it was at %s (source.read_time; none reads without one)\n", j.ReadTime.Format(time.RFC3339Nano))
+	}
 	if j.DryRun {
 		fmt.Fprintf(o.Out, "rekey: dry run: reading, rewriting and planning every record; writing nothing but the dead letters (%s)\n", j.DeadLetterPath)
 	}

@@ -201,7 +201,13 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 	fmt.Fprintf(out, "rekey: backfilling cohorts %s of migration %s (%d of %d cohorts, %.2f%% of the users; phase map version %d)\n",
 		cohort.Format(b.Cohorts()), o.Migration, n, cfg.Cohort.Buckets, 100*float64(n)/float64(cfg.Cohort.Buckets), m.Version)
 	r.Backfill = &b
-	job, res, err := migration.Run(ctx, cfg, o.Run, r)
+	// The backfill reads old live, not at one read time: its argument
+	// (cutover's package doc) needs its reads to see every write that
+	// ended before them, by the store's clock, which a read time taken
+	// from this machine's clock would not promise.
+	live := *cfg
+	live.Source.ReadTime = config.ReadTimeNone
+	job, res, err := migration.Run(ctx, &live, o.Run, r)
 	if err != nil || job.DryRun || job.TranslateOnly {
 		return job, res, nil, err
 	}

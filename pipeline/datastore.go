@@ -13,7 +13,7 @@ func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCo
 	src := j.Config.Source
 	var batches, deads []beam.PCollection
 	for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
-		b, d := source.Datastore(s.Scope(kind), source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind})
+		b, d := source.Datastore(s.Scope(kind), source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind, ReadTime: j.ReadTime})
 		batches = append(batches, b)
 		deads = append(deads, d)
 	}

@@ -17,6 +17,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -230,6 +231,35 @@ type Endpoint struct {
 	// CREATE TABLE, with the rewritten primary key, and CREATE INDEX
 	// statements).
 	Schema string `mapstructure:"schema"`
+	// ReadTime is when a datastore source is read: the whole read sees the
+	// database as it was at one moment, as a Spanner source's does. Empty
+	// (the default) is the moment the pipeline is built; an RFC 3339 time
+	// (e.g. 2026-12-01T12:00:00Z) reads the database as it was then; none
+	// reads without one (each query sees the database as it is when it
+	// runs). A database keeps old versions for an hour, or 7 days at whole
+	// minutes with point-in-time recovery: a longer read needs that, or
+	// none.
+	ReadTime string `mapstructure:"read_time"`
+}
+
+// ReadTimeNone is Endpoint.ReadTime for a read at no single time.
+const ReadTimeNone = "none"
+
+// SourceReadTime is when a datastore source is read (ok false: at no
+// single time): the configured time, or now.
+func (c *Config) SourceReadTime(now time.Time) (t time.Time, ok bool, err error) {
+	switch rt := strings.TrimSpace(c.Source.ReadTime); rt {
+	case ReadTimeNone:
+		return time.Time{}, false, nil
+	case "":
+		return now.UTC().Truncate(time.Microsecond), true, nil
+	default:
+		t, err := time.Parse(time.RFC3339Nano, rt)
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("%q is neither none nor an RFC 3339 time (e.g. 2026-12-01T12:00:00Z)", rt)
+		}
+		return t.UTC().Truncate(time.Microsecond), true, nil
+	}
 }
 
 // DescendantKinds are the descendant kinds migrated with a Datastore

@@ -351,6 +351,40 @@ write: {batch_rows: 1000, batch_mutations: 600, batch_bytes: 20971520}
 			},
 		},
 		{
+			name: "read times",
+			yaml: `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T, read_time: "2026-01-01T00:00:00Z"}
+target: {type: datastore, project: p, kind: K, read_time: none}
+rewrite: {strategy: reverse}
+`,
+			want: []string{
+				"source.read_time: not used by a spanner source",
+				"target.read_time: not used by a target",
+			},
+		},
+		{
+			name: "datastore read time",
+			yaml: `
+source: {type: datastore, project: p, kind: K, read_time: yesterday}
+target: {type: datastore, project: p, kind: K2}
+rewrite: {strategy: hashprefix}
+`,
+			want: []string{
+				`source.read_time: "yesterday" is neither none nor an RFC 3339 time (e.g. 2026-12-01T12:00:00Z)`,
+			},
+		},
+		{
+			name: "datastore read time in the future",
+			yaml: `
+source: {type: datastore, project: p, kind: K, read_time: "2999-01-01T00:00:00Z"}
+target: {type: datastore, project: p, kind: K2}
+rewrite: {strategy: hashprefix}
+`,
+			want: []string{
+				"source.read_time: 2999-01-01T00:00:00Z is in the future",
+			},
+		},
+		{
 			name: "avro target from a file without a schema",
 			yaml: `
 source: {type: jsonl, path: in.jsonl, table: T, key: "Id INT64"}
@@ -611,7 +645,7 @@ bogus: 1
 	}
 	checkProblems(t, err, []string{
 		`bogus: unknown key (known: source, target, rewrite, ancestors, references, references_to, keep_original_key, interleaved, descendants, dead_letter, write, ramp, cohort)`,
-		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema)`,
+		`target.tabel: unknown key (did you mean "table"?) (known: type, project, instance, database, table, columns, filter, key, namespace, kind, path, delimiter, schema, read_time)`,
 		`rewrite.steps[0].param: unknown key (did you mean "params"?) (known: strategy, params, steps)`,
 		`write.batch_row: unknown key (did you mean "batch_rows"?) (known: mode, batch_mutations, batch_bytes, batch_rows, shards, buffer, shuffle, indexes, parallelism, retry, adaptive_throttle)`,
 		`write.batch_bytes: must be an integer, got "lots"`,

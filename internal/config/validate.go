@@ -91,6 +91,7 @@ var endpointFields = []fieldUse{
 	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON}},
 	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
 	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner, TypeAvro}},
+	{key: "read_time", value: func(e Endpoint) bool { return e.ReadTime != "" }, types: []string{TypeDatastore}, sourceOnly: true},
 }
 
 func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
@@ -126,6 +127,13 @@ func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
 			p.add(role+".schema", "must be a local file (rekey reads it before the pipeline starts), got %q", e.Schema)
 		} else if _, err := os.Stat(e.Schema); err != nil {
 			p.add(role+".schema", "cannot read the DDL file: %v", err)
+		}
+	}
+	if e.ReadTime != "" && role == "source" && e.Type == TypeDatastore {
+		if t, _, err := c.SourceReadTime(time.Now()); err != nil {
+			p.add(role+".read_time", "%v", err)
+		} else if t.After(time.Now().Add(time.Minute)) {
+			p.add(role+".read_time", "%s is in the future", e.ReadTime)
 		}
 	}
 	switch e.Type {

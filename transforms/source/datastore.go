@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/datastore"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -39,6 +40,12 @@ type DatastoreConfig struct {
 	// emulator). Fewer ranges come out when the kind has fewer distinct
 	// sampled keys.
 	Splits int `json:"splits"`
+	// ReadTime, if set, is the moment the whole read sees: every query
+	// (the key sample and each range) reads the database as it was then
+	// (Datastore's read_time, microseconds), so the read is a snapshot.
+	// The database must still hold that version (an hour, or 7 days at
+	// whole minutes with point-in-time recovery).
+	ReadTime time.Time `json:"read_time,omitzero"`
 }
 
 func (c DatastoreConfig) check() error {
@@ -114,8 +121,14 @@ func init() {
 //
 // A kind query returns the kind's entities at every depth of the key path
 // in full-key order (an ancestor's kind and id first), and the ranges cut
-// that same order, so each entity is read exactly once. The read is not a
-// snapshot: entities written meanwhile may or may not be seen.
+// that same order, so each entity is read exactly once. With
+// cfg.ReadTime every query reads at that one moment, so the read is a
+// snapshot: what is written meanwhile is not seen. The Firestore emulator
+// honours a query's read time (an entity updated, deleted or created
+// since reads as it was then), but not a lookup's, and it accepts times
+// older than the real service's retention, so an expired read time is
+// an error only on the service. Without a read time, entities written
+// meanwhile may or may not be seen.
 func Datastore(s beam.Scope, cfg DatastoreConfig) (batches, deadLetters beam.PCollection) {
 	s = s.Scope("source.Datastore")
 	ranges := beam.ParDo(s, &datastoreSplitFn{Cfg: cfg}, beam.Impulse(s))
@@ -171,12 +184,37 @@ func (f *datastoreSplitFn) Setup(ctx context.Context) error {
 	if err := f.Cfg.check(); err != nil {
 		return err
 	}
-	c, err := datastoredb.Client(ctx, f.Cfg.Project, f.Cfg.Database)
+	c, err := datastoreClient(ctx, f.Cfg)
 	if err != nil {
 		return err
 	}
 	f.client = c
 	return nil
+}
+
+// datastoreClient is a client for cfg's reads: at cfg.ReadTime if set.
+func datastoreClient(ctx context.Context, cfg DatastoreConfig) (*datastore.Client, error) {
+	c, err := datastoredb.Client(ctx, cfg.Project, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.ReadTime.IsZero() {
+		c.WithReadOptions(datastore.ReadTime(cfg.ReadTime))
+	}
+	return c, nil
+}
+
+// readTimeHint explains a read error that may come from an expired read
+// time.
+func (c DatastoreConfig) readTimeHint(err error) string {
+	if c.ReadTime.IsZero() {
+		return ""
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return fmt.Sprintf(" (the read is at read time %s: the database keeps old versions for an hour, or 7 days at whole minutes with point-in-time recovery; for a longer read enable it and give a whole-minute source.read_time, or read without one: source.read_time: none)", c.ReadTime.Format(time.RFC3339Nano))
+	}
+	return ""
 }
 
 func (f *datastoreSplitFn) Teardown() error {
@@ -276,7 +314,7 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 		return sample, -1, false, nil
 	}
 	if err != nil && (ctx.Err() != nil || status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated) {
-		return nil, 0, false, fmt.Errorf("datastore source: sampling %s: %w", cfg.source(), err)
+		return nil, 0, false, fmt.Errorf("datastore source: sampling %s: %w%s", cfg.source(), err, cfg.readTimeHint(err))
 	}
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	base := datastore.NewQuery(cfg.Kind).Namespace(cfg.Namespace).KeysOnly().Order("__key__")
@@ -294,7 +332,7 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 				break
 			}
 			if err != nil {
-				return nil, 0, true, fmt.Errorf("datastore source: scanning keys of %s: %w", cfg.source(), err)
+				return nil, 0, true, fmt.Errorf("datastore source: scanning keys of %s: %w%s", cfg.source(), err, cfg.readTimeHint(err))
 			}
 			n++
 			seen++
@@ -325,7 +363,7 @@ type datastoreReadFn struct {
 }
 
 func (f *datastoreReadFn) Setup(ctx context.Context) error {
-	c, err := datastoredb.Client(ctx, f.Cfg.Project, f.Cfg.Database)
+	c, err := datastoreClient(ctx, f.Cfg)
 	if err != nil {
 		return err
 	}
@@ -391,7 +429,7 @@ func (f *datastoreReadFn) read(ctx context.Context, start, end *datastore.Key, e
 					shrink = true
 					break
 				}
-				return fmt.Errorf("datastore source: reading %s range [%v, %v): %w", f.Cfg.source(), start, end, err)
+				return fmt.Errorf("datastore source: reading %s range [%v, %v): %w%s", f.Cfg.source(), start, end, err, f.Cfg.readTimeHint(err))
 			}
 			n++
 			rec, err := datastoredb.FromEntity(key, props)
