@@ -61,6 +61,27 @@ func checkFaultRun(t *testing.T, tap *committap.Tap, res *migration.Result, dead
 		t.Fatalf("only %d faults injected: the test proves nothing", injected)
 	}
 	wantCounters(t, res, rows, rows, rows, 0)
+	// Every data commit that failed by a fault and was sent again was
+	// retried by the client library (client_retried) or by rekey
+	// (retried): the two counters together account for them (the
+	// emulator's own aborts of concurrent transactions may add client
+	// retries).
+	resent := 0
+	cs := tap.Commits()
+	for i, c := range cs {
+		if c.Fault == nil || len(c.Mutations) == 0 || c.Mutations[0].Table != "Items" {
+			continue
+		}
+		for _, d := range cs[i+1:] {
+			if len(d.Mutations) > 0 && d.Mutations[0].Text == c.Mutations[0].Text {
+				resent++
+				break
+			}
+		}
+	}
+	if got := res.Counters[migration.ClientRetried] + res.Counters[migration.Retried]; got < int64(resent) || resent == 0 {
+		t.Errorf("client_retried %d + retried %d, want at least the %d faulted data commits sent again", res.Counters[migration.ClientRetried], res.Counters[migration.Retried], resent)
+	}
 	if dead := readDeadLetters(t, deadPath); len(dead) != 0 {
 		t.Errorf("%d dead letters, want none: %+v", len(dead), dead[0])
 	}

@@ -79,6 +79,9 @@ const (
 	Written      = "written"
 	DeadLettered = "dead_lettered"
 	Retried      = "retried"
+	// ClientRetried counts the commit RPCs the client libraries repeated
+	// on their own, apart from Retried (rekey's retries).
+	ClientRetried = "client_retried"
 	// ReferencesUnmapped counts key values pointing at a migrated kind
 	// through a property no reference setting names.
 	ReferencesUnmapped = "references_unmapped"

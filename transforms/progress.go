@@ -60,6 +60,10 @@ func CountThrottled(ctx context.Context, wait time.Duration, rejected bool) {
 	}
 }
 
+// CountClientRetries counts commit RPCs a client library repeated on its
+// own (storewrite.Outcome.ClientRetries).
+func CountClientRetries(ctx context.Context, n int64) { count(ctx, ClientRetried, "client_retried", n) }
+
 // CountSplit counts a failed commit cut in halves.
 func CountSplit(ctx context.Context) { count(ctx, Split, "split", 1) }
 

@@ -19,8 +19,15 @@ var (
 	Rewritten    = beam.NewCounter("rekey", "rewritten")
 	Written      = beam.NewCounter("rekey", "written")
 	DeadLettered = beam.NewCounter("rekey", "dead_lettered")
-	// Retried counts commit attempts repeated after a transient error.
+	// Retried counts commit attempts rekey repeated after a transient
+	// error (its write.retry policy); the client libraries' own retries
+	// inside one attempt are not in it, but in ClientRetried.
 	Retried = beam.NewCounter("rekey", "retried")
+	// ClientRetried counts the commit RPCs the Spanner and Datastore
+	// client libraries repeated on their own (an aborted transaction run
+	// again, a Commit retried by gax), seen on the sinks' connections
+	// (package attempts).
+	ClientRetried = beam.NewCounter("rekey", "client_retried")
 	// BackoffMillis is the time commits waited before being retried.
 	BackoffMillis = beam.NewCounter("rekey", "backoff_ms")
 	// ThrottledMillis is the time writes waited for the ramp-up's budget

@@ -7,6 +7,8 @@ import (
 	"cloud.google.com/go/datastore"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+
+	"github.com/rekeyio/rekey/internal/attempts"
 )
 
 // MaxRecvMsgSize is the gRPC receive limit Client sets. The Firestore
@@ -23,6 +25,7 @@ const MaxRecvMsgSize = 256 << 20
 func Client(ctx context.Context, project, database string, opts ...option.ClientOption) (*datastore.Client, error) {
 	o := append([]option.ClientOption{
 		option.WithGRPCDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxRecvMsgSize))),
+		attempts.DialOption(), // the client's own commit retries, counted apart
 	}, opts...)
 	var (
 		c   *datastore.Client

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rekeyio/rekey/internal/attempts"
 	"github.com/rekeyio/rekey/internal/retry"
 	"github.com/rekeyio/rekey/record"
 )
@@ -35,6 +36,11 @@ type Outcome struct {
 	Retries, Throttled []time.Duration
 	// Splits counts the commits cut in halves to isolate refused records.
 	Splits int
+	// ClientRetries counts the commit RPCs a client library repeated on
+	// its own within one of Retry's attempts (package attempts): the
+	// Spanner client re-running an aborted transaction, gax retrying a
+	// Commit. Retries are rekey's own.
+	ClientRetries int
 	// Paced is the time commits waited for the ramp-up's budget (Pacer).
 	Paced time.Duration
 	// Commits are the commits tried, with their size and time.
@@ -67,6 +73,7 @@ func (o *Outcome) Merge(p Outcome) {
 	o.Retries = append(o.Retries, p.Retries...)
 	o.Throttled = append(o.Throttled, p.Throttled...)
 	o.Splits += p.Splits
+	o.ClientRetries += p.ClientRetries
 	o.Paced += p.Paced
 	o.Commits = append(o.Commits, p.Commits...)
 }
@@ -80,8 +87,19 @@ func (o *Outcome) Reset() {
 // not find Transient, or p's cumulative backoff is spent; th, if not nil,
 // is consulted before each attempt and told its outcome (see retry.Hooks).
 // The waits are recorded in o.
+//
+// Each attempt runs under attempts.Watch: the commit RPCs its client
+// library sent beyond the first are counted in o.ClientRetries.
 func Retry(ctx context.Context, p retry.Policy, th retry.Throttle, o *Outcome, commit func(ctx context.Context) error) error {
-	_, err := p.Do(ctx, commit, retry.Hooks{
+	watched := func(ctx context.Context) error {
+		actx, sent := attempts.Watch(ctx)
+		err := commit(actx)
+		if n := sent(); n > 1 {
+			o.ClientRetries += int(n - 1)
+		}
+		return err
+	}
+	_, err := p.Do(ctx, watched, retry.Hooks{
 		Throttle:    th,
 		Transient:   func(err error) bool { return Classify(ctx, err) == Transient },
 		OnRetry:     func(_ error, wait time.Duration) { o.Retries = append(o.Retries, wait) },

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/rekeyio/rekey/internal/attempts"
+	"github.com/rekeyio/rekey/internal/retry"
 )
 
 type spannerLike struct{ err error }
@@ -143,5 +148,32 @@ func TestHalvesSettlesAndFails(t *testing.T) {
 	h.Fail = func(n int, err error) error { return fmt.Errorf("commit of %d: %w", n, err) }
 	if err := h.Write(ctx, []int{1, 2, 3}); err == nil || err.Error() != "commit of 3: rpc error: code = Unavailable desc = down" || len(refused) != 0 {
 		t.Errorf("unavailable: Write = %v, refused %v; want the error through Fail and none refused", err, refused)
+	}
+}
+
+// TestRetryCountsClientRetries: the commit RPC attempts a client makes
+// within one of Retry's attempts, beyond the first, are ClientRetries;
+// Retry's own repeats are Retries.
+func TestRetryCountsClientRetries(t *testing.T) {
+	var h attempts.Handler
+	send := func(ctx context.Context, tries int) {
+		ctx = h.TagRPC(ctx, &stats.RPCTagInfo{FullMethodName: "/google.spanner.v1.Spanner/Commit"})
+		for range tries {
+			h.HandleRPC(ctx, &stats.Begin{})
+		}
+	}
+	var o Outcome
+	calls := 0
+	err := Retry(context.Background(), retry.Policy{Initial: time.Millisecond, Max: time.Millisecond, MaxCumulative: time.Second}, nil, &o, func(ctx context.Context) error {
+		calls++
+		if calls == 1 {
+			send(ctx, 3) // the client tried three times, then gave up
+			return status.Error(codes.Unavailable, "down")
+		}
+		send(ctx, 2) // once more, then it went through
+		return nil
+	})
+	if err != nil || calls != 2 || len(o.Retries) != 1 || o.ClientRetries != 3 {
+		t.Errorf("err %v, %d calls, %d retries, %d client retries; want nil, 2, 1, 3", err, calls, len(o.Retries), o.ClientRetries)
 	}
 }

@@ -313,6 +313,12 @@ func TestDatastoreSinkDeadLetters(t *testing.T) {
 			if m["rekey/written"] != 60 || m["rekey/dead_lettered"] != 4 {
 				t.Errorf("written %d, dead-lettered %d; want 60 and 4", m["rekey/written"], m["rekey/dead_lettered"])
 			}
+			// The entities the store refuses (the oversized one and the
+			// nested array) are isolated by halving their batches, and
+			// every cut is counted: 6 for these two batches.
+			if m["rekey/split"] != 6 {
+				t.Errorf("split %d, want 6 (the commits cut in halves to isolate the refused entities)", m["rekey/split"])
+			}
 			want := map[string]string{
 				"1001":  `property "a.b": name contains "."`,
 				"1002":  "maximum entity size is 1048576 bytes",

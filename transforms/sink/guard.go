@@ -96,6 +96,9 @@ func (o *outcome) report(ctx context.Context, emit func(string), m storeMetrics)
 	for range o.Splits {
 		transforms.CountSplit(ctx)
 	}
+	if o.ClientRetries > 0 {
+		transforms.CountClientRetries(ctx, int64(o.ClientRetries))
+	}
 	err := o.err
 	o.Reset()
 	o.err = nil

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/attempts"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/internal/storewrite"
 	"github.com/rekeyio/rekey/internal/throttle"
@@ -220,7 +221,7 @@ func spannerMetrics(ctx context.Context, o *storewrite.Outcome) {
 }
 
 func (f *spannerWriteFn) Setup(ctx context.Context) error {
-	c, err := spanner.NewClient(ctx, f.Cfg.DatabasePath())
+	c, err := spanner.NewClient(ctx, f.Cfg.DatabasePath(), attempts.DialOption()) // the client's own commit retries, counted apart
 	if err != nil {
 		return fmt.Errorf("spanner sink: client for %s: %w", f.Cfg.DatabasePath(), err)
 	}
@@ -256,7 +257,7 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 			newC := f.client
 			if db := b.Reverse.NewDatabase; db != f.Cfg.DatabasePath() {
 				if f.other == nil {
-					if f.other, err = spanner.NewClient(ctx, db); err != nil {
+					if f.other, err = spanner.NewClient(ctx, db, attempts.DialOption()); err != nil {
 						return nil, fmt.Errorf("spanner sink: client for %s: %w", db, err)
 					}
 				}
