@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -116,13 +117,41 @@ func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error
 	return m, err
 }
 
-// Move implements Store.
-// storeAttempts is how many times a phase store transaction runs before
-// it gives up on contention: racing moves of many operators or jobs
-// (Datastore runs a transaction that lost to another again, the
-// client's default is 3).
+// storeAttempts is how many times the client runs a phase store
+// transaction that lost to another before it returns
+// datastore.ErrConcurrentTransaction (its default is 3): racing moves of
+// many operators or jobs.
 var storeAttempts = datastore.MaxAttempts(10)
 
+// storeContention bounds how long storeTxn keeps running a transaction
+// that keeps losing to others.
+const storeContention = 30 * time.Second
+
+// storeTxn runs f in a transaction, and again after a jittered wait
+// (from 50 ms, doubling to 2 s) while it loses to concurrent ones, for
+// up to storeContention: the client's own attempts follow each other at
+// once, and under load racing transactions can all lose their attempts
+// together. A transaction that runs again reads the state again, so
+// compare-and-set holds: a racer that lost re-reads the new version and
+// is refused, not applied twice.
+func (s DatastoreStore) storeTxn(ctx context.Context, f func(tx *datastore.Transaction) error) error {
+	deadline := time.Now().Add(storeContention)
+	wait := 50 * time.Millisecond
+	for {
+		_, err := s.Client.RunInTransaction(ctx, f, storeAttempts)
+		if !errors.Is(err, datastore.ErrConcurrentTransaction) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Move implements Store.
 func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 	if mv.To == NewOnly && !mv.Force {
 		// Outside the move's transaction, which cannot query: no entry
@@ -147,7 +176,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 	var m *Map
 	var a Audit
 	var refusal error
-	_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	err := s.storeTxn(ctx, func(tx *datastore.Transaction) error {
 		refusal = nil
 		var old []*datastore.Key
 		var err error
@@ -175,7 +204,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 			return err
 		}
 		return s.putRecord(tx, m, a)
-	}, storeAttempts)
+	})
 	if refusal != nil {
 		return nil, Audit{}, refusal
 	}
@@ -202,7 +231,7 @@ func (s DatastoreStore) putRecord(tx *datastore.Transaction, m *Map, a Audit) er
 func (s DatastoreStore) Note(ctx context.Context, n Note) (Audit, error) {
 	var a Audit
 	var refusal error
-	_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	err := s.storeTxn(ctx, func(tx *datastore.Transaction) error {
 		m, _, err := s.load(ctx, tx, n.Migration)
 		if err != nil {
 			return err
@@ -212,7 +241,7 @@ func (s DatastoreStore) Note(ctx context.Context, n Note) (Audit, error) {
 		}
 		a.At = s.clock()
 		return s.putRecord(tx, m, a)
-	}, storeAttempts)
+	})
 	if refusal != nil {
 		return Audit{}, refusal
 	}
