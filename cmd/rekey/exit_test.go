@@ -250,6 +250,7 @@ rewrite: {strategy: hashprefix}`)
 		want []string
 	}{
 		"no project": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--region", "r"}, []string{"needs --project and --region"}},
+		"no region":  {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p"}, []string{"needs --project and --region"}},
 		"local paths": {[]string{"run", "-c", local, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"},
 			[]string{"source.path: ", "dead_letter: ", "is a local path", "REKEY_SOURCE_PATH"}},
 		"no dead letter path": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"}, []string{"dead_letter: required"}},
