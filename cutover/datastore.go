@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
 	"cloud.google.com/go/datastore"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/internal/datastoredb"
 )
 
 // The Datastore kinds of the phase store: an entity per migration (named
@@ -117,40 +117,6 @@ func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error
 	return m, err
 }
 
-// storeAttempts is how many times the client runs a phase store
-// transaction that lost to another before it returns
-// datastore.ErrConcurrentTransaction (its default is 3): racing moves of
-// many operators or jobs.
-var storeAttempts = datastore.MaxAttempts(10)
-
-// storeContention bounds how long storeTxn keeps running a transaction
-// that keeps losing to others.
-const storeContention = 30 * time.Second
-
-// storeTxn runs f in a transaction, and again after a jittered wait
-// (from 50 ms, doubling to 2 s) while it loses to concurrent ones, for
-// up to storeContention: the client's own attempts follow each other at
-// once, and under load racing transactions can all lose their attempts
-// together. A transaction that runs again reads the state again, so
-// compare-and-set holds: a racer that lost re-reads the new version and
-// is refused, not applied twice.
-func (s DatastoreStore) storeTxn(ctx context.Context, f func(tx *datastore.Transaction) error) error {
-	deadline := time.Now().Add(storeContention)
-	wait := 50 * time.Millisecond
-	for {
-		_, err := s.Client.RunInTransaction(ctx, f, storeAttempts)
-		if !errors.Is(err, datastore.ErrConcurrentTransaction) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait/2 + rand.N(wait/2+1)):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
-}
-
 // Move implements Store.
 func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 	if mv.To == NewOnly && !mv.Force {
@@ -176,7 +142,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 	var m *Map
 	var a Audit
 	var refusal error
-	err := s.storeTxn(ctx, func(tx *datastore.Transaction) error {
+	err := datastoredb.Transact(ctx, s.Client, func(tx *datastore.Transaction) error {
 		refusal = nil
 		var old []*datastore.Key
 		var err error
@@ -231,7 +197,7 @@ func (s DatastoreStore) putRecord(tx *datastore.Transaction, m *Map, a Audit) er
 func (s DatastoreStore) Note(ctx context.Context, n Note) (Audit, error) {
 	var a Audit
 	var refusal error
-	err := s.storeTxn(ctx, func(tx *datastore.Transaction) error {
+	err := datastoredb.Transact(ctx, s.Client, func(tx *datastore.Transaction) error {
 		m, _, err := s.load(ctx, tx, n.Migration)
 		if err != nil {
 			return err

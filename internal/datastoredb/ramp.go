@@ -40,7 +40,7 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 	var start rampEntity
 	switch err := l.Client.Get(ctx, runKey, &start); {
 	case errors.Is(err, datastore.ErrNoSuchEntity):
-		_, err := l.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		err := Transact(ctx, l.Client, func(tx *datastore.Transaction) error {
 			var e rampEntity
 			switch err := tx.Get(runKey, &e); {
 			case errors.Is(err, datastore.ErrNoSuchEntity):
