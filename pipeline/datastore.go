@@ -10,10 +10,9 @@ import (
 )
 
 func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCollection, error) {
-	src := j.Config.Source
 	var batches, deads []beam.PCollection
-	for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
-		b, d := source.Datastore(s.Scope(kind), source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind, ReadTime: j.ReadTime})
+	for _, cfg := range datastoreSources(j) {
+		b, d := source.Datastore(s.Scope(cfg.Kind), cfg)
 		batches = append(batches, b)
 		deads = append(deads, d)
 	}
@@ -21,6 +20,17 @@ func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCo
 		return batches[0], deads, nil
 	}
 	return beam.Flatten(s, batches...), deads, nil
+}
+
+// datastoreSources are the reads of a Datastore source: its kind, then
+// each descendant kind, all at the job's read time.
+func datastoreSources(j *migration.Job) []source.DatastoreConfig {
+	src := j.Config.Source
+	var out []source.DatastoreConfig
+	for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
+		out = append(out, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind, ReadTime: j.ReadTime})
+	}
+	return out
 }
 
 // datastore writes to the target's database, or deletes from the

@@ -41,8 +41,8 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 		if err != nil {
 			return progress.Total{}, false
 		}
-		for name := range j.Spanner.Children {
-			m, err := source.CountSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
+		for _, cfg := range spannerChildren(j) {
+			m, err := source.CountSpanner(ctx, cfg)
 			if err != nil {
 				return progress.Total{}, false
 			}
@@ -52,8 +52,8 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 	case config.TypeDatastore:
 		var n int64
 		var from string
-		for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
-			m, f, err := source.CountDatastore(ctx, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind})
+		for _, cfg := range datastoreSources(j) {
+			m, f, err := source.CountDatastore(ctx, cfg)
 			if err != nil {
 				return progress.Total{}, false
 			}

@@ -17,11 +17,10 @@ import (
 // main table's rows only where cohorts (a SQL condition, "" for none)
 // holds too.
 func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollection, []beam.PCollection, error) {
-	src := j.Config.Source
 	batches, dead := source.Spanner(s, spannerSource(j, cohorts))
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
-	for name := range j.Spanner.Children {
-		cb, cd := source.Spanner(s.Scope(name), source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
+	for _, cfg := range spannerChildren(j) {
+		cb, cd := source.Spanner(s.Scope(cfg.Table), cfg)
 		all = append(all, cb)
 		deads = append(deads, cd)
 	}
@@ -29,6 +28,17 @@ func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollecti
 		return batches, deads, nil
 	}
 	return beam.Flatten(s, all...), deads, nil
+}
+
+// spannerChildren are the reads of the source's interleaved child tables,
+// whole.
+func spannerChildren(j *migration.Job) []source.SpannerConfig {
+	src := j.Config.Source
+	var out []source.SpannerConfig
+	for name := range j.Spanner.Children {
+		out = append(out, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
+	}
+	return out
 }
 
 // spannerSource is the source's config: the main table's rows where the

@@ -100,6 +100,10 @@ func Marshal(v any) []byte {
 // statements) in its spannerIndex_N properties. It fails on a column type
 // rekey cannot convert (spannerdb.ParseColumnType).
 func Schema(t *spannerdb.Table, indexes []string) (string, error) {
+	tt, err := NewTable(t)
+	if err != nil {
+		return "", err
+	}
 	s := map[string]any{
 		"type":                "record",
 		"name":                t.Name,
@@ -128,7 +132,7 @@ func Schema(t *spannerdb.Table, indexes []string) (string, error) {
 		s[fmt.Sprintf("spannerIndex_%d", i)] = ix
 	}
 	fields := make([]map[string]any, 0, len(t.Columns))
-	for _, c := range t.Columns {
+	for i, c := range t.Columns {
 		f := map[string]any{"name": c.Name, "sqlType": c.Type}
 		if c.AllowCommitTimestamp {
 			f["spannerOption_0"] = "allow_commit_timestamp=TRUE"
@@ -144,10 +148,7 @@ func Schema(t *spannerdb.Table, indexes []string) (string, error) {
 		if c.Default != "" {
 			f["defaultExpression"] = c.Default
 		}
-		ct, err := spannerdb.ParseColumnType(c.Type)
-		if err != nil {
-			return "", fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
-		}
+		ct := tt.types[i]
 		var typ any = scalarType(ct.Base)
 		if ct.Array {
 			typ = map[string]any{"type": "array", "items": []any{"null", typ}}
@@ -187,19 +188,43 @@ func scalarType(base string) any {
 	return "string" // STRING, DATE, TIMESTAMP, JSON
 }
 
-// Datum is rec as a datum of t's schema (for goavro): rec is first
-// normalized for t (spannerdb.Normalize: every value converted to its
-// column's type, NOT NULL and lengths checked), so a record the Spanner
-// sink would refuse is refused here with the same error. A NOT NULL
-// column with a DEFAULT that the record leaves out is refused too: the
-// export holds values, not defaults.
-func Datum(rec *record.Record, t *spannerdb.Table) (map[string]any, error) {
-	norm, err := spannerdb.Normalize(rec, t)
+// Table is a table of the export with its columns' types parsed once,
+// for Datum.
+type Table struct {
+	*spannerdb.Table
+	types []spannerdb.ColumnType // by column; zero for a generated one
+}
+
+// NewTable prepares t for Datum. It fails on a column type rekey cannot
+// convert (spannerdb.ParseColumnType).
+func NewTable(t *spannerdb.Table) (*Table, error) {
+	out := &Table{Table: t, types: make([]spannerdb.ColumnType, len(t.Columns))}
+	for i, c := range t.Columns {
+		if c.Generated {
+			continue
+		}
+		ct, err := spannerdb.ParseColumnType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("table %s column %s: %w", t.Name, c.Name, err)
+		}
+		out.types[i] = ct
+	}
+	return out, nil
+}
+
+// Datum is rec as a datum of the table's schema (for goavro): rec is
+// first normalized for the table (spannerdb.Normalize: every value
+// converted to its column's type, NOT NULL and lengths checked), so a
+// record the Spanner sink would refuse is refused here with the same
+// error. A NOT NULL column with a DEFAULT that the record leaves out is
+// refused too: the export holds values, not defaults.
+func (t *Table) Datum(rec *record.Record) (map[string]any, error) {
+	norm, err := spannerdb.Normalize(rec, t.Table)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]any, len(t.Columns))
-	for _, c := range t.Columns {
+	for i, c := range t.Columns {
 		if c.Generated {
 			out[c.Name] = nil
 			continue
@@ -208,7 +233,7 @@ func Datum(rec *record.Record, t *spannerdb.Table) (map[string]any, error) {
 		if v.Kind == record.KindNull && c.NotNull {
 			return nil, fmt.Errorf("column %s of table %s is NOT NULL with a DEFAULT, but the record has no value for it (an export holds values, not defaults)", c.Name, t.Name)
 		}
-		ct, _ := spannerdb.ParseColumnType(c.Type) // Normalize parsed it
+		ct := t.types[i]
 		d := datum(v, ct)
 		if !c.NotNull && d != nil {
 			d = union(d, ct)

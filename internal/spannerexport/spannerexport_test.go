@@ -114,8 +114,12 @@ func TestDatumIndependentReader(t *testing.T) {
 		{Name: "Seq", Value: record.Int(1)}, {Name: "Page", Value: record.String("")},
 	}}
 	var data []any
+	tt, err := NewTable(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []record.Record{full, sparse} {
-		d, err := Datum(&r, tbl)
+		d, err := tt.Datum(&r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +199,10 @@ func equalAny(a, b any) bool {
 // Spanner sink refuses, and a NOT NULL column with a DEFAULT left out.
 func TestDatumRefuses(t *testing.T) {
 	tbl, _ := testTables(t)
+	tt, err := NewTable(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		edit func(*record.Record)
@@ -209,7 +217,7 @@ func TestDatumRefuses(t *testing.T) {
 	} {
 		r := testRecord()
 		c.edit(&r)
-		if _, err := Datum(&r, tbl); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := tt.Datum(&r); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}

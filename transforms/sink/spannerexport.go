@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -89,8 +90,8 @@ func emptyExportPart(_ []byte, emit func(int, string)) { emit(0, "") }
 
 // exportTables parses the tables' DDL and checks the schemas, for a
 // worker.
-func exportTables(ddl, schemas []string) ([]*spannerdb.Table, []*goavro.Codec, error) {
-	tables := make([]*spannerdb.Table, len(ddl))
+func exportTables(ddl, schemas []string) ([]*spannerexport.Table, []*goavro.Codec, error) {
+	tables := make([]*spannerexport.Table, len(ddl))
 	codecs := make([]*goavro.Codec, len(ddl))
 	for i, stmt := range ddl {
 		parsed, err := spannerdb.ParseDDL(stmt)
@@ -98,7 +99,9 @@ func exportTables(ddl, schemas []string) ([]*spannerdb.Table, []*goavro.Codec, e
 			return nil, nil, fmt.Errorf("sink.SpannerExport: table DDL %q: %v", stmt, err)
 		}
 		for _, t := range parsed {
-			tables[i] = t
+			if tables[i], err = spannerexport.NewTable(t); err != nil {
+				return nil, nil, fmt.Errorf("sink.SpannerExport: %w", err)
+			}
 		}
 		if codecs[i], err = goavro.NewCodec(schemas[i]); err != nil {
 			return nil, nil, fmt.Errorf("sink.SpannerExport: %w", err)
@@ -113,7 +116,7 @@ type exportPartFn struct {
 	Tables  []string `json:"tables"`  // CREATE TABLE statements
 	Schemas []string `json:"schemas"` // their Avro schemas
 
-	tables []*spannerdb.Table
+	tables []*spannerexport.Table
 	codecs []*goavro.Codec
 	fs     filesystem.Interface
 	open   map[int]*partWriter
@@ -146,7 +149,7 @@ func (f *exportPartFn) Teardown() error {
 }
 
 func (f *exportPartFn) table(name string) int {
-	return slices.IndexFunc(f.tables, func(t *spannerdb.Table) bool { return strings.EqualFold(t.Name, name) })
+	return slices.IndexFunc(f.tables, func(t *spannerexport.Table) bool { return strings.EqualFold(t.Name, name) })
 }
 
 func (f *exportPartFn) ProcessElement(ctx context.Context, batch []byte, _ func(string), dead func(string)) error {
@@ -164,7 +167,7 @@ func (f *exportPartFn) ProcessElement(ctx context.Context, batch []byte, _ func(
 		if ti < 0 {
 			err = fmt.Errorf("table %s is not in the export (its tables: %s)", recs[i].Table, f.tableNames())
 		} else {
-			d, err = spannerexport.Datum(&recs[i], f.tables[ti])
+			d, err = f.tables[ti].Datum(&recs[i])
 		}
 		if err != nil {
 			transforms.CountDeadLettered(ctx, 1)
@@ -337,12 +340,12 @@ func writeFile(ctx context.Context, fs filesystem.Interface, path string, data [
 // writeEmptyOCF writes an Avro file with schema and no rows and returns
 // the base64 of its MD5.
 func writeEmptyOCF(ctx context.Context, fs filesystem.Interface, path, schema string) (string, error) {
-	var buf strings.Builder
+	var buf bytes.Buffer
 	if _, err := newOCF(&buf, schema); err != nil {
 		return "", err
 	}
-	sum := md5.Sum([]byte(buf.String()))
-	return base64.StdEncoding.EncodeToString(sum[:]), writeFile(ctx, fs, path, []byte(buf.String()))
+	sum := md5.Sum(buf.Bytes())
+	return base64.StdEncoding.EncodeToString(sum[:]), writeFile(ctx, fs, path, buf.Bytes())
 }
 
 // RemoveExportParts removes the part files in dir (*.avro.part-*) that
