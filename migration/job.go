@@ -69,10 +69,11 @@ type Job struct {
 	// TranslateOnly is set for a runner that only translates the job
 	// (Options.TranslateOnly).
 	TranslateOnly bool
-	// ReadTime is when a Datastore source is read (source.read_time,
-	// chosen when the job is resolved: a snapshot at that moment); zero
-	// for a read at no single time, and for other sources (a Spanner
-	// source reads at the moment its read starts).
+	// ReadTime is when a Datastore or Spanner source is read
+	// (source.read_time, chosen when the job is resolved: a snapshot at
+	// that moment); zero for a read at no single time (source.read_time:
+	// none; a Spanner table is then read at the moment its read starts),
+	// and for other sources.
 	ReadTime time.Time
 	// ScratchDir, if set, is a local directory that every worker of the
 	// run shares, set by the runner while the job runs when the workers
@@ -167,6 +168,8 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 	}
 	if src.Type == config.TypeDatastore {
 		j.Spec.DescendantKinds = cfg.DescendantKinds()
+	}
+	if src.Type == config.TypeDatastore || src.Type == config.TypeSpanner {
 		rt, ok, err := cfg.SourceReadTime(time.Now())
 		if err != nil {
 			return nil, configErrorf("source.read_time: %w", err)

@@ -36,7 +36,7 @@ func spannerChildren(j *migration.Job) []source.SpannerConfig {
 	src := j.Config.Source
 	var out []source.SpannerConfig
 	for name := range j.Spanner.Children {
-		out = append(out, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name})
+		out = append(out, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name, ReadTime: j.ReadTime})
 	}
 	return out
 }
@@ -45,7 +45,7 @@ func spannerChildren(j *migration.Job) []source.SpannerConfig {
 // config's filter and cohorts (a SQL condition, "" for none) hold.
 func spannerSource(j *migration.Job, cohorts string) source.SpannerConfig {
 	src := j.Config.Source
-	return source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts)}
+	return source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts), ReadTime: j.ReadTime}
 }
 
 func init() {

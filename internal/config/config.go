@@ -231,22 +231,24 @@ type Endpoint struct {
 	// CREATE TABLE, with the rewritten primary key, and CREATE INDEX
 	// statements).
 	Schema string `mapstructure:"schema"`
-	// ReadTime is when a datastore source is read: the whole read sees the
-	// database as it was at one moment, as a Spanner source's does. Empty
-	// (the default) is the moment the pipeline is built; an RFC 3339 time
-	// (e.g. 2026-12-01T12:00:00Z) reads the database as it was then; none
-	// reads without one (each query sees the database as it is when it
-	// runs). A database keeps old versions for an hour, or 7 days at whole
-	// minutes with point-in-time recovery: a longer read needs that, or
-	// none.
+	// ReadTime is when a datastore or spanner source is read: the whole
+	// read, the source's descendant kinds or interleaved child tables
+	// included, sees the database as it was at one moment. Empty (the
+	// default) is the moment the pipeline is built; an RFC 3339 time (e.g.
+	// 2026-12-01T12:00:00Z) reads the database as it was then; none reads
+	// without one (Datastore: each query sees the database as it is when
+	// it runs; Spanner: each table is read at the moment its read starts).
+	// A database keeps old versions for an hour (Spanner: its
+	// version_retention_period; Datastore: 7 days at whole minutes with
+	// point-in-time recovery): a longer or later read needs more, or none.
 	ReadTime string `mapstructure:"read_time"`
 }
 
 // ReadTimeNone is Endpoint.ReadTime for a read at no single time.
 const ReadTimeNone = "none"
 
-// SourceReadTime is when a datastore source is read (ok false: at no
-// single time): the configured time, or now.
+// SourceReadTime is when a datastore or spanner source is read (ok
+// false: at no single time): the configured time, or now.
 func (c *Config) SourceReadTime(now time.Time) (t time.Time, ok bool, err error) {
 	switch rt := strings.TrimSpace(c.Source.ReadTime); rt {
 	case ReadTimeNone:

@@ -353,12 +353,12 @@ write: {batch_rows: 1000, batch_mutations: 600, batch_bytes: 20971520}
 		{
 			name: "read times",
 			yaml: `
-source: {type: spanner, project: p, instance: rekey, database: demo, table: T, read_time: "2026-01-01T00:00:00Z"}
-target: {type: datastore, project: p, kind: K, read_time: none}
+source: {type: jsonl, path: in.jsonl, table: T, key: "Id INT64", read_time: "2026-01-01T00:00:00Z"}
+target: {type: spanner, project: p, instance: rekey, database: demo, table: T, read_time: none}
 rewrite: {strategy: reverse}
 `,
 			want: []string{
-				"source.read_time: not used by a spanner source",
+				"source.read_time: not used by a jsonl source",
 				"target.read_time: not used by a target",
 			},
 		},
@@ -371,6 +371,17 @@ rewrite: {strategy: hashprefix}
 `,
 			want: []string{
 				`source.read_time: "yesterday" is neither none nor an RFC 3339 time (e.g. 2026-12-01T12:00:00Z)`,
+			},
+		},
+		{
+			name: "spanner read time",
+			yaml: `
+source: {type: spanner, project: p, instance: rekey, database: demo, table: T, read_time: "2026-13-01T00:00:00Z"}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: reverse}
+`,
+			want: []string{
+				`source.read_time: "2026-13-01T00:00:00Z" is neither none nor an RFC 3339 time (e.g. 2026-12-01T12:00:00Z)`,
 			},
 		},
 		{

@@ -91,7 +91,7 @@ var endpointFields = []fieldUse{
 	{key: "path", value: func(e Endpoint) bool { return e.Path != "" }, types: []string{TypeJSONL, TypeCSV, TypeAvro, TypeEntityJSON}},
 	{key: "delimiter", value: func(e Endpoint) bool { return e.Delimiter != "" }, types: []string{TypeCSV}},
 	{key: "schema", value: func(e Endpoint) bool { return e.Schema != "" }, types: []string{TypeSpanner, TypeAvro}},
-	{key: "read_time", value: func(e Endpoint) bool { return e.ReadTime != "" }, types: []string{TypeDatastore}, sourceOnly: true},
+	{key: "read_time", value: func(e Endpoint) bool { return e.ReadTime != "" }, types: []string{TypeDatastore, TypeSpanner}, sourceOnly: true},
 }
 
 func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
@@ -129,7 +129,7 @@ func (c *Config) validateEndpoint(p *problems, role string, e Endpoint) {
 			p.add(role+".schema", "cannot read the DDL file: %v", err)
 		}
 	}
-	if e.ReadTime != "" && role == "source" && e.Type == TypeDatastore {
+	if e.ReadTime != "" && role == "source" && (e.Type == TypeDatastore || e.Type == TypeSpanner) {
 		if t, _, err := c.SourceReadTime(time.Now()); err != nil {
 			p.add(role+".read_time", "%v", err)
 		} else if t.After(time.Now().Add(time.Minute)) {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/record"
@@ -30,6 +32,31 @@ type SpannerConfig struct {
 	// Filter is a GoogleSQL condition for a WHERE clause, e.g.
 	// "Region = 3 AND Deleted IS NULL".
 	Filter string `json:"filter,omitempty"`
+	// ReadTime, if set, is the timestamp the read is at (the database as
+	// it was then); zero is a strong read at the moment the read starts.
+	// Reads of several tables at one ReadTime see one snapshot.
+	ReadTime time.Time `json:"read_time,omitzero"`
+}
+
+// bound is the timestamp bound of cfg's read.
+func (c SpannerConfig) bound() spanner.TimestampBound {
+	if c.ReadTime.IsZero() {
+		return spanner.StrongRead()
+	}
+	return spanner.ReadTimestamp(c.ReadTime)
+}
+
+// readTimeHint explains a read error that may come from a read time
+// older than the database keeps.
+func (c SpannerConfig) readTimeHint(err error) string {
+	if c.ReadTime.IsZero() {
+		return ""
+	}
+	switch spanner.ErrCode(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return fmt.Sprintf(" (the read is at read time %s: the database keeps old versions for its version_retention_period, an hour by default; for an older or longer read raise it (ALTER DATABASE ... SET OPTIONS (version_retention_period = '7d')), or read without one: source.read_time: none)", c.ReadTime.Format(time.RFC3339Nano))
+	}
+	return ""
 }
 
 // DatabasePath returns projects/P/instances/I/databases/D.
@@ -61,8 +88,8 @@ func init() {
 // Spanner reads a table (or a projection and filter of it) into record
 // batches, all at one timestamp, in parallel:
 //
-//  1. a single DoFn opens a BatchReadOnlyTransaction (a strong read: one
-//     timestamp for the whole read), runs PartitionQuery over
+//  1. a single DoFn opens a BatchReadOnlyTransaction (at cfg.ReadTime, or
+//     a strong read: one timestamp for the whole read), runs PartitionQuery over
 //     SELECT columns FROM table [WHERE filter] and emits each partition
 //     with the transaction's ID, both serialized, keyed by partition
 //     number;
@@ -165,9 +192,9 @@ func (f *partitionSpannerFn) ProcessElement(ctx context.Context, _ []byte, emit 
 	if err != nil {
 		return err
 	}
-	txn, err := client.BatchReadOnlyTransaction(ctx, spanner.StrongRead())
+	txn, err := client.BatchReadOnlyTransaction(ctx, f.Cfg.bound())
 	if err != nil {
-		return fmt.Errorf("spanner source: begin batch read of %s: %w", db, err)
+		return fmt.Errorf("spanner source: begin batch read of %s: %w%s", db, err, f.Cfg.readTimeHint(err))
 	}
 	defer func() {
 		if err != nil {
@@ -178,7 +205,7 @@ func (f *partitionSpannerFn) ProcessElement(ctx context.Context, _ []byte, emit 
 	}()
 	parts, err := txn.PartitionQuery(ctx, spanner.Statement{SQL: sql}, spanner.PartitionOptions{})
 	if err != nil {
-		return fmt.Errorf("spanner source: partition %q: %w", sql, err)
+		return fmt.Errorf("spanner source: partition %q: %w%s", sql, err, f.Cfg.readTimeHint(err))
 	}
 	if len(parts) == 0 {
 		return fmt.Errorf("spanner source: PartitionQuery of %q returned no partitions", sql)
@@ -274,7 +301,7 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte)
 	if err := convertRows(ctx, txn.Execute(ctx, &part).Do, p.Table, source, emit, dead); err != nil {
 		// The rows emitted so far are lost with the failed bundle; the
 		// runner retries the whole partition.
-		return fmt.Errorf("spanner source: read partition of %s: %w", p.Table, err)
+		return fmt.Errorf("spanner source: read partition of %s: %w%s", p.Table, err, f.Cfg.readTimeHint(err))
 	}
 	return nil
 }
