@@ -273,6 +273,8 @@ func (f *finishExportFn) ProcessElement(ctx context.Context, _ int, elems func(*
 	defer fs.Close()
 	rows := 0
 	export := spannerexport.Export{Dialect: "GOOGLE_STANDARD_SQL"}
+	dir := strings.TrimSuffix(f.Dir, "/")
+	listed := map[string]bool{} // the data files the new manifests list
 	for i, t := range tables {
 		parts := byTable[strings.ToLower(t.Name)]
 		sort.Slice(parts, func(a, b int) bool { return parts[a].Name < parts[b].Name })
@@ -281,21 +283,28 @@ func (f *finishExportFn) ProcessElement(ctx context.Context, _ int, elems func(*
 			// The import reads a table's schema from its files: an empty
 			// table gets one file with no rows.
 			name := spannerexport.DataName(t.Name, 0, 1)
-			sum, err := writeEmptyOCF(ctx, fs, f.Dir+"/"+name, f.Schemas[i])
+			sum, err := writeEmptyOCF(ctx, fs, dir+"/"+name, f.Schemas[i])
 			if err != nil {
 				return err
 			}
 			m.Files = append(m.Files, spannerexport.ManifestFile{Name: name, MD5: sum})
+			listed[dir+"/"+name] = true
 		}
 		for j, p := range parts {
 			name := spannerexport.DataName(t.Name, j, len(parts))
-			if err := renameOnce(ctx, fs, p.Name, f.Dir+"/"+name); err != nil {
+			if err := renameOnce(ctx, fs, p.Name, dir+"/"+name); err != nil {
 				return err
 			}
+			listed[dir+"/"+name] = true
 			m.Files = append(m.Files, spannerexport.ManifestFile{Name: name, MD5: p.MD5})
 			rows += p.Rows
 		}
-		if err := writeFile(ctx, fs, f.Dir+"/"+spannerexport.ManifestName(t.Name), spannerexport.Marshal(m)); err != nil {
+		if err := writeFile(ctx, fs, dir+"/"+spannerexport.ManifestName(t.Name), spannerexport.Marshal(m)); err != nil {
+			return err
+		}
+		// An export this one replaces (--overwrite) may have had more
+		// files for the table; no manifest lists them now, and they go.
+		if _, err := removeMatching(ctx, fs, dir+"/"+t.Name+".avro-*-of-*", listed); err != nil {
 			return err
 		}
 		export.Tables = append(export.Tables, spannerexport.ExportTable{Name: t.Name, ManifestFile: spannerexport.ManifestName(t.Name)})
@@ -303,7 +312,7 @@ func (f *finishExportFn) ProcessElement(ctx context.Context, _ int, elems func(*
 	if _, err := RemoveExportParts(ctx, f.Dir, owned); err != nil {
 		return err
 	}
-	if err := writeFile(ctx, fs, f.Dir+"/"+spannerexport.ExportFile, spannerexport.Marshal(export)); err != nil {
+	if err := writeFile(ctx, fs, dir+"/"+spannerexport.ExportFile, spannerexport.Marshal(export)); err != nil {
 		return err
 	}
 	emit(rows)

@@ -84,6 +84,11 @@ func TestSpannerExport(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "Users.avro.part-0bad"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// A data file of a larger export this one replaces
+			// (--overwrite), which no manifest will list: removed.
+			if err := os.WriteFile(filepath.Join(dir, "Users.avro-00007-of-00009"), []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			counts, deads := beamtest.NewCollector(t), beamtest.NewCollector(t)
 			beamtest.Run(t, runner, func(s beam.Scope) {
 				in := beam.Reshuffle(s, beam.CreateList(s, batches))
@@ -109,6 +114,9 @@ func TestSpannerExport(t *testing.T) {
 				t.Errorf("%d dead letters (%q), want 10", len(deadReasons), deadReasons)
 			}
 			checkExport(t, dir, []string{"Users", "Logs", "Empty"})
+			if _, err := os.Stat(filepath.Join(dir, "Users.avro-00007-of-00009")); !os.IsNotExist(err) {
+				t.Errorf("a data file no manifest lists is still there: %v", err)
+			}
 			if got := readExport(t, dir, "Users", "Name"); strings.Join(got, " ") != strings.Join(wantUsers, " ") {
 				t.Errorf("Users read with hamba/avro:\n%v\nwant\n%v", got, wantUsers)
 			}
