@@ -19,9 +19,10 @@ const estimateTimeout = 30 * time.Second
 // source, a COUNT(*) of the main table (with the filter) and of each
 // interleaved child; a Datastore source, the count of the kind and of
 // each descendant kind (source.CountDatastore); JSON Lines, CSV and
-// entity JSON files, from their sizes (source.EstimateLines). Avro
-// files, a dry run (which writes nothing to count against) and any
-// failure give none: the meter then shows counts and rate only. A count
+// entity JSON files, from their sizes (source.EstimateLines); Avro files,
+// from their sizes and their first blocks' counts (source.EstimateAvro).
+// A dry run (which writes nothing to count against) and any failure give
+// none: the meter then shows counts and rate only. A count
 // taken beside the run is an estimate (the source may change while it is
 // read), unless a file was read whole.
 func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool) {
@@ -63,6 +64,9 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 	case config.TypeJSONL, config.TypeCSV, config.TypeEntityJSON:
 		n, exact, ok, err := source.EstimateLines(ctx, filesConfig(j))
 		return progress.Total{N: n, Exact: exact, From: "file sizes"}, ok && err == nil
+	case config.TypeAvro:
+		n, exact, err := source.EstimateAvro(ctx, filesConfig(j))
+		return progress.Total{N: n, Exact: exact, From: "file sizes and Avro block counts"}, err == nil
 	}
 	return progress.Total{}, false
 }

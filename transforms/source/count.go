@@ -9,6 +9,7 @@ import (
 
 	"cloud.google.com/go/datastore"
 	pb "cloud.google.com/go/datastore/apiv1/datastorepb"
+	"github.com/linkedin/goavro/v2"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 )
@@ -93,4 +94,61 @@ func EstimateLines(ctx context.Context, cfg FilesConfig) (n int64, exact, ok boo
 		n = max(n-int64(len(files)), 0)
 	}
 	return n, whole, true, nil
+}
+
+// EstimateAvro estimates the records of Avro files from their sizes: the
+// records per byte of the complete blocks in the first file's first MiB
+// (their counts read from the block headers; blocks are skipped, not
+// decoded) times the files' total size less their headers. exact is set
+// when that MiB held every file whole (the count is then the files'
+// records).
+func EstimateAvro(ctx context.Context, cfg FilesConfig) (n int64, exact bool, err error) {
+	fs, files, err := listFiles(ctx, cfg.Path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer fs.Close()
+	var total int64
+	for _, name := range files {
+		size, err := fs.Size(ctx, name)
+		if err != nil {
+			return 0, false, err
+		}
+		total += size
+	}
+	rc, err := fs.OpenRead(ctx, files[0])
+	if err != nil {
+		return 0, false, err
+	}
+	defer rc.Close()
+	cr := &countingReader{r: io.LimitReader(rc, peekBytes)}
+	ocf, err := goavro.NewOCFReader(cr)
+	if err != nil {
+		return 0, false, fmt.Errorf("avro source: %s: %w", files[0], err)
+	}
+	header := cr.n
+	var records, spanned int64 // in the complete blocks, and their bytes
+	for ocf.Scan() {
+		records += ocf.RemainingBlockItems()
+		spanned = cr.n - header
+		ocf.SkipThisBlockAndReset()
+	}
+	whole := len(files) == 1 && cr.n == total && ocf.Err() == nil
+	if whole || records == 0 || spanned == 0 {
+		return records, whole, nil
+	}
+	data := total - header*int64(len(files))
+	return int64(float64(data) * float64(records) / float64(spanned)), false, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"cloud.google.com/go/datastore"
+	"github.com/linkedin/goavro/v2"
 
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
@@ -55,10 +56,61 @@ func TestEstimateLines(t *testing.T) {
 		t.Errorf("CSV rows %d, want 10 (the header is none)", n)
 	}
 	if _, _, ok, _ := EstimateLines(ctx, FilesConfig{Path: csv, Format: "avro"}); ok {
-		t.Error("an estimate for Avro files")
+		t.Error("a line estimate for Avro files (EstimateAvro makes theirs)")
 	}
 	if _, _, _, err := EstimateLines(ctx, FilesConfig{Path: filepath.Join(dir, "none-*"), Format: "jsonl"}); err == nil {
 		t.Error("no error for a path that matches no file")
+	}
+}
+
+// writeAvroFile writes n records of a two-field schema to an Avro file
+// (deflate, as Spanner's export writes), in blocks of block records.
+func writeAvroFile(t *testing.T, path string, n, block int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := goavro.NewOCFWriter(goavro.OCFConfig{W: f, CompressionName: goavro.CompressionDeflateLabel,
+		Schema: `{"type": "record", "name": "T", "fields": [{"name": "Id", "type": "long"}, {"name": "Page", "type": "string"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i += block {
+		var recs []any
+		for j := i; j < min(i+block, n); j++ {
+			// Pages that do not compress to nothing: the block sizes vary.
+			recs = append(recs, map[string]any{"Id": int64(j), "Page": fmt.Sprintf("%x/%d", j*2654435761, j%97)})
+		}
+		if err := w.Append(recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestEstimateAvro: a small file is counted exactly from its block
+// headers; files beyond the first MiB are estimated from their sizes,
+// within 5%; a file that is not Avro is an error.
+func TestEstimateAvro(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.avro")
+	writeAvroFile(t, small, 1234, 100)
+	if n, exact, err := EstimateAvro(ctx, FilesConfig{Path: small, Format: "avro"}); err != nil || !exact || n != 1234 {
+		t.Errorf("small file: %d exact=%v err=%v, want 1234 exact", n, exact, err)
+	}
+	for _, name := range []string{"big.avro-00000-of-00002", "big.avro-00001-of-00002"} {
+		writeAvroFile(t, filepath.Join(dir, name), 150000, 1000)
+	}
+	n, exact, err := EstimateAvro(ctx, FilesConfig{Path: filepath.Join(dir, "big.avro-*"), Format: "avro"})
+	if err != nil || exact || math.Abs(float64(n)-300000)/300000 > 0.05 {
+		t.Errorf("big files: %d exact=%v err=%v, want about 300000, estimated", n, exact, err)
+	}
+	notAvro := filepath.Join(dir, "a.jsonl")
+	writeLinesFile(t, notAvro, 3, func(i int) string { return "{}" })
+	if _, _, err := EstimateAvro(ctx, FilesConfig{Path: notAvro, Format: "avro"}); err == nil {
+		t.Error("no error for a file that is not Avro")
 	}
 }
 
