@@ -41,6 +41,7 @@ func TestInterruptStopsCleanly(t *testing.T) {
 		code   int
 	}{
 		{"prism", syscall.SIGINT, 130},
+		{"prism", syscall.SIGTERM, 143},
 		{"direct", syscall.SIGINT, 130},
 		{"direct", syscall.SIGTERM, 143},
 	} {
