@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/record"
@@ -20,36 +23,55 @@ import (
 
 // dsEnv is a Datastore migration of kind Log from one namespace to
 // another (hashprefix on the root element) with the library on it; the
-// user id is the Log entity's User property.
+// user id is the Log entity's User property. Old is in the default
+// database; new in it too, or in database newDB.
 type dsEnv struct {
 	lib          *cutover.Datastore
-	c            *datastore.Client
+	c            *datastore.Client // the application's client, of old's database
+	newC         *datastore.Client // a client of new's database (c when it is the same)
 	store        cutover.DatastoreStore
 	migration    string
 	configPath   string
 	oldNS, newNS string
 }
 
-func newDSEnv(t *testing.T) *dsEnv {
+func newDSEnv(t *testing.T) *dsEnv { return newDSEnvIn(t, "", nil) }
+
+// newDSEnvIn is newDSEnv with new in database newDB ("" the default);
+// beforeOpen, if set, runs just before the library is opened (after the
+// test's own clients are), e.g. to put a tap between the library's
+// client of new and the emulator.
+func newDSEnvIn(t *testing.T, newDB string, beforeOpen func()) *dsEnv {
 	t.Helper()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
-	e := &dsEnv{c: c, oldNS: emulator.UniqueNamespace("cut-old"), newNS: emulator.UniqueNamespace("cut-new"), migration: fmt.Sprintf("logs-%d", time.Now().UnixNano())}
+	e := &dsEnv{c: c, newC: c, oldNS: emulator.UniqueNamespace("cut-old"), newNS: emulator.UniqueNamespace("cut-new"), migration: fmt.Sprintf("logs-%d", time.Now().UnixNano())}
+	if newDB != "" {
+		nc, err := datastoredb.Client(ctx, emulator.DatastoreProject(), newDB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		e.newC = nc
+	}
 	e.configPath = filepath.Join(t.TempDir(), "rekey.yaml")
 	if err := os.WriteFile(e.configPath, []byte(fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
-target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Log}
+target: {type: datastore, project: %[1]s, database: %[4]q, namespace: %[3]s, kind: Log}
 rewrite: {strategy: hashprefix}
 cohort: {user: User}
-`, emulator.DatastoreProject(), e.oldNS, e.newNS)), 0o644); err != nil {
+`, emulator.DatastoreProject(), e.oldNS, e.newNS, newDB)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if beforeOpen != nil {
+		beforeOpen()
 	}
 	lib, err := cutover.OpenDatastore(ctx, c, e.configPath, cutover.Options{Migration: e.migration, CacheTTL: envTTL, Skew: envSkew})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(lib.Close)
-	e.lib, e.store = lib, cutover.DatastoreStore{Client: c, Namespace: e.newNS}
+	e.lib, e.store = lib, cutover.DatastoreStore{Client: e.newC, Namespace: e.newNS}
 	return e
 }
 
@@ -66,14 +88,19 @@ func (e *dsEnv) key(user string, seq int64) record.Record {
 	return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}}}
 }
 
-// pagesIn returns user's Page values in namespace ns.
+// pagesIn returns user's Page values in namespace ns (of old's database,
+// or of new's for new's namespace).
 func (e *dsEnv) pagesIn(t *testing.T, ns, user string) []string {
 	t.Helper()
 	var out []string
 	var ents []struct {
 		User, Page string
 	}
-	if _, err := e.c.GetAll(context.Background(), datastore.NewQuery("Log").Namespace(ns).FilterField("User", "=", user), &ents); err != nil {
+	c := e.c
+	if ns == e.newNS {
+		c = e.newC
+	}
+	if _, err := c.GetAll(context.Background(), datastore.NewQuery("Log").Namespace(ns).FilterField("User", "=", user), &ents); err != nil {
 		t.Fatal(err)
 	}
 	for _, x := range ents {
@@ -97,10 +124,19 @@ func (e *dsEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 }
 
 // TestDatastoreRouting: the package doc's table for entities, both
-// namespaces in one database (dual writes in one transaction).
+// namespaces in one database (dual writes in one transaction), and old
+// and new in two databases (two commits, the authoritative first).
 func TestDatastoreRouting(t *testing.T) {
+	t.Run("one database", func(t *testing.T) { checkDatastoreRouting(t, newDSEnv(t)) })
+	t.Run("two databases", func(t *testing.T) { checkDatastoreRouting(t, newDSEnvIn(t, dsNewDatabase, nil)) })
+}
+
+// dsNewDatabase is the emulator database the two-database tests put new
+// in (their namespaces keep them apart).
+const dsNewDatabase = "rekey-cutover-new"
+
+func checkDatastoreRouting(t *testing.T, e *dsEnv) {
 	ctx := context.Background()
-	e := newDSEnv(t)
 	type want struct{ old, new bool }
 	wants := map[cutover.Phase]want{
 		cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.Backfilled: {true, true},
@@ -136,9 +172,15 @@ func TestDatastoreRouting(t *testing.T) {
 	}
 }
 
+// TestDatastoreConcurrentCutover is TestSpannerConcurrentCutover for
+// entities: old and new in one database, and in two.
 func TestDatastoreConcurrentCutover(t *testing.T) {
+	t.Run("one database", func(t *testing.T) { datastoreConcurrentCutover(t, newDSEnv(t)) })
+	t.Run("two databases", func(t *testing.T) { datastoreConcurrentCutover(t, newDSEnvIn(t, dsNewDatabase, nil)) })
+}
+
+func datastoreConcurrentCutover(t *testing.T, e *dsEnv) {
 	ctx := context.Background()
-	e := newDSEnv(t)
 	second, err := cutover.OpenDatastore(ctx, e.c, e.configPath, cutover.Options{Migration: e.migration, CacheTTL: envTTL, Skew: envSkew})
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +211,74 @@ func TestDatastoreConcurrentCutover(t *testing.T) {
 			return out, nil
 		},
 	})
+}
+
+// TestDatastoreSecondWriteFailure: old and new in two databases, the
+// library's commits of Log entities to new refused (PermissionDenied,
+// through a tap in front of new's client only). In dual_write the
+// application's write succeeds on old, and the miss goes to the repair
+// log in new's database; a read_new read of that entity sees the pending
+// repair and reads old; in read_new, where new is authoritative, the
+// write fails and old is not written.
+func TestDatastoreSecondWriteFailure(t *testing.T) {
+	ctx := context.Background()
+	var tap *committap.Tap
+	e := newDSEnvIn(t, dsNewDatabase, func() {
+		var err error
+		if tap, err = committap.Start(os.Getenv(emulator.EnvDatastoreHost)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tap.Close)
+		t.Setenv(emulator.EnvDatastoreHost, tap.Addr())
+	})
+	dual, readNew := "user-dual", "user-readnew"
+	e.setPhase(t, dual, cutover.DualWrite)
+	e.setPhase(t, readNew, cutover.ReadNew)
+	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Log"}})
+
+	if err := e.lib.Write(ctx, e.entity(dual, 1, "v1")); err != nil {
+		t.Fatalf("dual_write with a failing second write: %v, want success", err)
+	}
+	if got := e.pagesIn(t, e.oldNS, dual); len(got) != 1 || got[0] != "v1" {
+		t.Errorf("old holds %q, want [v1]", got)
+	}
+	if got := e.pagesIn(t, e.newNS, dual); len(got) != 0 {
+		t.Errorf("new holds %q, though its commits were refused", got)
+	}
+	var repairs []struct {
+		Migration, Op, OldKey, Missed, Reason string
+		Cohort                                int64
+		LoggedAt                              time.Time
+	}
+	q := datastore.NewQuery(cutover.DatastoreRepairKind).Namespace(e.newNS).FilterField("Migration", "=", e.migration)
+	if _, err := e.newC.GetAll(ctx, q, &repairs); err != nil {
+		t.Fatal(err)
+	}
+	if len(repairs) != 1 || repairs[0].Op != "write" || repairs[0].Missed != "new" || !strings.Contains(repairs[0].OldKey, dual) || !strings.Contains(repairs[0].Reason, "PermissionDenied") {
+		t.Errorf("repair log in new's database: %+v; want one write of %s that missed new, with its reason", repairs, dual)
+	}
+	if st := e.lib.Stats(); st.Repairs != 1 || st.Unrepaired != 0 {
+		t.Errorf("repairs %d, unrepaired %d; want 1, 0", st.Repairs, st.Unrepaired)
+	}
+
+	// The cohort moves on before a repair: read_new reads old for the
+	// entity new missed.
+	e.setPhase(t, dual, cutover.ReadNew)
+	got, found, err := e.lib.Read(ctx, e.key(dual, 1))
+	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "v1" {
+		t.Errorf("read_new read of the entity new missed: %s, %v, %v; want v1 from old", got.Describe(), found, err)
+	}
+	if st := e.lib.Stats(); st.Fallbacks != 1 {
+		t.Errorf("%d fallbacks, want 1", st.Fallbacks)
+	}
+
+	if err := e.lib.Write(ctx, e.entity(readNew, 1, "v1")); err == nil {
+		t.Error("read_new with a failing authoritative write succeeded")
+	}
+	if got := e.pagesIn(t, e.oldNS, readNew); len(got) != 0 {
+		t.Errorf("after the authoritative write failed, old holds %q; want nothing", got)
+	}
+	if n := len(tap.Commits()); n == 0 {
+		t.Error("no commit went through the tap: the library's client of new bypassed it")
+	}
 }
