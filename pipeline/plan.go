@@ -390,13 +390,8 @@ func (f *planKeysFn) key(old, rec *record.Record) keys.Key {
 			k.First = part(typed(v, oks.Columns[0].Type))
 		}
 	}
-	for _, fl := range old.Fields {
-		switch fl.Name {
-		case source.FileField:
-			k.File = fl.Value.Str
-		case source.PosField:
-			k.Pos = fl.Value.Int
-		}
+	if v, ok := old.Get(source.PosField); ok {
+		k.Pos = v.Int
 	}
 	for _, fl := range old.Fields {
 		if fl.Value.Kind == record.KindTimestamp && !strings.EqualFold(fl.Name, first) {

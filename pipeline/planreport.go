@@ -19,6 +19,7 @@ import (
 	"github.com/rekeyio/rekey/plan/sim"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
+	"github.com/rekeyio/rekey/transforms/source"
 )
 
 // PlanRequest is what `rekey plan` asks for.
@@ -70,6 +71,9 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 	}
 	streams, err := keys.Read(ctx, run.KeysDir)
 	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	if err := nameFiles(ctx, j, streams); err != nil {
 		return nil, plan.Files{}, err
 	}
 	in, err := planInput(j, run, req)
@@ -266,4 +270,30 @@ func partValue(p keys.Part, t rewrite.Type) record.Value {
 		return record.Value{Kind: record.KindNumeric, Str: p.Text}
 	}
 	return record.String(p.Text)
+}
+
+// nameFiles sets the File of the keys read from a files source: the name
+// of the file their Pos numbers (the files listed again, in the order the
+// source numbered them).
+func nameFiles(ctx context.Context, j *migration.Job, streams []keys.Stream) error {
+	if !j.Config.Source.IsFile() {
+		return nil
+	}
+	names, err := source.ListFiles(ctx, filesConfig(j).Path)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	for _, s := range streams {
+		for i := range s {
+			if s[i].Pos == 0 {
+				continue
+			}
+			f := source.PosFile(s[i].Pos)
+			if f >= len(names) {
+				return fmt.Errorf("plan: a key read from file %d of %s, which matches %d files now", f, filesConfig(j).Path, len(names))
+			}
+			s[i].File = names[f]
+		}
+	}
+	return nil
 }

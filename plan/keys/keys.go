@@ -55,10 +55,12 @@ type Key struct {
 	// with time; nil if the record has none.
 	Time      *time.Time `json:"ts,omitempty"`
 	TimeField string     `json:"tf,omitempty"`
-	// File and Pos say where a record of a file source was read: Pos grows
-	// with the record's place in File (source.FilesConfig.Positions).
-	File string `json:"fl,omitempty"`
+	// Pos says where a record of a file source was read (0: not from a
+	// file): source.PosField, which grows with the record's place in its
+	// file and names the file by its index (source.PosFile). File is that
+	// file's name, set after the keys are read, not stored.
 	Pos  int64  `json:"ps,omitempty"`
+	File string `json:"-"`
 	// Bytes is the record's size (its encoding).
 	Bytes int `json:"b"`
 	// Batch numbers the planned batch within its part file.
@@ -177,7 +179,7 @@ func readStream(ctx context.Context, fs filesystem.Interface, name string) (Stre
 		} else if err != nil {
 			return nil, fmt.Errorf("plan keys: %s, key %d: %w", name, line, err)
 		}
-		k.Table, k.TimeField, k.File = intern(k.Table), intern(k.TimeField), intern(k.File)
+		k.Table, k.TimeField = intern(k.Table), intern(k.TimeField)
 		s = append(s, k)
 	}
 }
