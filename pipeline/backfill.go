@@ -206,6 +206,9 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 	// ended before them, by the store's clock, which a read time taken
 	// from this machine's clock would not promise.
 	live := *cfg
+	if rt := strings.TrimSpace(cfg.Source.ReadTime); rt != "" && rt != config.ReadTimeNone {
+		fmt.Fprintf(out, "rekey: source.read_time %s is not used by a cohort backfill, which reads the source live\n", rt)
+	}
 	live.Source.ReadTime = config.ReadTimeNone
 	job, res, err := migration.Run(ctx, &live, o.Run, r)
 	if err != nil || job.DryRun || job.TranslateOnly {
