@@ -209,16 +209,30 @@ func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
 // Write writes rec (an entity of the old kind, in old keys) where its
 // cohort's phase says (see the package doc).
 func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
-	c, err := d.route(ctx, &rec)
+	return d.routed(ctx, &rec, "write", func(c *call) error {
+		return d.apply(c, "write", c.route.writes, d.writeMuts(c, &rec))
+	})
+}
+
+// routed routes rec's call op by its cohort's phase, counts it and runs
+// do with it.
+func (d *Datastore) routed(ctx context.Context, rec *record.Record, op string, do func(*call) error) error {
+	c, err := d.route(ctx, rec)
 	if err != nil {
 		return err
 	}
 	defer c.cancel()
-	d.stats.call("write", c.phase)
-	return d.apply(c, "write", c.route.writes, func(sd side) ([]dsMut, error) {
-		r := &rec
+	d.stats.call(op, c.phase)
+	return do(c)
+}
+
+// writeMuts builds the mutations writing rec on a side.
+func (d *Datastore) writeMuts(c *call, rec *record.Record) func(side) ([]dsMut, error) {
+	return func(sd side) ([]dsMut, error) {
+		r := rec
 		if sd == newSide {
-			if r, err = d.newRecord(&rec); err != nil {
+			var err error
+			if r, err = d.newRecord(rec); err != nil {
 				return nil, err
 			}
 		}
@@ -232,22 +246,24 @@ func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
 			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), TouchedAt: time.Now().UTC()}})
 		}
 		return ms, nil
-	})
+	}
 }
 
 // Delete deletes the entity with key's key where its cohort's phase says
 // (marking the new key touched while a backfill may copy the cohort).
 func (d *Datastore) Delete(ctx context.Context, key record.Record) error {
-	c, err := d.route(ctx, &key)
-	if err != nil {
-		return err
-	}
-	defer c.cancel()
-	d.stats.call("delete", c.phase)
-	return d.apply(c, "delete", c.route.deletes, func(sd side) ([]dsMut, error) {
-		r := &key
+	return d.routed(ctx, &key, "delete", func(c *call) error {
+		return d.apply(c, "delete", c.route.deletes, d.deleteMuts(c, &key))
+	})
+}
+
+// deleteMuts builds the mutations deleting key's entity on a side.
+func (d *Datastore) deleteMuts(c *call, key *record.Record) func(side) ([]dsMut, error) {
+	return func(sd side) ([]dsMut, error) {
+		r := key
 		if sd == newSide {
-			if r, err = d.newRecord(&key); err != nil {
+			var err error
+			if r, err = d.newRecord(key); err != nil {
 				return nil, err
 			}
 		}
@@ -256,7 +272,45 @@ func (d *Datastore) Delete(ctx context.Context, key record.Record) error {
 			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: true, TouchedAt: time.Now().UTC()}})
 		}
 		return ms, nil
+	}
+}
+
+// WriteInTransaction adds rec's write, routed by its cohort's phase, to
+// the application's own transaction tx (in place of the application's
+// own Put of rec: a transaction takes one mutation per key). Old and new
+// must share tx's database (for old and new apart no one transaction
+// writes both; use Write). The transaction should commit promptly: the
+// phase it was routed by holds for the cache TTL from its read.
+func (d *Datastore) WriteInTransaction(ctx context.Context, tx *datastore.Transaction, rec record.Record) error {
+	return d.routed(ctx, &rec, "write", func(c *call) error {
+		return d.inTransaction(c, tx, c.route.writes, d.writeMuts(c, &rec))
 	})
+}
+
+// DeleteInTransaction adds the delete of key's entity to tx, as
+// WriteInTransaction.
+func (d *Datastore) DeleteInTransaction(ctx context.Context, tx *datastore.Transaction, key record.Record) error {
+	return d.routed(ctx, &key, "delete", func(c *call) error {
+		return d.inTransaction(c, tx, c.route.deletes, d.deleteMuts(c, &key))
+	})
+}
+
+func (d *Datastore) inTransaction(c *call, tx *datastore.Transaction, sides []side, build func(side) ([]dsMut, error)) error {
+	if !d.same {
+		return fmt.Errorf("cutover: %s: old and new are in different databases, so no one transaction writes both; use Write", c.key)
+	}
+	var all []dsMut
+	for _, sd := range sides {
+		ms, err := build(sd)
+		if err != nil {
+			return err
+		}
+		all = append(all, ms...)
+	}
+	if _, err := tx.Mutate(toMutations(all)...); err != nil {
+		return fmt.Errorf("cutover: %s: %w", c.key, err)
+	}
+	return nil
 }
 
 func (d *Datastore) apply(c *call, op string, sides []side, build func(side) ([]dsMut, error)) error {

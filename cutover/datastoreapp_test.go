@@ -2,6 +2,7 @@ package cutover_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,5 +281,68 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 	}
 	if n := len(tap.Commits()); n == 0 {
 		t.Error("no commit went through the tap: the library's client of new bypassed it")
+	}
+}
+
+// TestDatastoreWriteInTransaction: the library adds a dual write (and a
+// dual delete) to the application's own transaction (one database), which
+// commits them with the application's own mutations, or rolls them back
+// with it; across databases it refuses, whatever the phase.
+func TestDatastoreWriteInTransaction(t *testing.T) {
+	ctx := context.Background()
+	e := newDSEnv(t)
+	user := "user-txn"
+	e.setPhase(t, user, cutover.DualWrite)
+	other := datastore.NameKey("Other", "someone-else", nil)
+	other.Namespace = e.oldNS
+	if _, err := e.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		if _, err := tx.Put(other, &datastore.PropertyList{{Name: "Page", Value: "app's own"}}); err != nil {
+			return err
+		}
+		return e.lib.WriteInTransaction(ctx, tx, e.entity(user, 1, "in txn"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if o, n := e.pagesIn(t, e.oldNS, user), e.pagesIn(t, e.newNS, user); len(o) != 1 || len(n) != 1 || o[0] != "in txn" || n[0] != "in txn" {
+		t.Errorf("after the application's transaction: old %q, new %q; want the entity in both", o, n)
+	}
+	var props datastore.PropertyList
+	if err := e.c.Get(ctx, other, &props); err != nil {
+		t.Errorf("the application's own entity: %v", err)
+	}
+
+	boom := errors.New("the application gives up")
+	_, err := e.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		if err := e.lib.WriteInTransaction(ctx, tx, e.entity(user, 2, "rolled back")); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("a transaction that fails: %v", err)
+	}
+	if o, n := e.pagesIn(t, e.oldNS, user), e.pagesIn(t, e.newNS, user); len(o) != 1 || len(n) != 1 {
+		t.Errorf("after a rolled-back transaction: old %q, new %q; want only the first entity in each", o, n)
+	}
+
+	if _, err := e.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		return e.lib.DeleteInTransaction(ctx, tx, e.key(user, 1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if o, n := e.pagesIn(t, e.oldNS, user), e.pagesIn(t, e.newNS, user); len(o) != 0 || len(n) != 0 {
+		t.Errorf("after a delete in a transaction: old %q, new %q; want none", o, n)
+	}
+
+	apart := newDSEnvIn(t, dsNewDatabase, nil)
+	for _, p := range []cutover.Phase{cutover.Old, cutover.DualWrite, cutover.NewOnly} {
+		u := "user-apart-" + string(p)
+		apart.setPhase(t, u, p)
+		_, err := apart.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+			return apart.lib.WriteInTransaction(ctx, tx, apart.entity(u, 1, "x"))
+		})
+		if err == nil || !strings.Contains(err.Error(), "different databases") {
+			t.Errorf("%s: WriteInTransaction across databases: %v, want a refusal", p, err)
+		}
 	}
 }

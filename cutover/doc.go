@@ -68,7 +68,10 @@
 //
 // When old and new are in one database the two writes are one
 // transaction, which can be the application's own (Spanner.BufferWrite,
-// BufferDelete). Across databases the authoritative write goes first; if it
+// BufferDelete; Datastore.WriteInTransaction, DeleteInTransaction; these
+// are refused whatever the phase when old and new are apart, so that a
+// call that works in old does not break later). Across databases the
+// authoritative write goes first; if it
 // fails the call fails and nothing else is written; if the second fails
 // the call succeeds and the record goes to the repair log (RekeyRepair,
 // for part 2's verify and repair); if that fails too the call fails with

@@ -600,7 +600,10 @@ func (s *Spanner) BufferDelete(ctx context.Context, txn *spanner.ReadWriteTransa
 }
 
 func (s *Spanner) buffer(c *call, txn *spanner.ReadWriteTransaction, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
-	if !s.same && len(sides) == 2 {
+	// Refused apart whatever the phase: txn is of old's database, where
+	// new's mutations do not belong, and a call that worked in old would
+	// break at dual_write.
+	if !s.same {
 		return fmt.Errorf("cutover: %s: old and new are in different databases, so no one transaction writes both; use Write", c.key)
 	}
 	var all []*spanner.Mutation

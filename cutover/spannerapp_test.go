@@ -343,4 +343,12 @@ func TestSpannerBufferWrite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "different databases") {
 		t.Errorf("BufferWrite across databases: %v, want a refusal", err)
 	}
+	// In new_only too, where the one write is new's: txn is old's.
+	apart.setPhase(t, "user-new-only", cutover.NewOnly)
+	_, err = apart.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return apart.lib.BufferWrite(ctx, txn, logRow("user-new-only", 1, "x"))
+	})
+	if err == nil || !strings.Contains(err.Error(), "different databases") {
+		t.Errorf("BufferWrite across databases in new_only: %v, want a refusal", err)
+	}
 }
