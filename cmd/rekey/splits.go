@@ -126,7 +126,7 @@ func (o *SplitsOptions) check() error {
 	case o.Sample < 0:
 		return usagef("splits: --sample must be 0 (the default) or more, got %d", o.Sample)
 	case len(o.Indexes) > 0:
-		return usagef("splits: --index %s: split points for indexes are not supported yet: rekey does not know the target's index definitions (it reads and creates tables only); write INDEX lines for gcloud by hand", strings.Join(o.Indexes, ","))
+		return usagef("splits: --index %s: split points for indexes are not supported yet: the sample keeps the key columns only, and an index's points need its own columns' values; write INDEX lines for gcloud by hand (INDEX NAME (VALUE, ...))", strings.Join(o.Indexes, ","))
 	}
 	return nil
 }
