@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
 )
 
 // writeTestConfig writes a config into a temp dir, with %s standing for
@@ -119,6 +122,40 @@ dead_letter: "%s/dead.jsonl"`},
 			}
 		})
 	}
+	// A redrive into an unreachable target, and the demo against an
+	// unreachable emulator, fail as fast and say the same.
+	t.Run("redrive", func(t *testing.T) {
+		t.Setenv("DATASTORE_EMULATOR_HOST", "127.0.0.1:1")
+		cfg := writeTestConfig(t, `
+source: {type: jsonl, path: "%s/in.jsonl"}
+target: {type: datastore, project: p, kind: K}
+rewrite: {strategy: hashprefix}
+dead_letter: "%s/dead.jsonl"`)
+		rec := record.Record{Table: "K", Key: &rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", Name: "a"}}}, Fields: []record.Field{{Name: "V", Value: record.Int(1)}}}
+		from := filepath.Join(t.TempDir(), "failed.jsonl")
+		if err := os.WriteFile(from, []byte(record.NewDeadLetter(record.StageWrite, "test", &rec, errors.New("unavailable"))+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, errs, code := rekey(t, "", "redrive", "-c", cfg, "--from", from)
+		if code != exitFailure || !strings.Contains(errs, "127.0.0.1:1 (DATASTORE_EMULATOR_HOST)") || !strings.Contains(errs, "connection refused") {
+			t.Errorf("redrive: exit %d, want %d, naming the address and the cause\nstdout: %s\nstderr: %s", code, exitFailure, out, errs)
+		}
+		if el := time.Since(start); el > 10*time.Second {
+			t.Errorf("redrive took %s", el)
+		}
+	})
+	t.Run("demo", func(t *testing.T) {
+		t.Setenv("SPANNER_EMULATOR_HOST", "127.0.0.1:1")
+		start := time.Now()
+		out, errs, code := rekey(t, "", "demo", "--out", filepath.Join(t.TempDir(), "demo"))
+		if code == 0 || !strings.Contains(out+errs, "127.0.0.1:1") || !strings.Contains(out+errs, "connection refused") {
+			t.Errorf("demo: exit %d, want a failure naming the address and the cause\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+		if el := time.Since(start); el > 10*time.Second {
+			t.Errorf("demo took %s", el)
+		}
+	})
 	t.Run("validate --connect", func(t *testing.T) {
 		t.Setenv("SPANNER_EMULATOR_HOST", "127.0.0.1:1")
 		cfg := writeTestConfig(t, `
