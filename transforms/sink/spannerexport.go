@@ -312,10 +312,50 @@ func (f *finishExportFn) ProcessElement(ctx context.Context, _ int, elems func(*
 	if _, err := RemoveExportParts(ctx, f.Dir, owned); err != nil {
 		return err
 	}
+	if err := removeDroppedTables(ctx, fs, dir, export); err != nil {
+		return err
+	}
 	if err := writeFile(ctx, fs, dir+"/"+spannerexport.ExportFile, spannerexport.Marshal(export)); err != nil {
 		return err
 	}
 	emit(rows)
+	return nil
+}
+
+// removeDroppedTables removes the manifests and data files of the
+// tables an export this one replaces (--overwrite) listed and this one
+// does not, so that the folder holds one export. A folder without an
+// earlier spanner-export.json, or with one that cannot be read, is left
+// as it is.
+func removeDroppedTables(ctx context.Context, fs filesystem.Interface, dir string, export spannerexport.Export) error {
+	path := dir + "/" + spannerexport.ExportFile
+	if found, err := fs.List(ctx, path); err != nil || len(found) == 0 {
+		return nil
+	}
+	rc, err := fs.OpenRead(ctx, path)
+	if err != nil {
+		return nil
+	}
+	var old spannerexport.Export
+	err = json.NewDecoder(rc).Decode(&old)
+	rc.Close()
+	if err != nil {
+		return nil
+	}
+	kept := map[string]bool{}
+	for _, t := range export.Tables {
+		kept[strings.ToLower(t.Name)] = true
+	}
+	for _, t := range old.Tables {
+		if kept[strings.ToLower(t.Name)] || t.Name == "" || strings.ContainsAny(t.Name, "/*?[") {
+			continue
+		}
+		for _, glob := range []string{dir + "/" + t.Name + ".avro-*-of-*", dir + "/" + spannerexport.ManifestName(t.Name)} {
+			if _, err := removeMatching(ctx, fs, glob, nil); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

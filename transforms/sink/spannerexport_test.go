@@ -84,10 +84,19 @@ func TestSpannerExport(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "Users.avro.part-0bad"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			// A data file of a larger export this one replaces
-			// (--overwrite), which no manifest will list: removed.
-			if err := os.WriteFile(filepath.Join(dir, "Users.avro-00007-of-00009"), []byte("old"), 0o644); err != nil {
-				t.Fatal(err)
+			// An export this one replaces (--overwrite): a data file of a
+			// table it had more files for, and a table it had that this
+			// one has not, with its manifest. No manifest will list them:
+			// removed.
+			for name, text := range map[string]string{
+				"Users.avro-00007-of-00009": "old",
+				"Gone.avro-00000-of-00001":  "old",
+				"Gone-manifest.json":        `{"files": [{"name": "Gone.avro-00000-of-00001", "md5": "x"}]}`,
+				"spanner-export.json":       `{"tables": [{"name": "Gone", "manifestFile": "Gone-manifest.json"}, {"name": "Users", "manifestFile": "Users-manifest.json"}]}`,
+			} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			counts, deads := beamtest.NewCollector(t), beamtest.NewCollector(t)
 			beamtest.Run(t, runner, func(s beam.Scope) {
@@ -114,8 +123,10 @@ func TestSpannerExport(t *testing.T) {
 				t.Errorf("%d dead letters (%q), want 10", len(deadReasons), deadReasons)
 			}
 			checkExport(t, dir, []string{"Users", "Logs", "Empty"})
-			if _, err := os.Stat(filepath.Join(dir, "Users.avro-00007-of-00009")); !os.IsNotExist(err) {
-				t.Errorf("a data file no manifest lists is still there: %v", err)
+			for _, name := range []string{"Users.avro-00007-of-00009", "Gone.avro-00000-of-00001", "Gone-manifest.json"} {
+				if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+					t.Errorf("%s, of the export replaced, is still there: %v", name, err)
+				}
 			}
 			if got := readExport(t, dir, "Users", "Name"); strings.Join(got, " ") != strings.Join(wantUsers, " ") {
 				t.Errorf("Users read with hamba/avro:\n%v\nwant\n%v", got, wantUsers)
