@@ -132,6 +132,8 @@ type Tap struct {
 	faults  Faults
 	hold    time.Time // HoldReads
 	held    int
+	onRead  map[string]func() // OnRead, by lower-case table name
+	inRead  atomic.Bool       // an OnRead function runs
 	rnd     *rand.Rand
 	wg      sync.WaitGroup
 }
@@ -155,6 +157,44 @@ func (t *Tap) HoldReads(until time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.hold = until
+}
+
+// OnRead calls fn before forwarding each Spanner read by key
+// (StreamingRead, not of a partition) of table, then forwards the read:
+// something that happens between a reader's request and the read, such
+// as an application's write landing between a verify's reads of old and
+// new. Reads that arrive while an fn runs (fn's own) pass unchanged. A nil
+// fn stops.
+func (t *Tap) OnRead(table string, fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.onRead == nil {
+		t.onRead = map[string]func(){}
+	}
+	if fn == nil {
+		delete(t.onRead, strings.ToLower(table))
+		return
+	}
+	t.onRead[strings.ToLower(table)] = fn
+}
+
+// readHook runs the OnRead function of a read request, if any.
+func (t *Tap) readHook(method string, req []byte) {
+	if method != SpannerStreamingRead {
+		return
+	}
+	var r spannerpb.ReadRequest
+	if proto.Unmarshal(req, &r) != nil || len(r.GetPartitionToken()) > 0 {
+		return
+	}
+	t.mu.Lock()
+	fn := t.onRead[strings.ToLower(r.GetTable())]
+	t.mu.Unlock()
+	if fn == nil || !t.inRead.CompareAndSwap(false, true) {
+		return
+	}
+	defer t.inRead.Store(false)
+	fn()
 }
 
 // Held returns how many reads HoldReads held.
@@ -362,6 +402,7 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 		if err := ss.RecvMsg(first); err != nil {
 			return err
 		}
+		t.readHook(method, first.b)
 		if until := t.holdRead(method, first.b); !until.IsZero() {
 			select {
 			case <-time.After(time.Until(until)):
