@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
@@ -69,4 +70,40 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 		return progress.Total{N: n, Exact: exact, From: "file sizes and Avro block counts"}, err == nil
 	}
 	return progress.Total{}, false
+}
+
+// estimateCompared estimates the records a verify of cohorts compares,
+// for its progress meter: the old records of the cohorts — a Spanner
+// source's COUNT(*) with the cohort filter where its query can tell the
+// cohorts; otherwise the source's count (as estimateTotal) times the
+// cohorts' share of the buckets (users spread evenly over the buckets).
+// Records extra in new come on top; the meter raises an estimate the run
+// outgrows.
+func estimateCompared(ctx context.Context, j *migration.Job, cohorts []cohort.Range) (progress.Total, bool) {
+	cohorts = cohort.Merge(cohorts)
+	if j.Config.Source.Type == config.TypeSpanner {
+		if f := cohortFilter(j, cohorts); f != "" {
+			ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
+			defer cancel()
+			n, err := source.CountSpanner(ctx, spannerSource(j, f))
+			if err != nil {
+				return progress.Total{}, false
+			}
+			return progress.Total{N: n, From: "COUNT(*) of the cohorts"}, true
+		}
+	}
+	jj := *j
+	jj.DryRun, jj.TranslateOnly, jj.RedriveFrom = false, false, ""
+	t, ok := estimateTotal(ctx, &jj)
+	if !ok {
+		return t, false
+	}
+	if b := j.Config.Cohort.Buckets; b > 0 {
+		if n := cohort.Count(cohorts); n < b {
+			t.N = (t.N*int64(n) + int64(b) - 1) / int64(b)
+			t.From += ", times the cohorts' share"
+			t.Exact = false
+		}
+	}
+	return t, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -14,22 +15,42 @@ import (
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
+	"github.com/rekeyio/rekey/rewrite"
 )
 
 // A verify runs while the application writes: it reads old and new at
 // different times, so a record written between the two reads looks
 // different, missing or extra when it is not. Every finding is therefore
-// read again, old then new by key, up to recheckAttempts times a little
-// apart; a finding that old and new agree on at one of these reads is
-// counted as settled (a write in flight), not as a finding. A real
-// difference persists through every read. Only database sources can be
-// read again by key.
+// read again, up to recheckAttempts times a little apart, old and new AT
+// ONE MOMENT each time; a finding that old and new agree on at one of
+// these moments is counted as settled (a write in flight), not as a
+// finding. A real difference persists at every moment.
+//
+// One moment: on Spanner, a strong read-only transaction reads the new
+// rows and the old rows are read at that transaction's timestamp
+// (spanner.ReadTimestamp), so both sides are as they were at one instant
+// of the instance's clock whether they share a database or not; a key the
+// application writes several times a second differs at such an instant
+// only while one of its dual writes is between its two commits. On
+// Datastore, both sides are looked up in read-only transactions at one
+// read time (datastore.WithReadTime), a little in the past (the server
+// refuses a read time in its future) and after the job's own reads. Only
+// database sources can be read again by key.
+//
+// Findings are read again in batches (recheckBatch per bundle at most,
+// one read of each side per batch and attempt, one wait per attempt), not
+// one by one: a target with tens of thousands of extra records costs a
+// few reads per batch instead of three waits per record.
 
-// recheckAttempts and recheckWait: a finding is read again 3 times, 150,
-// 300 and 450 ms after the join.
+// recheckAttempts and recheckWait: a batch of findings is read again 3
+// times, 150, 300 and 450 ms after the previous read (or the batch). recheckBatch is the
+// most findings read again at once. datastoreReadLag is how far in the
+// past a Datastore read time is.
 const (
-	recheckAttempts = 3
-	recheckWait     = 150 * time.Millisecond
+	recheckAttempts  = 3
+	recheckWait      = 150 * time.Millisecond
+	recheckBatch     = 500
+	datastoreReadLag = 200 * time.Millisecond
 )
 
 // recheckSpec says where a finding is read again.
@@ -63,11 +84,7 @@ type rechecker struct {
 }
 
 func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*rechecker, error) {
-	var rs rekeyer.Spec
-	if err := json.Unmarshal([]byte(spec.Spec), &rs); err != nil {
-		return nil, err
-	}
-	rk, err := rs.Build()
+	rk, err := buildRekeyer(spec.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -104,89 +121,265 @@ func (r *rechecker) close() {
 	}
 }
 
-// settles reports whether old and new agree on a finding's record at one
-// of the rereads.
-func (r *rechecker) settles(ctx context.Context, jd joined) (bool, error) {
-	oldRef := jd.old
-	if oldRef == nil && jd.got != nil { // extra in new: its old key by the inverse rewrite
-		inv := *jd.got
-		inv.Fields = append([]record.Field(nil), jd.got.Fields...)
-		if r.rk.Invert(&inv) == nil {
-			if inv.Key != nil {
-				inv.Key.Namespace, inv.Key.Database = r.spec.Source.Namespace, r.spec.Source.Database
-			}
-			oldRef = &inv
+// recheckItem is a finding waiting to be read again: its record's old
+// key (nil when it has none: extra in new with no inverse rewrite) and new
+// key, and whether old and new agreed on it at one of the rereads.
+type recheckItem struct {
+	key            string // the new key's text, as the join keyed it
+	jd             joined
+	oldRef, newRef *record.Record
+	settled        bool
+}
+
+// item makes the recheck item of a finding.
+func (r *rechecker) item(key string, jd joined) *recheckItem {
+	it := &recheckItem{key: key, jd: jd, oldRef: jd.old, newRef: jd.got}
+	if it.oldRef == nil && jd.got != nil { // extra in new: its old key by the inverse rewrite
+		if inv, ok := inverseOf(r.rk, jd.got, r.spec.Source); ok {
+			it.oldRef = inv
 		}
 	}
-	newRef := jd.got
-	if newRef == nil {
-		newRef = jd.want
+	if it.newRef == nil {
+		it.newRef = jd.want
 	}
+	return it
+}
+
+// inverseOf is the old record of a new one by the inverse rewrite, in
+// source's namespace and database; false when there is no inverse.
+func inverseOf(rk *rekeyer.Rekeyer, got *record.Record, source config.Endpoint) (*record.Record, bool) {
+	inv := *got
+	inv.Fields = append([]record.Field(nil), got.Fields...)
+	if rk.Invert(&inv) != nil {
+		return nil, false
+	}
+	if inv.Key != nil {
+		k := *inv.Key
+		k.Namespace, k.Database = source.Namespace, source.Database
+		inv.Key = &k
+	}
+	return &inv, true
+}
+
+// settle reads the items again, at most recheckAttempts times, each time
+// old and new at one moment, and marks those old and new agree on as
+// settled. started is when the batch was formed (after the job's reads of
+// its records).
+func (r *rechecker) settle(ctx context.Context, items []*recheckItem, started time.Time) error {
 	for attempt := 1; attempt <= recheckAttempts; attempt++ {
+		var open []*recheckItem
+		for _, it := range items {
+			if !it.settled {
+				open = append(open, it)
+			}
+		}
+		if len(open) == 0 {
+			return nil
+		}
 		select {
 		case <-time.After(time.Duration(attempt) * recheckWait):
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return ctx.Err()
 		}
-		var oldNow *record.Record
-		if oldRef != nil {
-			var err error
-			if oldNow, err = r.read(ctx, r.oldS, r.oldD, r.spec.SourceTable, oldRef); err != nil {
-				return false, err
-			}
-		}
-		newNow, err := r.read(ctx, r.newS, r.newD, r.side.Table, newRef)
+		olds, news, err := r.readAtOnce(ctx, open, started)
 		if err != nil {
-			return false, err
+			return err
 		}
-		switch {
-		case oldNow == nil && newNow == nil:
-			return true, nil
-		case oldNow != nil && newNow != nil:
-			want := *oldNow
-			want.Fields = append([]record.Field(nil), oldNow.Fields...)
-			if err := r.rk.Rewrite(&want); err != nil {
-				return false, nil
-			}
-			if d, err := r.side.differ(newNow, &want); err == nil && d == "" {
-				return true, nil
-			}
+		for i, it := range open {
+			it.settled = r.agree(olds[i], news[i])
 		}
 	}
-	return false, nil
+	return nil
 }
 
-// read reads the record with ref's key, nil if there is none.
-func (r *rechecker) read(ctx context.Context, sc *spanner.Client, dc *datastore.Client, t *spannerdb.Table, ref *record.Record) (*record.Record, error) {
-	if sc != nil {
-		k, err := spannerdb.SpannerKey(ref, t)
+// agree reports whether old and new agree on a record: both absent, or
+// new holding what the rewrite makes of old.
+func (r *rechecker) agree(oldNow, newNow *record.Record) bool {
+	switch {
+	case oldNow == nil && newNow == nil:
+		return true
+	case oldNow != nil && newNow != nil:
+		want := *oldNow
+		want.Fields = append([]record.Field(nil), oldNow.Fields...)
+		if err := r.rk.Rewrite(&want); err != nil {
+			return false
+		}
+		d, err := r.side.differ(newNow, &want)
+		return err == nil && d == ""
+	}
+	return false
+}
+
+// readAtOnce reads the items' old and new records at one moment (see
+// above), nil where there is none.
+func (r *rechecker) readAtOnce(ctx context.Context, items []*recheckItem, started time.Time) (olds, news []*record.Record, err error) {
+	if r.newS != nil && r.oldS != nil {
+		return r.readSpanner(ctx, items)
+	}
+	if r.newD != nil && r.oldD != nil {
+		// A read time after the job's reads and a little in the past.
+		at := time.Now().Add(-datastoreReadLag)
+		if !at.After(started) {
+			select {
+			case <-time.After(started.Sub(at) + time.Millisecond):
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			at = time.Now().Add(-datastoreReadLag)
+		}
+		at = at.UTC().Truncate(time.Microsecond)
+		if olds, err = r.readDatastore(ctx, r.oldD, items, true, at); err != nil {
+			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
+		}
+		if news, err = r.readDatastore(ctx, r.newD, items, false, at); err != nil {
+			return nil, nil, fmt.Errorf("new at %s: %w", at.Format(time.RFC3339Nano), err)
+		}
+		return olds, news, nil
+	}
+	return nil, nil, errors.New("verify: a recheck across two kinds of store (Spanner and Datastore) is not supported")
+}
+
+// readSpanner reads the items' new rows in a strong read-only transaction
+// and their old rows at its timestamp.
+func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds, news []*record.Record, err error) {
+	newT, oldT := r.side.Table, r.spec.SourceTable
+	if newT == nil || oldT == nil {
+		return nil, nil, errors.New("verify: a Spanner recheck without the tables' schemas")
+	}
+	var newKeys, oldKeys []spanner.Key
+	newText := make([]string, len(items))
+	oldText := make([]string, len(items))
+	for i, it := range items {
+		k, err := spannerdb.SpannerKey(it.newRef, newT)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cols := make([]string, len(t.Columns))
-		for i, c := range t.Columns {
-			cols[i] = c.Name
+		newKeys = append(newKeys, k)
+		if newText[i], err = spannerKeyText(it.newRef, newT); err != nil {
+			return nil, nil, err
 		}
-		row, err := sc.Single().ReadRow(ctx, t.Name, k, cols)
-		if errors.Is(err, spanner.ErrRowNotFound) {
-			return nil, nil
+		if it.oldRef == nil {
+			continue
 		}
-		if err != nil {
-			return nil, err
+		if k, err = spannerdb.SpannerKey(it.oldRef, oldT); err != nil {
+			return nil, nil, err
 		}
+		oldKeys = append(oldKeys, k)
+		if oldText[i], err = spannerKeyText(it.oldRef, oldT); err != nil {
+			return nil, nil, err
+		}
+	}
+	txn := r.newS.ReadOnlyTransaction()
+	defer txn.Close()
+	newRows, err := readSpannerRows(ctx, txn, newT, newKeys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("new: %w", err)
+	}
+	at, err := txn.Timestamp()
+	if err != nil {
+		return nil, nil, fmt.Errorf("new: the read's timestamp: %w", err)
+	}
+	oldRows := map[string]*record.Record{}
+	if len(oldKeys) > 0 {
+		if oldRows, err = readSpannerRows(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), oldT, oldKeys); err != nil {
+			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
+		}
+	}
+	olds, news = make([]*record.Record, len(items)), make([]*record.Record, len(items))
+	for i, it := range items {
+		news[i] = newRows[newText[i]]
+		if it.oldRef != nil {
+			olds[i] = oldRows[oldText[i]]
+		}
+	}
+	return olds, news, nil
+}
+
+// spannerKeyText is the text of a record's key in table t.
+func spannerKeyText(rec *record.Record, t *spannerdb.Table) (string, error) {
+	k, err := spannerdb.KeyOf(rec, t)
+	if err != nil {
+		return "", err
+	}
+	return rewrite.FormatKey(k, false), nil
+}
+
+// spannerReader is a read-only transaction or a single use.
+type spannerReader interface {
+	Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator
+}
+
+// readSpannerRows reads the rows of keys from t, by their key's text.
+func readSpannerRows(ctx context.Context, rd spannerReader, t *spannerdb.Table, keys []spanner.Key) (map[string]*record.Record, error) {
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = c.Name
+	}
+	out := map[string]*record.Record{}
+	err := rd.Read(ctx, t.Name, spanner.KeySetFromKeys(keys...), cols).Do(func(row *spanner.Row) error {
 		rec, err := spannerdb.RowToRecord(row, t)
-		return &rec, err
+		if err != nil {
+			return err
+		}
+		k, err := spannerKeyText(&rec, t)
+		if err != nil {
+			return err
+		}
+		out[k] = &rec
+		return nil
+	})
+	return out, err
+}
+
+// readDatastore looks up the items' old (or new) entities in a read-only
+// transaction at read time at.
+func (r *rechecker) readDatastore(ctx context.Context, c *datastore.Client, items []*recheckItem, old bool, at time.Time) ([]*record.Record, error) {
+	out := make([]*record.Record, len(items))
+	var keys []*datastore.Key
+	var idx []int
+	for i, it := range items {
+		ref := it.newRef
+		if old {
+			ref = it.oldRef
+		}
+		if ref == nil {
+			continue
+		}
+		if ref.Key == nil {
+			return nil, errors.New("verify: recheck of a record without a key")
+		}
+		keys = append(keys, datastoredb.KeyToDatastore(*ref.Key))
+		idx = append(idx, i)
 	}
-	if ref.Key == nil {
-		return nil, errors.New("verify: recheck of a record without a key")
+	if len(keys) == 0 {
+		return out, nil
 	}
-	k := datastoredb.KeyToDatastore(*ref.Key)
-	var pl datastore.PropertyList
-	if err := dc.Get(ctx, k, &pl); errors.Is(err, datastore.ErrNoSuchEntity) {
-		return nil, nil
+	tx, err := c.NewTransaction(ctx, datastore.ReadOnly, datastore.WithReadTime(at))
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	pls := make([]datastore.PropertyList, len(keys))
+	err = tx.GetMulti(keys, pls)
+	var me datastore.MultiError
+	if errors.As(err, &me) {
+		for _, e := range me {
+			if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
+				return nil, e
+			}
+		}
 	} else if err != nil {
 		return nil, err
 	}
-	rec, err := datastoredb.FromEntity(k, pl)
-	return &rec, err
+	for n, k := range keys {
+		if me != nil && me[n] != nil {
+			continue
+		}
+		rec, err := datastoredb.FromEntity(k, pls[n])
+		if err != nil {
+			return nil, err
+		}
+		out[idx[n]] = &rec
+	}
+	return out, nil
 }

@@ -49,8 +49,11 @@ type Runner struct {
 	Backfill *cutover.Backfill
 
 	// total, if set, estimates the job's records for the progress meter
-	// (Migrate sets it: estimateTotal).
+	// (Migrate sets it: estimateTotal; a verify, estimateCompared).
 	total func(context.Context) (progress.Total, bool)
+	// compare says the job compares (a verify or a repair): its progress
+	// counts the records compared (VerifyCompared).
+	compare bool
 }
 
 // Name is the Beam runner's name.
@@ -244,7 +247,7 @@ func addCounters(c migration.Counters, m metrics.Results, live bool) {
 // package doc).
 func runDirect(ctx context.Context, r Runner, p *beam.Pipeline, start time.Time, res *migration.Result) error {
 	t := &tally{n: map[string]int64{}}
-	stop := startProgress(ctx, r.Progress, start, t.counters, r.total)
+	stop := startProgress(ctx, r.Progress, start, t.counters, r.total, r.compare)
 	pr, err := beam.Run(transforms.ObserveCounts(ctx, t.add), "direct", p)
 	stop()
 	if pr != nil {
@@ -278,7 +281,9 @@ func (t *tally) counters() migration.Counters {
 // now() returns (nil: none yet) until the returned stop is called, which
 // clears the bar. total, if set, estimates the run's records; it runs
 // beside the job and the meter gets percent and ETA when it returns.
-func startProgress(ctx context.Context, w io.Writer, start time.Time, now func() migration.Counters, total func(context.Context) (progress.Total, bool)) (stop func()) {
+// compare says the run compares (a verify or a repair): it counts records
+// compared, not written.
+func startProgress(ctx context.Context, w io.Writer, start time.Time, now func() migration.Counters, total func(context.Context) (progress.Total, bool), compare bool) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
@@ -304,7 +309,7 @@ func startProgress(ctx context.Context, w io.Writer, start time.Time, now func()
 				return
 			case <-t.C:
 				if c := now(); c != nil {
-					m.Update(snapshot(c, time.Since(start)))
+					m.Update(snapshot(c, time.Since(start), compare))
 				}
 			}
 		}
@@ -313,8 +318,12 @@ func startProgress(ctx context.Context, w io.Writer, start time.Time, now func()
 }
 
 // snapshot is the progress counts of a run's counters.
-func snapshot(c migration.Counters, el time.Duration) progress.Snapshot {
+func snapshot(c migration.Counters, el time.Duration, compare bool) progress.Snapshot {
 	s := progress.Snapshot{Read: c[migration.Read], Done: c[migration.Written], Dead: c[migration.DeadLettered], Elapsed: el}
+	if compare { // a verify or a repair: its repairs are counted at the end
+		s.Done, s.Verb = c[VerifyCompared], "compared"
+		return s
+	}
 	if d := c[migration.Deleted]; d > 0 { // a cohort cleanup
 		s.Done, s.Verb = d, "deleted"
 	}

@@ -6,14 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
@@ -49,6 +54,14 @@ type Verify struct {
 	// log says new missed.
 	RepairReadNew string
 	RepairPending map[string]bool
+	// Routed (old keys, verify only): records whose latest repair-log
+	// entry says new missed a write or delete that old took, in cohorts
+	// where old is authoritative; the library routes around them (see
+	// RunVerify), so their differences are reported apart, as logged and
+	// routed around, not as findings.
+	Routed map[string]bool
+	// RoutedEntries (entry IDs) are the repair-log entries of Routed.
+	RoutedEntries map[string]bool
 }
 
 // VerifyCohort is one cohort's line of a verify report.
@@ -61,13 +74,26 @@ type VerifyCohort struct {
 	// Settled counts the findings that old and new agreed on when read
 	// again (writes in flight while the job read; see recheck.go).
 	Settled int `json:"settled_on_recheck"`
+	// Routed counts the differing records (missing, extra or mismatched)
+	// whose latest repair-log entry says new missed a write or delete
+	// that old took, while old is authoritative: logged, and routed
+	// around by the library (it reads old for them in read_new, and
+	// new_only is refused until a repair copies them). They are not
+	// counted as findings.
+	Routed int `json:"logged_routed_around"`
 	// RepairLog counts the cohort's entries in the repair log (added by
-	// RunVerify, which reads the log).
-	RepairLog int `json:"repair_log"`
+	// RunVerify, which reads the log); RepairLogRouted those of them that
+	// are routed around (as Routed).
+	RepairLog       int `json:"repair_log"`
+	RepairLogRouted int `json:"repair_log_routed_around"`
 	// Examples holds up to the job's Examples keys per finding: old keys
 	// for missing and mismatched records (with how they differ), new keys
 	// for extra ones, the logged keys and operations of the repair log.
 	Examples VerifyExamples `json:"examples"`
+	// Keys holds every differing key (as Examples, without a bound) and
+	// every repair-log entry, so that people and tools can act on all of
+	// them.
+	Keys VerifyExamples `json:"keys"`
 }
 
 // VerifyExamples are a cohort's example keys, by finding.
@@ -75,34 +101,69 @@ type VerifyExamples struct {
 	Missing    []string `json:"missing_in_new,omitempty"`
 	Extra      []string `json:"extra_in_new,omitempty"`
 	Mismatched []string `json:"mismatched,omitempty"`
+	Routed     []string `json:"logged_routed_around,omitempty"`
 	RepairLog  []string `json:"repair_log,omitempty"`
 }
 
 // Clean reports whether the cohort's old and new agree and nothing waits
 // for repair.
 func (v VerifyCohort) Clean() bool {
-	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.RepairLog == 0
+	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.Routed == 0 && v.RepairLog == 0
 }
+
+// Markable reports whether verify --mark accepts the cohort: no finding,
+// and every repair-log entry one the library routes around (differences
+// counted in Routed are such entries' records).
+func (v VerifyCohort) Markable() bool {
+	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.RepairLog == v.RepairLogRouted
+}
+
+// Findings is the cohort's differing records, routed around or not.
+func (v VerifyCohort) Findings() int { return v.Missing + v.Extra + v.Mismatched + v.Routed }
 
 // merge adds o's counts and examples (up to n each) to v.
 func (v *VerifyCohort) merge(o VerifyCohort, n int) {
+	v.addCounts(o)
+	v.Examples.add(o.Examples, n)
+	v.Keys.add(o.Keys, -1)
+}
+
+// addCounts adds o's counts to v.
+func (v *VerifyCohort) addCounts(o VerifyCohort) {
 	v.Matching += o.Matching
 	v.Missing += o.Missing
 	v.Extra += o.Extra
 	v.Mismatched += o.Mismatched
 	v.Settled += o.Settled
+	v.Routed += o.Routed
 	v.RepairLog += o.RepairLog
+	v.RepairLogRouted += o.RepairLogRouted
+}
+
+// TotalOf sums the counts of cohorts' report lines (Cohort -1, no keys).
+func TotalOf(vs []VerifyCohort) VerifyCohort {
+	t := VerifyCohort{Cohort: -1}
+	for _, v := range vs {
+		t.addCounts(v)
+	}
+	return t
+}
+
+// add appends o's keys to e, up to n of each (n < 0: all).
+func (e *VerifyExamples) add(o VerifyExamples, n int) {
 	add := func(dst *[]string, src []string) {
 		for _, s := range src {
-			if len(*dst) < n {
-				*dst = append(*dst, s)
+			if n >= 0 && len(*dst) >= n {
+				return
 			}
+			*dst = append(*dst, s)
 		}
 	}
-	add(&v.Examples.Missing, o.Examples.Missing)
-	add(&v.Examples.Extra, o.Examples.Extra)
-	add(&v.Examples.Mismatched, o.Examples.Mismatched)
-	add(&v.Examples.RepairLog, o.Examples.RepairLog)
+	add(&e.Missing, o.Missing)
+	add(&e.Extra, o.Extra)
+	add(&e.Mismatched, o.Mismatched)
+	add(&e.Routed, o.Routed)
+	add(&e.RepairLog, o.RepairLog)
 }
 
 // Counters of a verify job.
@@ -113,6 +174,10 @@ const (
 	VerifyMismatched   = "verify_mismatched"
 	VerifyUnattributed = "verify_new_without_user"
 	VerifySettled      = "verify_settled_on_recheck"
+	VerifyRouted       = "verify_logged_routed_around"
+	// VerifyCompared counts the new keys judged (one per record of old
+	// or new in the cohorts): the progress of a verify.
+	VerifyCompared = "verify_compared"
 )
 
 var (
@@ -122,12 +187,14 @@ var (
 	verifyMismatched   = beam.NewCounter("rekey", VerifyMismatched)
 	verifyUnattributed = beam.NewCounter("rekey", VerifyUnattributed)
 	verifySettled      = beam.NewCounter("rekey", VerifySettled)
+	verifyRouted       = beam.NewCounter("rekey", VerifyRouted)
+	verifyCompared     = beam.NewCounter("rekey", VerifyCompared)
 )
 
 func init() {
 	register.DoFn4x1[context.Context, []byte, func(string, []byte), func(string), error](&expectFn{})
 	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&newSideFn{})
-	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), error](&compareFn{})
+	register.DoFn6x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), func(string), error](&compareFn{})
 	register.Combiner3[string, string, string](&cohortTallyFn{})
 	register.DoFn2x1[int, string, string](&reportLineFn{})
 	register.Emitter2[string, []byte]()
@@ -172,17 +239,19 @@ func (v Verify) Graph() Graph {
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &newSideFn{Side: side}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		cmp := &compareFn{Side: side, Examples: v.Examples}
+		cmp := &compareFn{Side: side, Examples: v.Examples, Spec: string(spec), Source: j.Config.Source}
 		if v.Repair == nil {
 			var src *spannerdb.Table
 			if j.Spanner != nil {
 				src = j.Spanner.Source
 			}
 			cmp.Recheck = newRecheck(j.Config, src, j.Spec)
+			cmp.Routed = v.Routed
 		}
-		tallies := beam.ParDo(s, cmp, joined)
+		tallies, keys := beam.ParDo2(s, cmp, joined)
 		perCohort := beam.CombinePerKey(s, &cohortTallyFn{Examples: v.Examples}, tallies)
 		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
+		sink.Lines(s.Scope("keys"), keysPath(v.ReportPath), keys)
 		if v.Repair != nil {
 			repairDead, err := v.repairs(s, j, side, joined)
 			if err != nil {
@@ -326,13 +395,18 @@ type expectFn struct {
 	user cohort.User
 }
 
-func (f *expectFn) Setup() error {
-	var spec rekeyer.Spec
-	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
-		return err
+// buildRekeyer builds the rewrite of a JSON rekeyer.Spec.
+func buildRekeyer(spec string) (*rekeyer.Rekeyer, error) {
+	var s rekeyer.Spec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		return nil, err
 	}
+	return s.Build()
+}
+
+func (f *expectFn) Setup() error {
 	var err error
-	if f.rk, err = spec.Build(); err != nil {
+	if f.rk, err = buildRekeyer(f.Spec); err != nil {
 		return err
 	}
 	f.user, err = cohort.ParseUser(f.Side.Sel.User)
@@ -426,17 +500,36 @@ func (f *newSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 
 // compareFn judges one new key: in old and new (matching or mismatched),
 // old only (missing in new), new only (extra in new), and emits a
-// one-record tally for its cohort.
+// one-record tally for its cohort; each differing key also goes to its
+// second output, as a keyLine. Findings are read again (see recheck.go)
+// in batches: they wait in the bundle until recheckBatch of them do, or
+// the bundle ends.
 type compareFn struct {
 	Side     verifySide `json:"side"`
 	Examples int        `json:"examples"`
+	// Spec is the rewrite (for the old keys of records extra in new);
+	// Source the old store.
+	Spec   string          `json:"spec"`
+	Source config.Endpoint `json:"source"`
 	// Recheck, if set, reads every finding again (see recheck.go).
 	Recheck *recheckSpec `json:"recheck,omitempty"`
+	// Routed are the old keys of the records the library routes around
+	// (Verify.Routed).
+	Routed map[string]bool `json:"routed,omitempty"`
 
-	rc *rechecker
+	rc      *rechecker
+	rk      *rekeyer.Rekeyer
+	pending []*recheckItem
+	since   time.Time // when the first pending finding came
 }
 
 func (f *compareFn) Setup(ctx context.Context) error {
+	if f.Spec != "" {
+		var err error
+		if f.rk, err = buildRekeyer(f.Spec); err != nil {
+			return err
+		}
+	}
 	if f.Recheck == nil {
 		return nil
 	}
@@ -505,63 +598,144 @@ func (v verifySide) differ(got, want *record.Record) (string, error) {
 	return record.Diff(&g, &w), nil
 }
 
-func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string)) error {
+func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string), keys func(string)) error {
 	jd, err := joinedItems(f.Side, key, olds, news)
 	if err != nil {
 		return err
 	}
-	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
-	var t VerifyCohort
-	finding := want == nil || got == nil
+	finding := jd.want == nil || jd.got == nil
 	if !finding {
-		d, err := f.Side.differ(got, want)
+		d, err := f.Side.differ(jd.got, jd.want)
 		if err != nil {
 			return err
 		}
 		finding = d != ""
 	}
-	if finding && f.rc != nil && c >= 0 {
-		settled, err := f.rc.settles(ctx, jd)
-		if err != nil {
-			return fmt.Errorf("verify: reading %s again: %w", key, err)
+	if finding && jd.cohort >= 0 && len(f.Routed) > 0 && f.Routed[f.oldKeyOf(jd)] {
+		return f.judge(ctx, key, jd, true, emit, keys)
+	}
+	if finding && f.rc != nil && jd.cohort >= 0 {
+		if len(f.pending) == 0 {
+			f.since = time.Now()
 		}
-		if settled {
-			t.Cohort, t.Settled = c, 1
+		f.pending = append(f.pending, f.rc.item(key, jd))
+		if len(f.pending) >= recheckBatch {
+			return f.flush(ctx, emit, keys)
+		}
+		return nil
+	}
+	return f.judge(ctx, key, jd, false, emit, keys)
+}
+
+// FinishBundle reads the bundle's last findings again and judges them.
+func (f *compareFn) FinishBundle(ctx context.Context, emit func(int, string), keys func(string)) error {
+	return f.flush(ctx, emit, keys)
+}
+
+// flush reads the pending findings again (one batch) and judges them.
+func (f *compareFn) flush(ctx context.Context, emit func(int, string), keys func(string)) error {
+	items := f.pending
+	f.pending = nil
+	if len(items) == 0 {
+		return nil
+	}
+	if err := f.rc.settle(ctx, items, f.since); err != nil {
+		return fmt.Errorf("verify: reading %d findings again (%s, …): %w", len(items), items[0].key, err)
+	}
+	for _, it := range items {
+		if it.settled {
+			t := VerifyCohort{Cohort: it.jd.cohort, Settled: 1}
 			verifySettled.Inc(ctx, 1)
+			verifyCompared.Inc(ctx, 1)
 			line, err := json.Marshal(t)
 			if err != nil {
 				return err
 			}
-			emit(c, string(line))
-			return nil
+			emit(t.Cohort, string(line))
+			continue
+		}
+		if err := f.judge(ctx, it.key, it.jd, false, emit, keys); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// oldKeyOf is the old key's text of a joined record: the old record's,
+// or for one extra in new, its old key by the inverse rewrite ("" when
+// there is none).
+func (f *compareFn) oldKeyOf(jd joined) string {
+	if jd.want != nil || jd.got == nil {
+		return jd.oldKey
+	}
+	if f.rk == nil {
+		return ""
+	}
+	inv, ok := inverseOf(f.rk, jd.got, f.Source)
+	if !ok {
+		return ""
+	}
+	k, err := f.Side.oldKey(inv)
+	if err != nil {
+		return ""
+	}
+	return k
+}
+
+// keyLine is a differing key in the keys output: its cohort, what
+// differs (VerifyExamples' names) and the key (with how it differs).
+type keyLine struct {
+	Cohort  int    `json:"cohort"`
+	Finding string `json:"finding"`
+	Key     string `json:"key"`
+}
+
+// judge counts one new key (routed: its record is routed around) and
+// emits its tally and, when it differs, its key.
+func (f *compareFn) judge(ctx context.Context, key string, jd joined, routed bool, emit func(int, string), keys func(string)) error {
+	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
+	var t VerifyCohort
+	var kind, text string
 	switch {
 	case want != nil && got == nil:
-		t.Missing = 1
-		t.Examples.Missing = []string{oldKey}
-		verifyMissing.Inc(ctx, 1)
+		t.Missing, kind, text = 1, "missing_in_new", oldKey
 	case want == nil && got != nil:
 		if c < 0 {
 			verifyUnattributed.Inc(ctx, 1)
 			return nil
 		}
-		t.Extra = 1
-		t.Examples.Extra = []string{key}
-		verifyExtra.Inc(ctx, 1)
+		t.Extra, kind, text = 1, "extra_in_new", key
 	default:
 		d, err := f.Side.differ(got, want)
 		if err != nil {
 			return err
 		}
-		if d != "" {
-			t.Mismatched = 1
-			t.Examples.Mismatched = []string{oldKey + ": " + d}
-			verifyMismatched.Inc(ctx, 1)
-		} else {
+		if d == "" {
 			t.Matching = 1
-			verifyMatching.Inc(ctx, 1)
+			break
 		}
+		t.Mismatched, kind, text = 1, "mismatched", oldKey+": "+d
+	}
+	verifyCompared.Inc(ctx, 1)
+	switch {
+	case kind == "":
+		verifyMatching.Inc(ctx, 1)
+	case routed:
+		t.Missing, t.Extra, t.Mismatched = 0, 0, 0
+		t.Routed = 1
+		text = f.oldKeyOf(jd) + " (" + strings.ReplaceAll(kind, "_", " ") + ")"
+		kind = "logged_routed_around"
+		t.Examples.Routed = []string{text}
+		verifyRouted.Inc(ctx, 1)
+	case t.Missing == 1:
+		t.Examples.Missing = []string{text}
+		verifyMissing.Inc(ctx, 1)
+	case t.Extra == 1:
+		t.Examples.Extra = []string{text}
+		verifyExtra.Inc(ctx, 1)
+	default:
+		t.Examples.Mismatched = []string{text}
+		verifyMismatched.Inc(ctx, 1)
 	}
 	t.Cohort = c
 	line, err := json.Marshal(t)
@@ -569,6 +743,13 @@ func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news f
 		return err
 	}
 	emit(c, string(line))
+	if kind != "" {
+		kl, err := json.Marshal(keyLine{Cohort: c, Finding: kind, Key: text})
+		if err != nil {
+			return err
+		}
+		keys(string(kl))
+	}
 	return nil
 }
 
@@ -640,10 +821,22 @@ type VerifyOptions struct {
 
 // RunVerify runs the verify job of cfg on r (Verify), adds each cohort's
 // entries of the repair log, writes the report (every selected cohort,
-// clean ones too) to o.ReportPath and returns it, sorted by cohort. With
-// o.Mark and a clean report (no finding, no repair-log entry, no dead
-// letter) it moves the cohorts to verified, by the rules (they must be
-// backfilled), and returns the move's audit.
+// clean ones too, each with every differing key) to o.ReportPath and
+// returns it, sorted by cohort. With o.Mark and a report --mark accepts
+// (VerifyCohort.Markable of every cohort, no dead letter) it moves the
+// cohorts to verified, by the rules (they must be backfilled), and
+// returns the move's audit.
+//
+// What --mark accepts: no record missing, extra or different in new,
+// except records the library routes around, and no repair-log entry but
+// theirs. A record is routed around when its cohort is in a phase where
+// old is authoritative (dual_write to shadow) and its latest repair-log
+// entry says new missed a write or delete old took: reads go to old until
+// read_new, in read_new the library reads old for it, new_only is
+// refused while such an entry is left, and rekey repair copies it. Such
+// entries keep coming while the application's second writes fail at a
+// steady rate; a verify that waited for none would never pass. They are
+// reported as "logged, routed around", apart from the findings.
 func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runner) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
 	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("verify needs the migration's name, the cohorts and a report path")}
@@ -660,8 +853,45 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return runVerifyWith(ctx, cfg, st, o, r, Verify{}, entries)
+	m, err := st.Load(ctx, o.Migration)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	routed, routedEntries := routedAround(m, entries)
+	return runVerifyWith(ctx, cfg, st, o, r, Verify{Routed: routed, RoutedEntries: routedEntries}, entries)
 }
+
+// routedAround returns the old keys whose latest repair-log entry (of
+// entries, oldest first) says new missed a write or delete that old
+// took, in a cohort where old is authoritative (m's phase: dual_write to
+// shadow), and those entries' IDs (every entry of such a key).
+func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[string]bool) {
+	type rec struct {
+		cohort int
+		key    string
+	}
+	latest := map[rec]cutover.RepairEntry{}
+	for _, e := range entries {
+		latest[rec{e.Cohort, e.OldKey}] = e // oldest first: the last is the latest
+	}
+	keys, ids = map[string]bool{}, map[string]bool{}
+	for k, e := range latest {
+		if e.Missed != "new" || !slices.Contains(repairable, m.Phase(k.cohort)) {
+			continue
+		}
+		keys[k.key] = true
+	}
+	for _, e := range entries {
+		if keys[e.OldKey] && slices.Contains(repairable, m.Phase(e.Cohort)) {
+			ids[e.ID] = true
+		}
+	}
+	return keys, ids
+}
+
+// keysPath is where a verify job writes its differing keys (keyLine),
+// next to the report, before RunVerify folds them into it.
+func keysPath(report string) string { return report + ".keys" }
 
 // runVerifyWith is RunVerify on the phase store st, with the repair-log
 // entries read before, and the repair of v (Repair, RepairReadNew,
@@ -675,6 +905,8 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 		return nil, nil, nil, err
 	}
 	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
+	r.compare = true
+	r.total = func(ctx context.Context) (progress.Total, bool) { return estimateCompared(ctx, j, o.Cohorts) }
 	res, err := Run(ctx, j, r, v.Graph())
 	if err != nil {
 		return nil, res, nil, err
@@ -682,6 +914,10 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 	lines, err := readLines(ctx, o.ReportPath)
 	if err != nil {
 		return nil, res, nil, fmt.Errorf("reading the verify report %s: %w", o.ReportPath, err)
+	}
+	keyLines, err := readLines(ctx, keysPath(o.ReportPath))
+	if err != nil {
+		return nil, res, nil, fmt.Errorf("reading the verify's keys %s: %w", keysPath(o.ReportPath), err)
 	}
 	by := map[int]*VerifyCohort{}
 	for _, r := range cohort.Merge(o.Cohorts) {
@@ -698,38 +934,84 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 			p.merge(v, o.Examples)
 		}
 	}
+	for _, l := range keyLines {
+		var k keyLine
+		if err := json.Unmarshal([]byte(l), &k); err != nil {
+			return nil, res, nil, fmt.Errorf("verify keys %s: %w", keysPath(o.ReportPath), err)
+		}
+		p := by[k.Cohort]
+		if p == nil {
+			continue
+		}
+		switch k.Finding {
+		case "missing_in_new":
+			p.Keys.Missing = append(p.Keys.Missing, k.Key)
+		case "extra_in_new":
+			p.Keys.Extra = append(p.Keys.Extra, k.Key)
+		case "mismatched":
+			p.Keys.Mismatched = append(p.Keys.Mismatched, k.Key)
+		case "logged_routed_around":
+			p.Keys.Routed = append(p.Keys.Routed, k.Key)
+		}
+	}
+	n := o.Examples
 	for _, e := range entries {
 		if p := by[e.Cohort]; p != nil {
-			p.merge(VerifyCohort{RepairLog: 1, Examples: VerifyExamples{RepairLog: []string{e.String()}}}, o.Examples)
+			o := VerifyCohort{RepairLog: 1, Examples: VerifyExamples{RepairLog: []string{e.String()}}, Keys: VerifyExamples{RepairLog: []string{e.String()}}}
+			if v.RoutedEntries[e.ID] {
+				o.RepairLogRouted = 1
+			}
+			p.merge(o, n)
 		}
 	}
 	report := make([]VerifyCohort, 0, len(by))
 	clean := res.Counters[migration.DeadLettered] == 0
 	var out []string
 	for _, v := range by {
+		for _, ks := range [][]string{v.Keys.Missing, v.Keys.Extra, v.Keys.Mismatched, v.Keys.Routed} {
+			sort.Strings(ks)
+		}
 		report = append(report, *v)
 	}
 	sortReport(report)
 	for _, v := range report {
-		clean = clean && v.Clean()
+		clean = clean && v.Markable()
 		b, _ := json.Marshal(v)
 		out = append(out, string(b))
 	}
 	if err := writeLines(ctx, o.ReportPath, out); err != nil {
 		return report, res, nil, fmt.Errorf("writing the verify report %s: %w", o.ReportPath, err)
 	}
+	removeFile(ctx, keysPath(o.ReportPath))
 	if !o.Mark {
 		return report, res, nil, nil
 	}
 	if !clean {
 		return report, res, nil, fmt.Errorf("%w: cohorts stay where they are (see %s)", ErrNotClean, o.ReportPath)
 	}
+	why := fmt.Sprintf("verify: %d records match", res.Counters[VerifyMatching])
+	if n := res.Counters[VerifyRouted]; n > 0 {
+		why += fmt.Sprintf(", %d logged and routed around", n)
+	}
 	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.Verified, Who: o.Who,
-		Why: fmt.Sprintf("verify: %d records match", res.Counters[VerifyMatching]), Rules: cutover.RulesFor(cfg)})
+		Why: why, Rules: cutover.RulesFor(cfg)})
 	if err != nil {
 		return report, res, nil, err
 	}
 	return report, res, &a, nil
+}
+
+// removeFile removes path, if its file system can; a failure is left
+// (the file is a leftover, not a wrong result).
+func removeFile(ctx context.Context, path string) {
+	fs, err := filesystem.New(ctx, path)
+	if err != nil {
+		return
+	}
+	defer fs.Close()
+	if rm, ok := fs.(filesystem.Remover); ok {
+		_ = rm.Remove(ctx, path)
+	}
 }
 
 // ErrNotClean is RunVerify's error when asked to mark cohorts whose

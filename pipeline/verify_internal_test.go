@@ -1,0 +1,43 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rekeyio/rekey/internal/progress"
+	"github.com/rekeyio/rekey/migration"
+)
+
+// TestVerifyProgressCountsCompared: a verify's progress counts the
+// records it compared against its total, not the records it wrote
+// (none: it printed "798 read, 0 written, 0 records/s").
+func TestVerifyProgressCountsCompared(t *testing.T) {
+	c := migration.Counters{migration.Read: 798, VerifyCompared: 400, VerifyMatching: 390}
+	line := progress.Line(snapshot(c, 10*time.Second, true), &progress.Total{N: 800, From: "COUNT(*) of the cohorts"})
+	if !strings.HasPrefix(line, "rekey: 50% (400 of ~800 records, from COUNT(*) of the cohorts), 798 read, 400 compared, 0 dead-lettered, 40 records/s") {
+		t.Errorf("verify progress %q", line)
+	}
+	if line := progress.Line(snapshot(migration.Counters{migration.Read: 5, migration.Written: 4}, time.Second, false), nil); !strings.Contains(line, "4 written") {
+		t.Errorf("migration progress %q", line)
+	}
+}
+
+// TestVerifyMarkable: --mark accepts a cohort whose only differences are
+// records routed around and whose repair-log entries are all theirs.
+func TestVerifyMarkable(t *testing.T) {
+	for _, c := range []struct {
+		v               VerifyCohort
+		clean, markable bool
+	}{
+		{VerifyCohort{Matching: 3}, true, true},
+		{VerifyCohort{Routed: 1, RepairLog: 1, RepairLogRouted: 1}, false, true},
+		{VerifyCohort{RepairLog: 2, RepairLogRouted: 1}, false, false},
+		{VerifyCohort{Routed: 1, Missing: 1, RepairLog: 1, RepairLogRouted: 1}, false, false},
+		{VerifyCohort{Mismatched: 1}, false, false},
+	} {
+		if c.v.Clean() != c.clean || c.v.Markable() != c.markable {
+			t.Errorf("%+v: clean %v markable %v, want %v %v", c.v, c.v.Clean(), c.v.Markable(), c.clean, c.markable)
+		}
+	}
+}
