@@ -25,9 +25,13 @@ const verifyLong = `Compares old and new for some cohorts, as a Beam job on the 
 sources as a migration: it reads the cohorts' old records, maps each through
 the migration's rewrite, reads the new records, joins them by new key and
 reports per cohort the records that match, are missing in new, are extra in
-new, or differ, with example keys, plus the cohort's entries in the repair
-log. The report is printed as a table and written as JSON Lines (--report).
-With --mark, a clean report moves the cohorts to verified.`
+new, or differ, plus the cohort's entries in the repair log. It prints the
+totals, the cohorts with findings and --examples example keys in all, and
+writes every cohort with every differing key as JSON Lines (--report).
+Each finding is read again, old and new at one moment, before it counts.
+With --mark, the cohorts move to verified when nothing differs but records
+the library routes around (whose latest repair-log entry says new missed a
+write old took, reported as "logged, routed around").`
 
 const repairLong = `Puts right what verify finds, for cohorts in which old is authoritative
 (dual_write to shadow): a record missing in new or different there is copied
@@ -56,7 +60,7 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 	fl.StringVar(&opts.Migration, "migration", "", "the migration's name in the phase store")
 	fl.StringVar(&opts.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
 	fl.StringVar(&o.Report, "report", "rekey-"+name+".jsonl", "where to write the report (JSON Lines, one line per cohort; local or gs://)")
-	fl.IntVar(&o.Examples, "examples", 5, "example keys kept per finding and cohort")
+	fl.IntVar(&o.Examples, "examples", 5, "example keys printed in all (the report keeps this many per finding and cohort, and every differing key)")
 	if !repair {
 		fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
 	}
@@ -96,7 +100,7 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 		return usagef("%s: %w", opts.Config, err)
 	}
 	if report != nil {
-		printVerify(opts.IO, report)
+		printVerify(opts.IO, report, o.Examples)
 		fmt.Fprintf(opts.IO.out, "rekey: report written to %s\n", o.Report)
 	}
 	if res != nil && res.Counters[migration.DeadLettered] > 0 {
@@ -114,43 +118,98 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 		return nil
 	}
 	for _, v := range report {
-		if !v.Clean() {
+		if !v.Markable() {
 			return fmt.Errorf("verify found differences: %w", errPartial)
 		}
 	}
 	return nil
 }
 
-// printVerify writes the report as a table: clean neighbouring cohorts
-// merged into a range, each cohort with findings on its own line, then the
-// findings' example keys.
-func printVerify(io stdio, report []pipeline.VerifyCohort) {
+// maxVerifyRows is the most cohorts with findings printed one to a row;
+// the rest are summed on one row and named in a list.
+const maxVerifyRows = 20
+
+// printVerify writes the report for a person: the totals, a table of the
+// cohorts with findings (at most maxVerifyRows of them, the rest summed
+// and listed), the clean cohorts on one row, then at most examples
+// example keys in all, taken in turn from the cohorts and findings. The
+// JSON report holds every differing key.
+func printVerify(io stdio, report []pipeline.VerifyCohort, examples int) {
+	total := pipeline.TotalOf(report)
+	var unclean, clean []pipeline.VerifyCohort
+	for _, v := range report {
+		if v.Clean() {
+			clean = append(clean, v)
+		} else {
+			unclean = append(unclean, v)
+		}
+	}
+	compared := total.Matching + total.Findings() + total.Settled
+	fmt.Fprintf(io.out, "rekey: compared %d records of %d cohorts: %d matching, %d missing in new, %d extra in new, %d mismatched, %d logged and routed around, %d settled on recheck; %d repair-log entries (%d routed around)\n",
+		compared, len(report), total.Matching, total.Missing, total.Extra, total.Mismatched, total.Routed, total.Settled, total.RepairLog, total.RepairLogRouted)
 	tw := tabwriter.NewWriter(io.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COHORTS\tMATCHING\tMISSING IN NEW\tEXTRA IN NEW\tMISMATCHED\tREPAIR LOG")
-	for i := 0; i < len(report); {
-		v := report[i]
-		if !v.Clean() {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", v.Cohort, v.Matching, v.Missing, v.Extra, v.Mismatched, v.RepairLog)
-			i++
-			continue
+	fmt.Fprintln(tw, "COHORTS\tMATCHING\tMISSING IN NEW\tEXTRA IN NEW\tMISMATCHED\tROUTED AROUND\tREPAIR LOG")
+	row := func(name string, v pipeline.VerifyCohort) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", name, v.Matching, v.Missing, v.Extra, v.Mismatched, v.Routed, v.RepairLog)
+	}
+	sum := func(vs []pipeline.VerifyCohort) (pipeline.VerifyCohort, []cohort.Range) {
+		var rs []cohort.Range
+		for _, v := range vs {
+			rs = append(rs, cohort.Range{First: v.Cohort, Last: v.Cohort})
 		}
-		j, matching := i, 0
-		for j < len(report) && report[j].Clean() && report[j].Cohort == v.Cohort+(j-i) {
-			matching += report[j].Matching
-			j++
+		return pipeline.TotalOf(vs), cohort.Merge(rs)
+	}
+	for i, v := range unclean {
+		if i == maxVerifyRows {
+			s, _ := sum(unclean[i:])
+			row(fmt.Sprintf("%d more", len(unclean)-i), s)
+			break
 		}
-		fmt.Fprintf(tw, "%s\t%d\t0\t0\t0\t0\n", cohort.Range{First: v.Cohort, Last: report[j-1].Cohort}, matching)
-		i = j
+		row(fmt.Sprint(v.Cohort), v)
+	}
+	if len(clean) > 0 {
+		s, rs := sum(clean)
+		name := cohort.Format(rs)
+		if len(rs) > 3 {
+			name = fmt.Sprintf("%d clean cohorts", len(clean))
+		}
+		row(name, s)
 	}
 	tw.Flush()
-	for _, v := range report {
-		for _, f := range []struct {
-			what string
-			keys []string
-		}{{"missing in new", v.Examples.Missing}, {"extra in new", v.Examples.Extra}, {"mismatched", v.Examples.Mismatched}, {"in the repair log", v.Examples.RepairLog}} {
-			for _, k := range f.keys {
-				fmt.Fprintf(io.out, "  cohort %d, %s: %s\n", v.Cohort, f.what, k)
+	if len(unclean) > maxVerifyRows {
+		_, rs := sum(unclean)
+		fmt.Fprintf(io.out, "rekey: the %d cohorts with findings or repair-log entries: %s\n", len(unclean), cohort.Format(rs))
+	}
+	// Examples in turn: each cohort's first of each finding, then the
+	// second, … up to examples in all.
+	type ex struct {
+		cohort int
+		what   string
+		keys   []string
+	}
+	var lists []ex
+	for _, v := range unclean {
+		for _, f := range []ex{{v.Cohort, "missing in new", v.Examples.Missing}, {v.Cohort, "extra in new", v.Examples.Extra}, {v.Cohort, "mismatched", v.Examples.Mismatched}, {v.Cohort, "logged, routed around", v.Examples.Routed}, {v.Cohort, "in the repair log", v.Examples.RepairLog}} {
+			if len(f.keys) > 0 {
+				lists = append(lists, f)
 			}
 		}
+	}
+	shown := 0
+	for depth := 0; shown < examples; depth++ {
+		any := false
+		for _, l := range lists {
+			if depth < len(l.keys) && shown < examples {
+				fmt.Fprintf(io.out, "  cohort %d, %s: %s\n", l.cohort, l.what, l.keys[depth])
+				shown++
+				any = true
+			}
+		}
+		if !any {
+			break
+		}
+	}
+	if more := total.Findings() + total.RepairLog - shown; more > 0 && shown > 0 {
+		fmt.Fprintf(io.out, "  … and %d more (every key is in the report)\n", more)
 	}
 }

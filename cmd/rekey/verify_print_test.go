@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rekeyio/rekey/pipeline"
+)
+
+// TestPrintVerifyBounded: a report of 400 cohorts, 200 of them with two
+// records missing in new each, prints the totals, at most maxVerifyRows
+// rows of cohorts with findings (the rest summed on one row and listed),
+// the clean cohorts on one row, and --examples examples in all, not per
+// cohort.
+func TestPrintVerifyBounded(t *testing.T) {
+	var report []pipeline.VerifyCohort
+	for c := range 400 {
+		v := pipeline.VerifyCohort{Cohort: c, Matching: 10}
+		if c%2 == 0 {
+			v.Missing = 2
+			v.Examples.Missing = []string{fmt.Sprintf("k%d-a", c), fmt.Sprintf("k%d-b", c)}
+		}
+		report = append(report, v)
+	}
+	report[1].Routed, report[1].RepairLog, report[1].RepairLogRouted = 1, 1, 1
+	report[1].Examples.Routed = []string{"routed-key (mismatched)"}
+	var out bytes.Buffer
+	printVerify(stdio{out: &out}, report, 5)
+	s := out.String()
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > 32 {
+		t.Errorf("%d lines printed, want at most 32:\n%s", len(lines), s)
+	}
+	for _, want := range []string{
+		"rekey: compared 4401 records of 400 cohorts: 4000 matching, 400 missing in new, 0 extra in new, 0 mismatched, 1 logged and routed around",
+		"181 more", "199 clean cohorts", "the 201 cohorts with findings or repair-log entries: 0-2,4,6,",
+		"cohort 1, logged, routed around: routed-key (mismatched)", "… and 397 more (every key is in the report)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "  cohort "); n != 5 {
+		t.Errorf("%d examples printed, want 5:\n%s", n, s)
+	}
+}
