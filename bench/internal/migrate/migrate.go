@@ -29,16 +29,8 @@ func Run(ctx context.Context, runner, dir, yaml string, around func(run func() e
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
-	v, err := config.NewViper(path)
+	cfg, err := LoadConfig(path, filepath.Join(dir, "dead.jsonl"))
 	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Load(v)
-	if err != nil {
-		return nil, err
-	}
-	cfg.DeadLetter = filepath.Join(dir, "dead.jsonl")
-	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if around == nil {
@@ -52,6 +44,21 @@ func Run(ctx context.Context, runner, dir, yaml string, around func(run func() e
 		return nil, fmt.Errorf("%d records dead-lettered (see %s)", d, job.DeadLetterPath)
 	}
 	return res, nil
+}
+
+// LoadConfig loads and validates the config at path, its dead letters
+// going to dead.
+func LoadConfig(path, dead string) (*config.Config, error) {
+	v, err := config.NewViper(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(v)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DeadLetter = dead
+	return cfg, cfg.Validate()
 }
 
 // watched runs the pipeline inside around.
