@@ -199,17 +199,17 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 	}
 	skipped := 0
 	_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		stop := map[string]bool{}
-		err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt"}).Do(func(row *spanner.Row) error {
+		stop, behindNew := map[string]bool{}, map[string]bool{}
+		err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt", "Behind"}).Do(func(row *spanner.Row) error {
 			var key string
 			var c int64
 			var at time.Time
-			if err := row.Columns(&key, &c, &at); err != nil {
+			var behind spanner.NullString
+			if err := row.Columns(&key, &c, &at, &behind); err != nil {
 				return err
 			}
-			if b.keeps(int(c), at) {
-				stop[key] = true
-			}
+			stop[key] = b.keeps(int(c), at) || behind.StringVal == oldSide.String()
+			behindNew[key] = behind.StringVal == newSide.String()
 			return nil
 		})
 		if err != nil {
@@ -219,9 +219,18 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 		for i := range muts {
 			if !stop[keys[i]] {
 				apply = append(apply, muts[i])
+				if behindNew[keys[i]] {
+					// What new missed was in old before this was read.
+					apply = append(apply, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{b.Migration, keys[i], spanner.NullString{}}))
+				}
 			}
 		}
-		skipped = len(muts) - len(apply)
+		skipped = 0
+		for i := range muts {
+			if stop[keys[i]] {
+				skipped++
+			}
+		}
 		if len(apply) == 0 {
 			return nil
 		}
@@ -308,14 +317,28 @@ func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b Bac
 			return err
 		}
 		var keep []int
+		var cleared []*datastore.Key
+		var clearedMarks []any
 		for i := range keys {
-			if got[i].Migration == "" || !b.keeps(int(got[i].Cohort), got[i].TouchedAt) {
-				keep = append(keep, i)
+			mark := got[i]
+			if mark.Migration != "" && (b.keeps(int(mark.Cohort), mark.TouchedAt) || mark.Behind == oldSide.String()) {
+				continue
+			}
+			keep = append(keep, i)
+			if mark.Behind == newSide.String() {
+				// What new missed was in old before this was read.
+				mark.Behind = ""
+				cleared, clearedMarks = append(cleared, marks[i]), append(clearedMarks, &mark)
 			}
 		}
 		skipped = len(keys) - len(keep)
 		if len(keep) == 0 {
 			return nil
+		}
+		if len(cleared) > 0 {
+			if _, err := tx.PutMulti(cleared, clearedMarks); err != nil {
+				return err
+			}
 		}
 		return apply(tx, keep)
 	})

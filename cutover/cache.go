@@ -41,12 +41,34 @@ func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Dur
 	return c, nil
 }
 
+// staleLoader is a Store that can read the map at a bounded staleness
+// without waiting on other transactions (SpannerStore).
+type staleLoader interface {
+	LoadStale(ctx context.Context, migration string, maxStaleness time.Duration) (*Map, error)
+}
+
+// maxStaleness is how stale a snapshot the cache reads (where the store
+// can): a tenth of the TTL, at most a second. The map's age counts from
+// the snapshot, so staleness only shortens how long it serves.
+func (c *phaseCache) maxStaleness() time.Duration {
+	return min(c.ttl/10, time.Second)
+}
+
 // refresh reads the map once.
 func (c *phaseCache) refresh(ctx context.Context) error {
 	started := c.now()
 	rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
 	defer cancel()
-	m, err := c.store.Load(rctx, c.migration)
+	var m *Map
+	var err error
+	if sl, ok := c.store.(staleLoader); ok {
+		m, err = sl.LoadStale(rctx, c.migration, c.maxStaleness())
+	} else {
+		m, err = c.store.Load(rctx, c.migration)
+	}
+	if err == nil && !m.ReadAt.IsZero() && m.ReadAt.Before(started) {
+		started = m.ReadAt
+	}
 	c.mu.Lock()
 	if err == nil {
 		c.m, c.readAt, c.lastErr = m, started, nil
@@ -82,20 +104,20 @@ func (c *phaseCache) close() {
 	<-c.done
 }
 
-// phase returns cohort k's phase, since when (zero for a cohort never
-// moved) and the time until which the library may act on it (the map's
+// span returns cohort k's span (for a cohort never moved: Old, Since
+// zero) and the time until which the library may act on it (the map's
 // read time plus the TTL), or ErrStalePhases.
-func (c *phaseCache) phase(k int) (p Phase, since, until time.Time, err error) {
+func (c *phaseCache) span(k int) (sp Span, until time.Time, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	until = c.readAt.Add(c.ttl)
 	if !c.now().Before(until) {
-		return "", time.Time{}, until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
+		return Span{}, until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
 	}
 	if s := c.m.span(k); s != nil {
-		return s.Phase, s.Since, until, nil
+		return *s, until, nil
 	}
-	return Old, time.Time{}, until, nil
+	return Span{Phase: Old}, until, nil
 }
 
 // snapshot returns the map held.

@@ -55,7 +55,8 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 	st.down.Store(true)
 	downAt := time.Now()
 	for i, p := range Phases {
-		got, _, until, err := c.phase(i)
+		sp, until, err := c.span(i)
+		got := sp.Phase
 		if err != nil || got != p {
 			t.Errorf("cohort %d just after the store went down: %s, %v; want %s", i, got, err, p)
 		}
@@ -65,7 +66,7 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 	}
 	time.Sleep(ttl + 50*time.Millisecond)
 	for i := range Phases {
-		if _, _, _, err := c.phase(i); !errors.Is(err, ErrStalePhases) || !strings.Contains(err.Error(), "store unreachable") {
+		if _, _, err := c.span(i); !errors.Is(err, ErrStalePhases) || !strings.Contains(err.Error(), "store unreachable") {
 			t.Errorf("cohort %d %s after the store went down: %v, want ErrStalePhases with the last error", i, time.Since(downAt).Round(time.Millisecond), err)
 		}
 	}
@@ -74,7 +75,7 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 	}
 	st.down.Store(false)
 	time.Sleep(ttl / 2)
-	if p, _, _, err := c.phase(1); err != nil || p != DualWrite {
-		t.Errorf("after the store came back: %s, %v", p, err)
+	if sp, _, err := c.span(1); err != nil || sp.Phase != DualWrite {
+		t.Errorf("after the store came back: %s, %v", sp.Phase, err)
 	}
 }

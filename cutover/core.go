@@ -2,8 +2,15 @@ package cutover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/config"
@@ -39,36 +46,98 @@ func (r *router) Phases() *Map { return r.cache.snapshot() }
 type call struct {
 	cohort int
 	phase  Phase
+	prev   Phase // the phase the cohort left for phase (Span.Prev)
 	route  route
 	ctx    context.Context
 	cancel context.CancelFunc
 	key    string // the old key, for messages and the repair log
 	since  time.Time
+	// op names the call in the touched mark its new-side write or delete
+	// leaves (route.touch), so that a later look at the mark tells
+	// whether that write is still new's latest.
+	op string
+	// mark is the key of the touched mark of the record's new key, once
+	// the new side's mutations are built (a string for Spanner, a
+	// *datastore.Key for Datastore).
+	mark any
+}
+
+// authority is the store a phase reads and writes first.
+func authority(p Phase) side {
+	switch p {
+	case ReadNew, NewOnly, Done:
+		return newSide
+	}
+	return oldSide
+}
+
+// switches reports whether a cohort that entered phase from prev changed
+// its authoritative store (an unknown prev: no).
+func switches(prev, phase Phase) bool {
+	return prev != "" && authority(prev) != authority(phase)
 }
 
 // route routes a call on rec, whose old key's text is key.
 func (r *router) route(ctx context.Context, rec *record.Record, key string) (*call, error) {
-	c := &call{key: key}
 	user, err := r.o.UserID(rec)
 	if err != nil {
-		return nil, fmt.Errorf("cutover: the user id of %s: %w", c.key, err)
+		return nil, fmt.Errorf("cutover: the user id of %s: %w", key, err)
 	}
-	c.cohort = cohort.Of(user, r.o.buckets())
-	var until time.Time
-	if c.phase, c.since, until, err = r.cache.phase(c.cohort); err != nil {
+	return r.routeCohort(ctx, cohort.Of(user, r.o.buckets()), key)
+}
+
+// routeCohort routes a call on the record of cohort k whose old key's
+// text is key.
+func (r *router) routeCohort(ctx context.Context, k int, key string) (*call, error) {
+	c := &call{key: key, cohort: k}
+	sp, until, err := r.cache.span(c.cohort)
+	if err != nil {
 		return nil, err
 	}
-	// A dual_write cohort writes old only for its first TTL + skew/2 (by
-	// then every instance knows it is in dual_write), and those calls end
-	// by TTL + skew after it entered dual_write, before the backfill may
-	// read (Rules.DualWriteHold ≥ TTL + skew): see the package doc.
-	deadline := until.Add(r.o.skew() / 2)
-	warmEnd := c.since.Add(r.o.ttl() + r.o.skew()/2)
-	warming := c.phase == DualWrite && time.Now().Before(warmEnd)
-	if warming && warmEnd.Add(r.o.skew()/2).Before(deadline) {
-		deadline = warmEnd.Add(r.o.skew() / 2)
+	c.phase, c.since, c.prev = sp.Phase, sp.Since, sp.Prev
+	ttl, skew := r.o.ttl(), r.o.skew()
+	deadline := until.Add(skew / 2)
+	act, actPrev := c.phase, c.prev
+	warmEnd := c.since.Add(ttl + skew/2)
+	switch now := time.Now(); {
+	case switches(c.prev, c.phase):
+		// The switch of authority (see the package doc): act on the
+		// phase left until every instance knows the move, with a
+		// deadline at that moment (a call that would have less than
+		// skew/2 for its work waits instead), then wait out the skew, so
+		// that no call writing the old authority first overlaps one
+		// writing the new authority first.
+		switch switchAt := c.since.Add(ttl + skew); {
+		case now.Before(warmEnd.Add(-skew / 2)):
+			act, actPrev = c.prev, ""
+			if warmEnd.Before(deadline) {
+				deadline = warmEnd
+			}
+		case now.Before(switchAt):
+			r.stats.switchWait()
+			t := time.NewTimer(switchAt.Sub(now))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("cutover: %s: waiting for cohort %d's switch to %s at %s: %w", c.key, c.cohort, c.phase, switchAt.Format(time.RFC3339Nano), ctx.Err())
+			}
+		}
+	case c.phase == DualWrite && now.Before(warmEnd):
+		// A dual_write cohort writes old only for its first TTL + skew/2
+		// (by then every instance knows it is in dual_write), and those
+		// calls end by TTL + skew after it entered dual_write, before the
+		// backfill may read (Rules.DualWriteHold ≥ TTL + skew): see the
+		// package doc.
+		act, actPrev = Old, ""
+		if warmEnd.Add(skew / 2).Before(deadline) {
+			deadline = warmEnd.Add(skew / 2)
+		}
 	}
-	c.route = routeOf(c.phase, warming)
+	c.route = routeOf(act, actPrev)
+	if c.route.touch {
+		c.op = uuid.NewString()
+	}
 	c.ctx, c.cancel = context.WithDeadline(ctx, deadline)
 	return c, nil
 }
@@ -88,17 +157,23 @@ func (r *router) backfillable(c *call) error {
 // store is what applyCall needs of a library's stores, over its mutation
 // type M.
 type store[M any] struct {
-	// build makes the mutations of the call on a side.
+	// build makes the mutations of the call on a side (building new's
+	// sets the call's mark).
 	build func(side) ([]M, error)
 	// atomic, when old and new share a database, commits mutations of
 	// both sides in one transaction (nil otherwise).
 	atomic func(ctx context.Context, ms []M) error
 	// commit commits one side's mutations.
 	commit func(ctx context.Context, sd side, ms []M) error
-	// repair is the repair log's entry as a mutation (for atomic), and
-	// logRepair writes it on its own.
-	repair    func(c *call, op string, missed side, cause error) M
-	logRepair func(c *call, op string, missed side, cause error) error
+	// repair is the repair log's entry as a mutation (for atomic).
+	repair func(c *call, op string, missed side, cause error) M
+	// logRepair records, in one transaction in new's database, that op
+	// may not have reached side missed because of cause: the repair
+	// log's entry, and the key's touched mark's Behind (see the package
+	// doc, "Missed writes"). first says the call's first write is what
+	// failed: if that was new's, it logs only if the mark shows new took
+	// it.
+	logRepair func(c *call, op string, missed side, cause error, first bool) error
 }
 
 // applyCall commits the call's mutations on sides: the authoritative
@@ -107,7 +182,8 @@ type store[M any] struct {
 // build them, or to commit them) is logged for repair and does not fail
 // the call. When old and new share a database both go in one transaction,
 // or, if the second side's cannot be built, the first side's with the
-// repair entry.
+// repair entry. Apart, a failed first commit may still have been applied
+// (its response lost), so it is logged too, and the call fails.
 func applyCall[M any](r *router, c *call, op string, sides []side, st store[M]) error {
 	first, err := st.build(sides[0])
 	if err != nil {
@@ -136,21 +212,53 @@ func applyCall[M any](r *router, c *call, op string, sides []side, st store[M]) 
 		}
 		return nil
 	}
-	if err := st.commit(c.ctx, sides[0], first); err != nil {
-		return fail(sides[0], err)
+	// Each write leaves part of the call's time to the repair log, which
+	// must be written before the call's deadline (see the package doc,
+	// "The switch of authority").
+	reserved := func() (context.Context, context.CancelFunc) {
+		if dl, ok := c.ctx.Deadline(); ok {
+			return context.WithDeadline(c.ctx, dl.Add(-r.o.skew()/4))
+		}
+		return context.WithCancel(c.ctx)
+	}
+	ctx, cancel := reserved()
+	err = st.commit(ctx, sides[0], first)
+	cancel()
+	if err != nil {
+		ferr := fail(sides[0], err)
+		if notApplied(err) {
+			return ferr
+		}
+		if lerr := st.logRepair(c, op, sides[1], err, true); lerr != nil {
+			return fmt.Errorf("%w (and noting that %s may lack what %s took failed too: %v)", ferr, sides[1], sides[0], lerr)
+		}
+		return ferr
 	}
 	if berr == nil {
-		berr = st.commit(c.ctx, sides[1], second)
+		ctx, cancel := reserved()
+		berr = st.commit(ctx, sides[1], second)
+		cancel()
 	}
 	if berr == nil {
 		return nil
 	}
-	if lerr := st.logRepair(c, op, sides[1], berr); lerr != nil {
+	if lerr := st.logRepair(c, op, sides[1], berr, false); lerr != nil {
 		r.stats.repair(false)
 		return &UnrepairedError{Key: c.key, Write: berr, RepairError: lerr}
 	}
 	r.stats.repair(true)
 	return nil
+}
+
+// notApplied reports errors of a commit that say it was not applied: it
+// lost to a concurrent transaction (Aborted). Any other failure may come
+// after the store applied the commit (a lost response; the emulator then
+// refuses the client's retry of the commit as FailedPrecondition).
+func notApplied(err error) bool {
+	if errors.Is(err, datastore.ErrConcurrentTransaction) {
+		return true
+	}
+	return status.Code(err) == codes.Aborted || spanner.ErrCode(err) == codes.Aborted
 }
 
 // shadowCompare counts a shadow read's mismatch between old's record

@@ -35,6 +35,7 @@ type dsSpan struct {
 	Phase       string    `datastore:",noindex"`
 	Since       time.Time `datastore:",noindex"`
 	ChangedBy   string    `datastore:",noindex"`
+	PrevPhase   string    `datastore:",noindex,omitempty"`
 }
 
 type dsAudit struct {
@@ -105,7 +106,13 @@ func (s DatastoreStore) load(ctx context.Context, tx *datastore.Transaction, mig
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s cohorts %d-%d: %w", DatastorePhaseKind, migration, e.FirstCohort, e.LastCohort, err)
 		}
-		m.Spans = append(m.Spans, Span{Range: cohort.Range{First: int(e.FirstCohort), Last: int(e.LastCohort)}, Phase: p, Since: e.Since, By: e.ChangedBy})
+		sp := Span{Range: cohort.Range{First: int(e.FirstCohort), Last: int(e.LastCohort)}, Phase: p, Since: e.Since, By: e.ChangedBy}
+		if e.PrevPhase != "" {
+			if sp.Prev, err = ParsePhase(e.PrevPhase); err != nil {
+				return nil, nil, fmt.Errorf("%s %s cohorts %d-%d: %w", DatastorePhaseKind, migration, e.FirstCohort, e.LastCohort, err)
+			}
+		}
+		m.Spans = append(m.Spans, sp)
 	}
 	sort.Slice(m.Spans, func(i, j int) bool { return m.Spans[i].First < m.Spans[j].First })
 	return m, keys, nil
@@ -119,10 +126,9 @@ func (s DatastoreStore) Load(ctx context.Context, migration string) (*Map, error
 
 // Move implements Store.
 func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
-	if mv.To == NewOnly && !mv.Force {
-		// Outside the move's transaction, which cannot query: no entry
-		// of new missing a write can appear once read_new has been held
-		// (see the package doc, "Missed second writes").
+	if missed, ok := missedRefused(mv); ok {
+		// Outside the move's transaction, which cannot query (see
+		// SpannerStore.Move).
 		es, err := s.Repairs(ctx, mv.Migration)
 		if err != nil {
 			return nil, Audit{}, err
@@ -130,12 +136,12 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 		var n int64
 		for _, e := range es {
 			for _, r := range mv.Cohorts {
-				if r.Contains(e.Cohort) && e.Missed == newSide.String() {
+				if r.Contains(e.Cohort) && e.Missed == missed.String() {
 					n++
 				}
 			}
 		}
-		if err := missedNewRefusal(mv, n); err != nil {
+		if err := missedRefusal(mv, missed, n); err != nil {
 			return nil, Audit{}, err
 		}
 	}
@@ -164,7 +170,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 		for i, sp := range m.Spans {
 			keys[i] = datastore.IDKey(DatastorePhaseKind, int64(sp.First)+1, root)
 			keys[i].Namespace = s.Namespace
-			ents[i] = dsSpan{FirstCohort: int64(sp.First), LastCohort: int64(sp.Last), Phase: string(sp.Phase), Since: sp.Since, ChangedBy: sp.By}
+			ents[i] = dsSpan{FirstCohort: int64(sp.First), LastCohort: int64(sp.Last), Phase: string(sp.Phase), Since: sp.Since, ChangedBy: sp.By, PrevPhase: string(sp.Prev)}
 		}
 		if _, err := tx.PutMulti(keys, ents); err != nil {
 			return err

@@ -29,6 +29,11 @@ type dsTouched struct {
 	Cohort    int64     `datastore:",noindex"`
 	Deleted   bool      `datastore:",noindex"`
 	TouchedAt time.Time `datastore:",noindex"`
+	// Op names the call whose write left the mark; Behind is "old" or
+	// "new" when that store missed a write the other took (see
+	// SpannerTouchedTable).
+	Op     string `datastore:",noindex,omitempty"`
+	Behind string `datastore:",noindex,omitempty"`
 }
 
 type dsRepair struct {
@@ -206,6 +211,14 @@ func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
 	return datastoreTouchedKey(d.o.Migration, d.namespace, *nr.Key)
 }
 
+// touch marks nr's key touched by the call now (Behind cleared: the
+// call writes the authoritative store first).
+func (d *Datastore) touch(c *call, nr *record.Record, deleted bool) dsMut {
+	k := d.touchedKey(nr)
+	c.mark = k
+	return dsMut{key: k, put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: deleted, TouchedAt: time.Now().UTC(), Op: c.op}}
+}
+
 // Write writes rec (an entity of the old kind, in old keys) where its
 // cohort's phase says (see the package doc).
 func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
@@ -243,7 +256,7 @@ func (d *Datastore) writeMuts(c *call, rec *record.Record) func(side) ([]dsMut, 
 		pl := props
 		ms := []dsMut{{key: k, put: &pl}}
 		if sd == newSide && c.route.touch {
-			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), TouchedAt: time.Now().UTC()}})
+			ms = append(ms, d.touch(c, r, false))
 		}
 		return ms, nil
 	}
@@ -269,7 +282,7 @@ func (d *Datastore) deleteMuts(c *call, key *record.Record) func(side) ([]dsMut,
 		}
 		ms := []dsMut{{key: datastoredb.KeyToDatastore(*r.Key), delete: true}}
 		if sd == newSide && c.route.touch {
-			ms = append(ms, dsMut{key: d.touchedKey(r), put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: true, TouchedAt: time.Now().UTC()}})
+			ms = append(ms, d.touch(c, r, true))
 		}
 		return ms, nil
 	}
@@ -332,11 +345,58 @@ func (d *Datastore) repairMutation(c *call, op string, missed side, cause error)
 	return dsMut{key: k, put: &dsRepair{Migration: d.o.Migration, Cohort: int64(c.cohort), Op: op, OldKey: c.key, Missed: missed.String(), Reason: cause.Error(), LoggedAt: time.Now().UTC()}}
 }
 
-func (d *Datastore) logRepair(c *call, op string, missed side, cause error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return commitDS(ctx, d.newC, []dsMut{d.repairMutation(c, op, missed, cause)})
+// logRepair implements store.logRepair, as Spanner.logRepair.
+func (d *Datastore) logRepair(c *call, op string, missed side, cause error, first bool) error {
+	mk, _ := c.mark.(*datastore.Key)
+	if mk == nil && missed == oldSide && first {
+		return nil
+	}
+	entry := d.repairMutation(c, op, missed, cause)
+	_, err := d.newC.RunInTransaction(c.ctx, func(tx *datastore.Transaction) error {
+		if mk != nil {
+			var t dsTouched
+			err := tx.Get(mk, &t)
+			exists := err == nil
+			if err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
+				return err
+			}
+			ours := exists && t.Op == c.op
+			switch {
+			case missed == oldSide && !ours && first:
+				return errNothingToLog
+			case missed == oldSide && !ours:
+				// A later write of new is the latest, and goes to old
+				// after it: old is not behind for it.
+			case missed == oldSide:
+				t.Behind = oldSide.String()
+				if _, err := tx.Put(mk, &t); err != nil {
+					return err
+				}
+			default:
+				if !exists {
+					t = dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort)}
+				}
+				// Touched now: a backfill or repair that read old
+				// before old took the write must not write new (nor
+				// clear Behind).
+				t.Behind, t.TouchedAt = newSide.String(), time.Now().UTC()
+				if _, err := tx.Put(mk, &t); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := tx.Mutate(toMutations([]dsMut{entry})...)
+		return err
+	})
+	if errors.Is(err, errNothingToLog) {
+		return nil
+	}
+	return err
 }
+
+// errNothingToLog ends logRepair's transaction without writing: new did
+// not take the call's failed first write.
+var errNothingToLog = errors.New("nothing to log")
 
 // Read reads the entity with key's key where its cohort's phase says, and
 // returns it as an entity of the old kind, in old keys; found is false
@@ -348,68 +408,116 @@ func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record,
 	}
 	defer c.cancel()
 	d.stats.call("read", c.phase)
-	r := c.route
-	var got *record.Record
-	switch {
-	case r.shadow:
-		d.stats.call("shadow_read", c.phase)
-		oldRec, err := d.readOld(c.ctx, &key)
-		if err != nil {
-			return record.Record{}, false, err
-		}
-		newRec, err := d.readNew(c.ctx, &key)
-		if err != nil {
-			return record.Record{}, false, err
-		}
-		d.shadowCompare(c, oldRec, newRec)
-		got = oldRec
-	case r.read == newSide:
-		pending := false
-		if r.fallback && !d.same {
-			// Old and new apart: a write old took and new missed while
-			// old was authoritative is in old until a repair (see the
-			// package doc, "Missed second writes").
-			if pending, err = d.pendingNew(c.ctx, c); err != nil {
-				return record.Record{}, false, err
-			}
-		}
-		if !pending {
-			if got, err = d.readNew(c.ctx, &key); err != nil {
-				return record.Record{}, false, err
-			}
-		}
-		if pending || got == nil && r.fallback {
-			d.stats.fallback()
-			if got, err = d.readOld(c.ctx, &key); err != nil {
-				return record.Record{}, false, err
-			}
-		}
-	default:
-		if got, err = d.readOld(c.ctx, &key); err != nil {
-			return record.Record{}, false, err
-		}
-	}
-	if got == nil {
-		return record.Record{}, false, nil
+	got, err := d.read(c, &key)
+	if err != nil || got == nil {
+		return record.Record{}, false, err
 	}
 	return *got, true, nil
 }
 
-// pendingNew reports whether the latest repair-log entry of the call's
-// record says new missed a write (or delete) that old took.
-func (d *Datastore) pendingNew(ctx context.Context, c *call) (bool, error) {
-	var rs []dsRepair
-	q := datastore.NewQuery(DatastoreRepairKind).Namespace(d.namespace).FilterField("Migration", "=", d.o.Migration).FilterField("Cohort", "=", int64(c.cohort))
-	if _, err := d.newC.GetAll(ctx, q, &rs); err != nil {
-		return false, fmt.Errorf("cutover: reading the repair log of %s: %w", c.key, err)
-	}
-	var latest *dsRepair
-	for i := range rs {
-		if rs[i].OldKey == c.key && (latest == nil || rs[i].LoggedAt.After(latest.LoggedAt)) {
-			latest = &rs[i]
+// read is Read's routing (see the package doc, "Reads").
+func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
+	r := c.route
+	switch {
+	case r.shadow:
+		d.stats.call("shadow_read", c.phase)
+		oldRec, err := d.readOld(c.ctx, key)
+		if err != nil {
+			return nil, err
 		}
+		newRec, m, err := d.readNewMarked(c, key)
+		if err != nil {
+			return nil, err
+		}
+		d.shadowCompare(c, oldRec, newRec)
+		if r.consult && !d.same && m.behind == oldSide.String() {
+			d.stats.redirect()
+			return newRec, nil
+		}
+		return oldRec, nil
+	case r.read == newSide:
+		// New's entity and its mark in one lookup.
+		got, m, err := d.readNewMarked(c, key)
+		if err != nil {
+			return nil, err
+		}
+		if m.behind == newSide.String() && !r.oldStale && !d.same {
+			// A write old took and new missed while old was
+			// authoritative: old holds it until a repair.
+			d.stats.redirect()
+			return d.readOld(c.ctx, key)
+		}
+		if got != nil || !r.fallback || m.exists && (m.deleted || m.behind == oldSide.String()) {
+			return got, nil
+		}
+		d.stats.fallback()
+		return d.readOld(c.ctx, key)
+	case r.consult && !d.same:
+		// Old, and new with its mark (at once: two databases).
+		var got *record.Record
+		var gerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got, gerr = d.readOld(c.ctx, key)
+		}()
+		newRec, m, err := d.readNewMarked(c, key)
+		<-done
+		if err != nil {
+			return nil, err
+		}
+		if m.behind == oldSide.String() {
+			// A write new took and old missed while new was
+			// authoritative (before a rollback): new holds it until a
+			// repair.
+			d.stats.redirect()
+			return newRec, nil
+		}
+		return got, gerr
 	}
-	return latest != nil && latest.Missed == newSide.String(), nil
+	return d.readOld(c.ctx, key)
+}
+
+// readNewMarked reads key's new entity, under the old key, and the touched
+// mark of its key, in one lookup.
+func (d *Datastore) readNewMarked(c *call, key *record.Record) (*record.Record, markState, error) {
+	nr, err := d.newRecord(key)
+	if err != nil {
+		return nil, markState{}, err
+	}
+	var props datastore.PropertyList
+	var t dsTouched
+	nk := datastoredb.KeyToDatastore(*nr.Key)
+	err = d.newC.GetMulti(c.ctx, []*datastore.Key{nk, d.touchedKey(nr)}, []any{&props, &t})
+	var me datastore.MultiError
+	found := [2]bool{true, true}
+	switch {
+	case err == nil:
+	case errors.As(err, &me):
+		for i, e := range me {
+			if errors.Is(e, datastore.ErrNoSuchEntity) {
+				found[i] = false
+			} else if e != nil {
+				return nil, markState{}, fmt.Errorf("cutover: reading %s in new: %w", c.key, e)
+			}
+		}
+	default:
+		return nil, markState{}, fmt.Errorf("cutover: reading %s in new: %w", c.key, err)
+	}
+	var m markState
+	if found[1] {
+		m = markState{exists: true, deleted: t.Deleted, behind: t.Behind}
+	}
+	if !found[0] {
+		return nil, m, nil
+	}
+	rec, err := datastoredb.FromEntity(nk, props)
+	if err != nil {
+		return nil, markState{}, err
+	}
+	k := key.Key.Clone()
+	rec.Key, rec.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
+	return &rec, m, nil
 }
 
 func getEntity(ctx context.Context, c *datastore.Client, k rewrite.DatastoreKey) (*record.Record, error) {

@@ -61,8 +61,9 @@
 //	dual_write, backfilled,       old, then new                 old
 //	  verified                      (old authoritative)
 //	shadow                        old, then new                 both; returns old; compares
-//	read_new                      new, then old                 new; old when new has none
-//	                                (new authoritative)           (counted: a fallback)
+//	read_new                      new, then old                 new (old when the touched mark
+//	                                (new authoritative)           says new missed a write, or
+//	                                                              when new never held the record)
 //	new_only                      new (deletes: new, then old)  new
 //	done                          new                           new
 //
@@ -77,7 +78,7 @@
 // for part 2's verify and repair); if that fails too the call fails with
 // an *UnrepairedError. In dual_write through read_new every write and
 // delete on the new side also marks its key touched (RekeyTouched, with
-// the commit time), in the same transaction.
+// the commit time and the call's id), in the same transaction.
 //
 // # Phase cache
 //
@@ -91,6 +92,16 @@
 // CacheTTL and Skew, and the operator's hold (Rules.DualWriteHold) must be
 // at least CacheTTL + Skew.
 //
+// The map's read time is the time of the snapshot read. On Spanner the
+// refresh is one single-use query at a bounded staleness (at most
+// CacheTTL/10, at most a second; SpannerStore.LoadStale): it takes no
+// locks and waits on no transaction, so backfills, verifies and repairs
+// running beside it cannot starve it (the emulator refuses multi-use
+// read-only transactions while read-write ones run, which a strong
+// read-only transaction kept hitting); its age is counted from the
+// snapshot's timestamp, so a stale snapshot only shortens how long the
+// map serves, and the argument below is unchanged.
+//
 // # Why no acknowledged write is lost
 //
 // Let M be the commit time of a move and H = CacheTTL + Skew. An instance
@@ -101,8 +112,8 @@
 //   - Old is authoritative until read_new, new from read_new on; in every
 //     phase each acknowledged write is in the authoritative store (it was
 //     written there first, or in the same transaction), and reads go to the
-//     authoritative store (read_new falls back to old only for a record new
-//     has never held, see below).
+//     authoritative store, or to the other one where the key's touched
+//     mark says the authoritative one missed a write (see "Missed writes").
 //   - An instance still on an older phase. For its first CacheTTL + Skew/2
 //     a dual_write cohort writes old only, as old does, and those calls end
 //     by M + H: so no instance writes new before every instance writes
@@ -112,9 +123,7 @@
 //     new_only, which needs read_new held for H (no instance reads old as
 //     authoritative by then) and still deletes from old (an instance in
 //     read_new falling back to old must not find a deleted record), and
-//     done, which needs new_only held for H. Rolling back from read_new
-//     goes to dual_write first (instances in read_new read new, which
-//     old-only writes would no longer reach).
+//     done, which needs new_only held for H.
 //   - A backfill copying a value older than a dual write. The backfill
 //     reads old after M + H (BackfillRow, the backfill's write, refuses
 //     any earlier) and writes a record in one transaction with a read of
@@ -130,6 +139,30 @@
 //     delete marks the key touched (deleted) in the transaction that
 //     deletes the new record, so a backfill that read the record before the
 //     delete skips it, whichever commits first.
+//
+// # The switch of authority
+//
+// Two calls on one record that write in opposite orders — one old first
+// (an instance on shadow), one new first (an instance on read_new) —
+// can leave old and new holding different values, each acknowledged, and
+// a read on either side then returns the other's older value. So no call
+// of one order may overlap a call of the other. A move whose new phase
+// has another authoritative store than the phase it left (Span.Prev:
+// verified or shadow to read_new; read_new back to dual_write) takes
+// effect in three steps, on every instance: until Since + CacheTTL +
+// Skew/2 the instance acts on the phase left, with the call's deadline at
+// that moment (a call that would have less than Skew/2 waits instead);
+// from then until Since + H it holds the call (counted: SwitchWaits);
+// after Since + H it acts on the new phase. An instance whose cache still
+// holds the phase left ends its calls by R + CacheTTL + Skew/2 < Since +
+// CacheTTL + Skew/2 (R < Since). With clocks within Skew/4 of the store's,
+// every call of the old order ends before the first of the new order
+// starts. A call's second write leaves Skew/4 of its time to its
+// repair-log entry, which is written within the call's deadline too.
+// Rolling back from read_new needs read_new held for H (Check), so that
+// the instances that act on the phase left act on read_new, not on the
+// phase before it; a rollback goes to dual_write, not old (instances in
+// read_new read new, which old-only writes would no longer reach).
 //
 // # Cleaning up
 //
@@ -163,22 +196,62 @@
 // repair-log entries logged before the repair began are cleared, as the
 // repair re-read their records.
 //
-// # Missed second writes
+// # Missed writes
 //
-// Old and new in two databases, a dual write whose second write fails
-// still succeeds (the authoritative store took it) and goes to the repair
-// log. While old is authoritative that is safe: reads go to old. But from
-// read_new on reads go to new, which does not hold such a write — and an
-// instance still acting on shadow can make one for up to H after the move
-// to read_new. So in read_new the library reads a record's latest
-// repair-log entry with it (one snapshot of new's database): if it says
-// new missed a write or delete old took, the read goes to old, which holds
-// it (a later read_new write of the record goes to new and then old, so
-// old is never behind new unless the latest entry says old missed it). A
-// repair in read_new (rekey repair) copies exactly those records from old
-// to new, conditionally, and clears their entries; new_only is refused
-// while a cohort has entries of writes new missed. No such entry appears
-// once read_new has been held for H: every instance then writes new first.
+// Old and new in two databases, a call's second write can fail after its
+// first succeeded, and a first write can fail after the store applied it
+// (its response lost). The library keeps, in the key's touched mark in
+// new's database, which store is behind, if one is:
+//
+//   - Every new-side write or delete of a call that marks keys writes the
+//     call's id (Op) and clears Behind, in the write's own transaction:
+//     that call writes the authoritative store first, so neither is
+//     behind once both took it.
+//   - A failed second write is logged in one transaction of new's
+//     database that writes the repair log's entry (RekeyRepair) and sets
+//     the mark: Behind = "new" (with TouchedAt now, so that a backfill or
+//     repair that read old before old took the write does not overwrite
+//     it) when new missed it; Behind = "old" when old missed it and the
+//     mark still carries the call's id (if a later call wrote new since,
+//     it writes old after that, and old is not behind for it).
+//   - A failed first write that may have been applied (any error but a
+//     lost race) is logged the same way: old first, as Behind = "new"
+//     (reads go to old, which holds the latest write either way); new
+//     first, only if the mark carries the call's id (new took it).
+//
+// A read consults the mark: in read_new it reads the mark, then new at
+// the mark's snapshot; if Behind = "new" it reads old instead (counted:
+// Redirected); if new has no record it returns none when the mark says
+// the record was deleted or old is behind, and reads old (a fallback) only
+// for a record new never held. In dual_write, backfilled, verified and
+// shadow it reads old and the mark at once and returns new's record if
+// Behind = "old" (old missed a write new took while it was authoritative,
+// before a rollback). So a delete that reached new and not old (or whose
+// response was lost) is not undone by a read, and a read never returns
+// what the authoritative store replaced.
+//
+// Why the mark is right: within one authority (see the switch above)
+// every call writes the same store first. Behind = "new" is set only for
+// writes old took; any later call that reaches new clears it and reaches
+// old first. Behind = "old" is set only while the mark carries the id of
+// the call old missed, i.e. while that call's write is new's latest; a
+// later call writing new clears it, and one failing on new (in the old
+// order, after a switch back) sets Behind = "new", which sends reads to
+// old, which took it. A backfill and a repair skip keys whose mark says
+// Behind = "old" (new holds the newer value) and clear Behind = "new"
+// where they copy old (read after the mark was set).
+//
+// Repairs: rekey repair, while old is authoritative, copies old to new
+// for the whole cohort. In read_new it copies, for the repair log's
+// entries logged before it began, old to new where new missed the write
+// and new to old where old did (RepairOld: one transaction in old's
+// database that reads the old record, taking its lock, then new and the
+// mark, strongly, and writes old as new holds it, as a reverse backfill
+// does), then clears the entries, and Behind where the mark still carries
+// what it read. new_only is refused while a cohort has entries of writes
+// new missed, and old (a rollback) while it has entries of writes old
+// missed: after the switch to new_only nothing reads old, and in old
+// nothing reads the marks.
 //
 // # A reverse backfill
 //
@@ -199,11 +272,13 @@
 // copy's locks and lands last. Either way old ends as new. With old and
 // new in one database the reads are in the copy's transaction.
 //
-// Not covered: two instances writing the same record at once while they
-// act on different phases, across databases, can leave old and new
-// holding different values (each write reaches both stores, in opposite
-// orders); verify finds such records. A new-side record left from an
-// earlier, rolled-back dual_write whose old record was deleted meanwhile
-// is not visited by a backfill that reads old; verify reports it as extra
-// in new.
+// Not covered: a call whose second write and its repair-log entry both
+// fail returns an *UnrepairedError: the stores differ on the record and
+// no mark says so until verify finds it; reads may return either value.
+// A new-side record left from an earlier, rolled-back dual_write whose old
+// record was deleted meanwhile is not visited by a backfill that reads
+// old; verify reports it as extra in new. Entries of writes old missed
+// are repaired only in read_new (while old is authoritative, a copy from
+// new to old could overwrite an application write that reached old and
+// not yet new).
 package cutover

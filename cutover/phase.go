@@ -94,7 +94,9 @@ func (r Rules) hold() time.Duration {
 // plus a skew margin: every instance acts on the earlier phase by then).
 // Back, any phase before new_only may go to dual_write or old, except
 // read_new, which goes to dual_write first; from new_only on, only a
-// reverse backfill goes back (not a phase move).
+// reverse backfill goes back (not a phase move); read_new goes back only
+// once held (instances act on the phase before it until the hold: the
+// switch of authority, see the package doc).
 func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) error {
 	if from.rank() < 0 || to.rank() < 0 {
 		return fmt.Errorf("%w: unknown phase (%q to %q)", ErrIllegal, from, to)
@@ -121,6 +123,9 @@ func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) e
 		}
 		if from == ReadNew && to == Old {
 			return refuse("roll back to dual_write first: instances still in read_new (for up to the phase-cache TTL) read new, which old-only writes no longer reach")
+		}
+		if from == ReadNew {
+			return hold("every instance must have switched to new first before the authority switches back")
 		}
 		return nil
 	case to == Backfilled:

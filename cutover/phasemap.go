@@ -16,6 +16,12 @@ type Span struct {
 	Phase Phase
 	Since time.Time
 	By    string
+	// Prev is the phase the cohorts left when they entered Phase (empty
+	// when unknown: a map saved before phases kept it). A move that
+	// changes which store is authoritative has the library act on Prev
+	// until every instance knows the move (see the package doc, "The
+	// switch of authority").
+	Prev Phase
 
 	fresh bool // painted by the move being saved (Since: its commit time)
 }
@@ -29,6 +35,9 @@ type Map struct {
 	Buckets   int
 	Version   int64
 	Spans     []Span
+	// ReadAt, when set, is the time of the snapshot the map was read at
+	// (SpannerStore.LoadStale).
+	ReadAt time.Time
 }
 
 // Phase returns cohort c's phase.
@@ -39,6 +48,21 @@ func (m *Map) Phase(c int) Phase {
 	}
 	return s.Phase
 }
+
+// SpanOf returns the span holding cohort c (for a cohort no move has
+// touched: a span in Old, Since zero).
+func (m *Map) SpanOf(c int) Span {
+	if s := m.span(c); s != nil {
+		return *s
+	}
+	return Span{Range: cohort.Range{First: c, Last: c}, Phase: Old}
+}
+
+// SwitchesAuthority reports whether s's move changed the authoritative
+// store (Prev and Phase have different ones): the library then acts on
+// the new phase only from Since + CacheTTL + Skew (see the package doc,
+// "The switch of authority").
+func (s Span) SwitchesAuthority() bool { return switches(s.Prev, s.Phase) }
 
 // span returns the span holding c, nil if none.
 func (m *Map) span(c int) *Span {
@@ -75,6 +99,7 @@ func (m *Map) Segments(r cohort.Range) []Span {
 // paint sets r's cohorts to p, as a fresh span, splitting the spans it
 // overlaps; then merges neighbours of one phase entered at one time.
 func (m *Map) paint(r cohort.Range, p Phase, by string) {
+	segs := m.Segments(r)
 	var out []Span
 	for _, s := range m.Spans {
 		if s.Last < r.First || s.First > r.Last {
@@ -92,13 +117,15 @@ func (m *Map) paint(r cohort.Range, p Phase, by string) {
 			out = append(out, right)
 		}
 	}
-	out = append(out, Span{Range: r, Phase: p, By: by, fresh: true})
+	for _, seg := range segs {
+		out = append(out, Span{Range: seg.Range, Phase: p, By: by, Prev: seg.Phase, fresh: true})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].First < out[j].First })
 	merged := out[:0]
 	for _, s := range out {
 		if n := len(merged); n > 0 {
 			prev := &merged[n-1]
-			if prev.Last+1 == s.First && prev.Phase == s.Phase && prev.fresh == s.fresh && prev.Since.Equal(s.Since) && prev.By == s.By {
+			if prev.Last+1 == s.First && prev.Phase == s.Phase && prev.Prev == s.Prev && prev.fresh == s.fresh && prev.Since.Equal(s.Since) && prev.By == s.By {
 				prev.Last = s.Last
 				continue
 			}

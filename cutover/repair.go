@@ -122,12 +122,30 @@ func (s DatastoreStore) ClearRepairs(ctx context.Context, migration string, entr
 	return nil
 }
 
-// missedNewRefusal refuses a move to new_only of cohorts with n entries in
-// the repair log of writes new missed: new_only reads new alone, which
-// would not hold them.
-func missedNewRefusal(mv Move, n int64) error {
+// missedRefused says which store's missed writes refuse mv while the
+// repair log holds entries of them: new_only reads new alone, which must
+// not lack what old took; old reads old alone, which must not lack what
+// new took while it was authoritative.
+func missedRefused(mv Move) (side, bool) {
+	switch {
+	case mv.Force:
+		return 0, false
+	case mv.To == NewOnly:
+		return newSide, true
+	case mv.To == Old:
+		return oldSide, true
+	}
+	return 0, false
+}
+
+// missedRefusal refuses mv, for cohorts with n entries in the repair log
+// of writes store missed.
+func missedRefusal(mv Move, missed side, n int64) error {
 	if n == 0 {
 		return nil
+	}
+	if missed == oldSide {
+		return fmt.Errorf("%w: cohorts %s: %d repair-log entries of writes or deletes that old missed (new took them while it was authoritative); move the cohorts to read_new and run rekey repair for them first", ErrIllegal, cohort.Format(mv.Cohorts), n)
 	}
 	return fmt.Errorf("%w: cohorts %s: %d repair-log entries of writes or deletes that new missed (old took them while it was authoritative); run rekey repair for these cohorts first", ErrIllegal, cohort.Format(mv.Cohorts), n)
 }

@@ -27,23 +27,32 @@ type route struct {
 	// when new has no record.
 	shadow, fallback bool
 	// touch: writes and deletes in new mark the key touched (the backfill
-	// may still copy the cohort's records).
+	// may still copy the cohort's records, or old may be read again).
 	touch bool
+	// consult: old and new apart, a read of old reads the key's touched
+	// mark too, and returns new's record if the mark says old is behind
+	// (it missed a write new took while new was authoritative, before a
+	// rollback; see the package doc, "Missed writes").
+	consult bool
+	// oldStale: old is missing the writes of a new_only span (a read_new
+	// cohort brought back from new_only by a reverse backfill): reads
+	// never go to old.
+	oldStale bool
 }
 
-// routeOf returns phase p's route; warming is a dual_write cohort within
-// its hold (Since + TTL + skew), which writes old only, as in old.
-func routeOf(p Phase, warming bool) route {
-	if p == DualWrite && warming {
-		p = Old
-	}
+// routeOf returns the route of phase p entered from prev (empty when
+// unknown).
+func routeOf(p, prev Phase) route {
 	both, old, newOld, new := []side{oldSide, newSide}, []side{oldSide}, []side{newSide, oldSide}, []side{newSide}
 	switch p {
 	case DualWrite, Backfilled, Verified:
-		return route{writes: both, deletes: both, read: oldSide, touch: true}
+		return route{writes: both, deletes: both, read: oldSide, touch: true, consult: true}
 	case Shadow:
-		return route{writes: both, deletes: both, read: oldSide, shadow: true, touch: true}
+		return route{writes: both, deletes: both, read: oldSide, shadow: true, touch: true, consult: true}
 	case ReadNew:
+		if prev == NewOnly {
+			return route{writes: newOld, deletes: newOld, read: newSide, touch: true, oldStale: true}
+		}
 		return route{writes: newOld, deletes: newOld, read: newSide, fallback: true, touch: true}
 	case NewOnly:
 		// Deletes still reach old: an instance still in read_new (for

@@ -8,32 +8,60 @@ import (
 // TestRouteOf is the package doc's table, phase by phase.
 func TestRouteOf(t *testing.T) {
 	for _, tc := range []struct {
-		p                       Phase
-		warming                 bool
+		p, prev                 Phase
 		writes, deletes, read   string
 		shadow, fallback, touch bool
 	}{
-		{Old, false, "[old]", "[old]", "old", false, false, false},
-		{DualWrite, true, "[old]", "[old]", "old", false, false, false},
-		{DualWrite, false, "[old new]", "[old new]", "old", false, false, true},
-		{Backfilled, false, "[old new]", "[old new]", "old", false, false, true},
-		{Verified, false, "[old new]", "[old new]", "old", false, false, true},
-		{Shadow, false, "[old new]", "[old new]", "old", true, false, true},
-		{ReadNew, false, "[new old]", "[new old]", "new", false, true, true},
-		{NewOnly, false, "[new]", "[new old]", "new", false, false, false},
-		{Done, false, "[new]", "[new]", "new", false, false, false},
+		{Old, "", "[old]", "[old]", "old", false, false, false},
+		{DualWrite, Old, "[old new]", "[old new]", "old", false, false, true},
+		{Backfilled, DualWrite, "[old new]", "[old new]", "old", false, false, true},
+		{Verified, Backfilled, "[old new]", "[old new]", "old", false, false, true},
+		{Shadow, Verified, "[old new]", "[old new]", "old", true, false, true},
+		{ReadNew, Shadow, "[new old]", "[new old]", "new", false, true, true},
+		{NewOnly, ReadNew, "[new]", "[new old]", "new", false, false, false},
+		{Done, NewOnly, "[new]", "[new]", "new", false, false, false},
 	} {
-		r := routeOf(tc.p, tc.warming)
+		r := routeOf(tc.p, tc.prev)
 		got := fmt.Sprintf("%v %v %v %v %v %v", r.writes, r.deletes, r.read, r.shadow, r.fallback, r.touch)
 		want := fmt.Sprintf("%s %s %s %v %v %v", tc.writes, tc.deletes, tc.read, tc.shadow, tc.fallback, tc.touch)
 		if got != want {
-			t.Errorf("%s (warming %v): %s, want %s", tc.p, tc.warming, got, want)
+			t.Errorf("%s (from %s): %s, want %s", tc.p, tc.prev, got, want)
 		}
 	}
-	// Warming only changes dual_write.
+	// Where a cohort came from changes one route: a read_new cohort
+	// brought back from new_only never reads old (it misses new_only's
+	// writes). Every phase that reads old while both are written looks
+	// at the touched mark too.
 	for _, p := range Phases {
-		if p != DualWrite && fmt.Sprint(routeOf(p, true)) != fmt.Sprint(routeOf(p, false)) {
-			t.Errorf("%s routes otherwise while warming", p)
+		for _, prev := range Phases {
+			r, base := routeOf(p, prev), routeOf(p, "")
+			if r.consult != (r.read == oldSide && r.touch) {
+				t.Errorf("%s from %s: consult %v", p, prev, r.consult)
+			}
+			if r.oldStale != (p == ReadNew && prev == NewOnly) || r.oldStale && r.fallback {
+				t.Errorf("%s from %s: oldStale %v, fallback %v", p, prev, r.oldStale, r.fallback)
+			}
+			r.oldStale, r.fallback = false, base.fallback
+			if fmt.Sprint(r) != fmt.Sprint(base) {
+				t.Errorf("%s from %s routes otherwise: %+v, want %+v", p, prev, r, base)
+			}
+		}
+	}
+}
+
+// TestSwitches: only the moves between phases whose authoritative stores
+// differ switch authority.
+func TestSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		prev, p Phase
+		want    bool
+	}{
+		{Verified, ReadNew, true}, {Shadow, ReadNew, true}, {ReadNew, DualWrite, true}, {ReadNew, Old, true},
+		{Old, DualWrite, false}, {Shadow, DualWrite, false}, {ReadNew, NewOnly, false}, {NewOnly, ReadNew, false},
+		{"", ReadNew, false}, {NewOnly, Done, false},
+	} {
+		if got := switches(tc.prev, tc.p); got != tc.want {
+			t.Errorf("%s to %s: switches %v, want %v", tc.prev, tc.p, got, tc.want)
 		}
 	}
 }

@@ -47,7 +47,8 @@ var SpannerDDL = []string{
   LastCohort INT64 NOT NULL,
   Phase STRING(16) NOT NULL,
   Since TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true),
-  ChangedBy STRING(MAX)
+  ChangedBy STRING(MAX),
+  PrevPhase STRING(16)
 ) PRIMARY KEY (Migration, FirstCohort),
   INTERLEAVE IN PARENT RekeyCutover ON DELETE CASCADE`,
 	`CREATE TABLE RekeyCohortAudit (
@@ -77,13 +78,24 @@ var SpannerDDL = []string{
   NewKey STRING(MAX) NOT NULL,
   Cohort INT64 NOT NULL,
   Deleted BOOL NOT NULL,
-  TouchedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true)
+  TouchedAt TIMESTAMP NOT NULL OPTIONS (allow_commit_timestamp=true),
+  Op STRING(36),
+  Behind STRING(8)
 ) PRIMARY KEY (Migration, NewKey)`,
+}
+
+// spannerAddedColumns are the columns added to the phase store's tables
+// since they were first created, with their definitions: CreateSpannerTables
+// adds them to tables that lack them.
+var spannerAddedColumns = []struct{ table, column, def string }{
+	{"RekeyCohortPhase", "PrevPhase", "STRING(16)"},
+	{"RekeyTouched", "Op", "STRING(36)"},
+	{"RekeyTouched", "Behind", "STRING(8)"},
 }
 
 var (
 	spannerMigrationColumns = []string{"Migration", "Buckets", "Version", "UpdatedAt"}
-	spannerPhaseColumns     = []string{"Migration", "FirstCohort", "LastCohort", "Phase", "Since", "ChangedBy"}
+	spannerPhaseColumns     = []string{"Migration", "FirstCohort", "LastCohort", "Phase", "Since", "ChangedBy", "PrevPhase"}
 	spannerAuditColumns     = []string{"Migration", "Version", "ChangedAt", "Who", "Why", "Cohorts", "FromPhase", "ToPhase", "Forced"}
 )
 
@@ -96,16 +108,18 @@ type SpannerStore struct {
 }
 
 // CreateSpannerTables creates the phase store's tables in database db
-// (projects/P/instances/I/databases/D) where they are missing; it returns
+// (projects/P/instances/I/databases/D) where they are missing, and adds
+// the columns that tables made by an earlier version lack; it returns
 // the statements it ran.
 func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]string, error) {
 	have := map[string]bool{}
-	err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"}).Do(func(r *spanner.Row) error {
-		var name string
-		if err := r.Columns(&name); err != nil {
+	err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT TABLE_NAME, COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = ''"}).Do(func(r *spanner.Row) error {
+		var table, column string
+		if err := r.Columns(&table, &column); err != nil {
 			return err
 		}
-		have[strings.ToLower(name)] = true
+		have[strings.ToLower(table)] = true
+		have[strings.ToLower(table+"."+column)] = true
 		return nil
 	})
 	if err != nil {
@@ -115,6 +129,11 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTouchedTable} {
 		if !have[strings.ToLower(name)] {
 			missing = append(missing, SpannerDDL[i])
+		}
+	}
+	for _, ac := range spannerAddedColumns {
+		if have[strings.ToLower(ac.table)] && !have[strings.ToLower(ac.table+"."+ac.column)] {
+			missing = append(missing, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", ac.table, ac.column, ac.def))
 		}
 	}
 	if len(missing) == 0 {
@@ -160,9 +179,9 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 	err = r.Read(ctx, SpannerPhaseTable, spanner.Key{migration}.AsPrefix(), spannerPhaseColumns).Do(func(row *spanner.Row) error {
 		var mig, phase string
 		var first, last int64
-		var by spanner.NullString
+		var by, prev spanner.NullString
 		var s Span
-		if err := row.Columns(&mig, &first, &last, &phase, &s.Since, &by); err != nil {
+		if err := row.Columns(&mig, &first, &last, &phase, &s.Since, &by, &prev); err != nil {
 			return err
 		}
 		p, err := ParsePhase(phase)
@@ -170,11 +189,73 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 			return fmt.Errorf("%s %s cohorts %d-%d: %w", SpannerPhaseTable, migration, first, last, err)
 		}
 		s.Range, s.Phase, s.By = cohort.Range{First: int(first), Last: int(last)}, p, by.StringVal
+		if prev.Valid {
+			if s.Prev, err = ParsePhase(prev.StringVal); err != nil {
+				return fmt.Errorf("%s %s cohorts %d-%d: %w", SpannerPhaseTable, migration, first, last, err)
+			}
+		}
 		m.Spans = append(m.Spans, s)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", SpannerPhaseTable, err)
+	}
+	sort.Slice(m.Spans, func(i, j int) bool { return m.Spans[i].First < m.Spans[j].First })
+	return m, nil
+}
+
+// LoadStale reads a migration's phase map as Load does, but in one
+// single-use query at a timestamp up to maxStaleness old, so that it never
+// waits on the transactions of moves, backfills and repairs (nor is
+// refused by the emulator while they run, as a multi-use read-only
+// transaction is). The map's ReadAt is the timestamp read at: the phase
+// cache counts the map's age from it (see the package doc, "Phase
+// cache").
+func (s SpannerStore) LoadStale(ctx context.Context, migration string, maxStaleness time.Duration) (*Map, error) {
+	type span struct {
+		FirstCohort, LastCohort int64
+		Phase                   string
+		Since                   time.Time
+		ChangedBy, PrevPhase    spanner.NullString
+	}
+	ro := s.Client.Single().WithTimestampBound(spanner.MaxStaleness(maxStaleness))
+	defer ro.Close()
+	m := &Map{Migration: migration}
+	err := ro.Query(ctx, spanner.Statement{
+		SQL: `SELECT c.Buckets, c.Version, ARRAY(SELECT AS STRUCT p.FirstCohort, p.LastCohort, p.Phase, p.Since, p.ChangedBy, p.PrevPhase
+  FROM RekeyCohortPhase p WHERE p.Migration = c.Migration) AS Spans
+FROM RekeyCutover c WHERE c.Migration = @m`,
+		Params: map[string]any{"m": migration},
+	}).Do(func(row *spanner.Row) error {
+		var buckets int64
+		var spans []*span
+		if err := row.Columns(&buckets, &m.Version, &spans); err != nil {
+			return err
+		}
+		m.Buckets = int(buckets)
+		for _, e := range spans {
+			p, err := ParsePhase(e.Phase)
+			if err != nil {
+				return fmt.Errorf("%s %s cohorts %d-%d: %w", SpannerPhaseTable, migration, e.FirstCohort, e.LastCohort, err)
+			}
+			sp := Span{Range: cohort.Range{First: int(e.FirstCohort), Last: int(e.LastCohort)}, Phase: p, Since: e.Since, By: e.ChangedBy.StringVal}
+			if e.PrevPhase.Valid {
+				if sp.Prev, err = ParsePhase(e.PrevPhase.StringVal); err != nil {
+					return fmt.Errorf("%s %s cohorts %d-%d: %w", SpannerPhaseTable, migration, e.FirstCohort, e.LastCohort, err)
+				}
+			}
+			m.Spans = append(m.Spans, sp)
+		}
+		return nil
+	})
+	if err != nil {
+		if spanner.ErrCode(err) == codes.InvalidArgument && strings.Contains(err.Error(), "not found") {
+			return nil, fmt.Errorf("the database has no phase store (tables %s, %s, %s; CreateSpannerTables creates them): %w", SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+		}
+		return nil, fmt.Errorf("reading the phases of %s: %w", migration, err)
+	}
+	if m.ReadAt, err = ro.Timestamp(); err != nil {
+		return nil, err
 	}
 	sort.Slice(m.Spans, func(i, j int) bool { return m.Spans[i].First < m.Spans[j].First })
 	return m, nil
@@ -196,17 +277,17 @@ var errRefused = errors.New("move refused")
 
 // Move implements Store.
 func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
-	if mv.To == NewOnly && !mv.Force {
+	if missed, ok := missedRefused(mv); ok {
 		// Before the move's transaction, kept short (the emulator runs
 		// one at a time): no entry of new missing a write can appear once
-		// read_new has been held (see the package doc, "Missed second
-		// writes").
+		// read_new has been held, nor of old missing one while old is
+		// authoritative (see the package doc, "Missed writes").
 		var n int64
 		var err error
 		for attempt := 0; ; attempt++ {
 			// Single-use reads (the emulator refuses a multi-use read-only
 			// transaction while read-write ones run), again when refused.
-			if n, err = spannerMissedNew(ctx, s.Client, mv); err == nil || !spannerdb.EmulatorAborted(err) || attempt >= 50 {
+			if n, err = spannerMissed(ctx, s.Client, mv, missed); err == nil || !spannerdb.EmulatorAborted(err) || attempt >= 50 {
 				break
 			}
 			time.Sleep(time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond)
@@ -214,7 +295,7 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 		if err != nil {
 			return nil, Audit{}, err
 		}
-		if err := missedNewRefusal(mv, n); err != nil {
+		if err := missedRefusal(mv, missed, n); err != nil {
 			return nil, Audit{}, err
 		}
 	}
@@ -242,7 +323,11 @@ func (s SpannerStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) {
 			if sp.fresh {
 				since = spanner.CommitTimestamp
 			}
-			muts = append(muts, spanner.Insert(SpannerPhaseTable, spannerPhaseColumns, []any{mv.Migration, int64(sp.First), int64(sp.Last), string(sp.Phase), since, sp.By}))
+			var prev spanner.NullString
+			if sp.Prev != "" {
+				prev = spanner.NullString{StringVal: string(sp.Prev), Valid: true}
+			}
+			muts = append(muts, spanner.Insert(SpannerPhaseTable, spannerPhaseColumns, []any{mv.Migration, int64(sp.First), int64(sp.Last), string(sp.Phase), since, sp.By, prev}))
 		}
 		return txn.BufferWrite(muts)
 	})
@@ -311,15 +396,15 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 	return out, nil
 }
 
-// spannerMissedNew counts the repair-log entries of mv's cohorts that say
-// new missed a write or delete old took.
-func spannerMissedNew(ctx context.Context, c *spanner.Client, mv Move) (int64, error) {
+// spannerMissed counts the repair-log entries of mv's cohorts that say
+// side missed a write or delete the other took.
+func spannerMissed(ctx context.Context, c *spanner.Client, mv Move, missed side) (int64, error) {
 	var total int64
 	for _, r := range mv.Cohorts {
 		var n int64
 		err := c.Single().Query(ctx, spanner.Statement{
-			SQL:    "SELECT COUNT(*) FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Missed = 'new'",
-			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last)},
+			SQL:    "SELECT COUNT(*) FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Missed = @s",
+			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last), "s": missed.String()},
 		}).Do(func(row *spanner.Row) error { return row.Columns(&n) })
 		if err != nil {
 			return 0, err // unwrapped: the emulator's refusal must reach ReadOnly's retry

@@ -297,8 +297,13 @@ func (s *Spanner) touch(c *call, nr *record.Record, deleted bool) (*spanner.Muta
 	if err != nil {
 		return nil, err
 	}
-	return spanner.InsertOrUpdate(SpannerTouchedTable, []string{"Migration", "NewKey", "Cohort", "Deleted", "TouchedAt"}, []any{s.o.Migration, tk, int64(c.cohort), deleted, spanner.CommitTimestamp}), nil
+	c.mark = tk
+	return spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, tk, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}}), nil
 }
+
+// spannerTouchColumns are the columns a touch writes: Behind is cleared,
+// as the call's write reaches the authoritative store first.
+var spannerTouchColumns = []string{"Migration", "NewKey", "Cohort", "Deleted", "TouchedAt", "Op", "Behind"}
 
 func (s *Spanner) client(sd side) *spanner.Client {
 	if sd == newSide {
@@ -314,10 +319,8 @@ func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*s
 		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error {
 			return applyMutations(ctx, s.client(sd), ms)
 		},
-		repair: s.repairMutation,
-		logRepair: func(c *call, op string, missed side, cause error) error {
-			return s.logRepair(c, op, missed, cause)
-		},
+		repair:    s.repairMutation,
+		logRepair: s.logRepair,
 	}
 	if s.same {
 		st.atomic = func(ctx context.Context, ms []*spanner.Mutation) error { return applyMutations(ctx, s.newC, ms) }
@@ -341,13 +344,74 @@ func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *
 		[]any{s.o.Migration, int64(c.cohort), uuid.NewString(), op, c.key, missed.String(), cause.Error(), spanner.CommitTimestamp})
 }
 
-// logRepair records that op on the call's record did not reach side
-// missed, in the repair log (its own deadline: the call's may be what
-// failed).
-func (s *Spanner) logRepair(c *call, op string, missed side, cause error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return applyMutations(ctx, s.newC, []*spanner.Mutation{s.repairMutation(c, op, missed, cause)})
+// logRepair implements store.logRepair.
+func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first bool) error {
+	_, err := spannerdb.Transact(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		var muts []*spanner.Mutation
+		if tk, ok := c.mark.(string); ok {
+			row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Op"})
+			exists := err == nil
+			if err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
+				return err
+			}
+			var markOp spanner.NullString
+			if exists {
+				if err := row.Columns(&markOp); err != nil {
+					return err
+				}
+			}
+			ours := exists && markOp.Valid && markOp.StringVal == c.op
+			switch {
+			case missed == oldSide && !ours && first:
+				return nil // new did not take the call's write: nothing to repair
+			case missed == oldSide && !ours:
+				// A later write of new is the latest, and goes to old
+				// after it: old is not behind for it.
+			case missed == oldSide:
+				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{s.o.Migration, tk, oldSide.String()}))
+			case exists:
+				// Touched now: a backfill or repair that read old
+				// before old took the write must not write new (nor
+				// clear Behind).
+				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind", "TouchedAt"}, []any{s.o.Migration, tk, newSide.String(), spanner.CommitTimestamp}))
+			default:
+				muts = append(muts, spanner.Insert(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
+			}
+		} else if missed == oldSide && first {
+			return nil
+		}
+		return txn.BufferWrite(append(muts, s.repairMutation(c, op, missed, cause)))
+	})
+	return err
+}
+
+// markState is a key's touched mark as a read finds it.
+type markState struct {
+	exists, deleted bool
+	behind          string // "old", "new" or ""
+}
+
+// readMark reads the touched mark of the call's new key (nk: the new
+// record of key) through r.
+func (s *Spanner) readMark(ctx context.Context, r rowReader, c *call, nk *record.Record) (markState, error) {
+	tk, err := s.touchedKey(nk)
+	if err != nil {
+		return markState{}, err
+	}
+	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Deleted", "Behind"})
+	if errors.Is(err, spanner.ErrRowNotFound) {
+		return markState{}, nil
+	}
+	if err != nil {
+		return markState{}, fmt.Errorf("cutover: reading the touched mark of %s: %w", c.key, err)
+	}
+	m := markState{exists: true}
+	var behind spanner.NullString
+	if err := row.Columns(&m.deleted, &behind); err != nil {
+		return markState{}, err
+	}
+	m.behind = behind.StringVal
+	return m, nil
 }
 
 // Read reads the record with key's key fields (old key columns) where its
@@ -360,79 +424,118 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 	}
 	defer c.cancel()
 	s.stats.call("read", c.phase)
+	got, err := s.read(c, &key)
+	if err != nil || got == nil {
+		return record.Record{}, false, err
+	}
+	return *got, true, nil
+}
+
+// read is Read's routing (see the package doc, "Reads").
+func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 	r := c.route
 	switch {
 	case r.shadow:
 		s.stats.call("shadow_read", c.phase)
 		var oldRec, newRec *record.Record
-		err := s.readBoth(c, &key, &oldRec, &newRec)
-		if err != nil {
-			return record.Record{}, false, err
+		if err := s.readBoth(c, key, &oldRec, &newRec); err != nil {
+			return nil, err
 		}
 		s.shadowCompare(c, oldRec, newRec)
-		if oldRec == nil {
-			return record.Record{}, false, nil
-		}
-		return *oldRec, true, nil
-	case r.read == newSide:
-		var got *record.Record
-		pending := false
-		err := spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
-			if r.fallback {
-				if pending, err = s.pendingNew(ctx, txn, c); err != nil || pending {
-					return err
-				}
+		if r.consult && !s.same {
+			nk, err := s.newRecord(key)
+			if err != nil {
+				return nil, err
 			}
-			got, err = s.readNew(ctx, txn, &key)
+			if m, err := s.readMark(c.ctx, s.newC.Single(), c, nk); err != nil {
+				return nil, err
+			} else if m.behind == oldSide.String() {
+				s.stats.redirect()
+				return newRec, nil
+			}
+		}
+		return oldRec, nil
+	case r.read == newSide && s.same:
+		// One snapshot of the one database: old and new were written
+		// in one transaction each time.
+		var got *record.Record
+		err := spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
+			if got, err = s.readNew(ctx, txn, key); err != nil || got != nil || !r.fallback {
+				return err
+			}
+			nk, err := s.newRecord(key)
+			if err != nil {
+				return err
+			}
+			m, err := s.readMark(ctx, txn, c, nk)
+			if err != nil || m.exists && m.deleted {
+				return err
+			}
+			s.stats.fallback()
+			got, err = s.readOld(ctx, txn, key)
 			return err
 		})
-		if err == nil && pending {
-			// A write old took and new missed while old was
-			// authoritative: old holds it until a repair (see the
-			// package doc, "Missed second writes").
-			s.stats.fallback()
-			got, err := s.readOld(c.ctx, s.oldC.Single(), &key)
-			if err != nil || got == nil {
-				return record.Record{}, false, err
-			}
-			return *got, true, nil
+		return got, err
+	case r.read == newSide:
+		nk, err := s.newRecord(key)
+		if err != nil {
+			return nil, err
 		}
-		if err != nil || got != nil || !r.fallback {
-			if got == nil {
-				return record.Record{}, false, err
-			}
-			return *got, true, err
+		// The mark, then new at the mark's timestamp: one snapshot of
+		// new's database in two single-use reads.
+		ro := s.newC.Single()
+		m, err := s.readMark(c.ctx, ro, c, nk)
+		if err != nil {
+			return nil, err
+		}
+		if m.behind == newSide.String() && !r.oldStale {
+			// A write old took and new missed while old was
+			// authoritative: old holds it until a repair.
+			s.stats.redirect()
+			return s.readOld(c.ctx, s.oldC.Single(), key)
+		}
+		ts, err := ro.Timestamp()
+		if err != nil {
+			return nil, err
+		}
+		got, err := s.readNew(c.ctx, s.newC.Single().WithTimestampBound(spanner.ReadTimestamp(ts)), key)
+		if err != nil || got != nil || !r.fallback || m.exists && (m.deleted || m.behind == oldSide.String()) {
+			return got, err
 		}
 		s.stats.fallback()
-		fallthrough
-	default:
-		got, err := s.readOld(c.ctx, s.oldC.Single(), &key)
-		if err != nil || got == nil {
-			return record.Record{}, false, err
+		return s.readOld(c.ctx, s.oldC.Single(), key)
+	case r.consult && !s.same:
+		nk, err := s.newRecord(key)
+		if err != nil {
+			return nil, err
 		}
-		return *got, true, nil
-	}
-}
-
-// pendingNew reports whether the latest repair-log entry of the call's
-// record says new missed a write (or delete) that old took.
-func (s *Spanner) pendingNew(ctx context.Context, txn *spanner.ReadOnlyTransaction, c *call) (bool, error) {
-	pending := false
-	err := txn.Query(ctx, spanner.Statement{
-		SQL:    "SELECT Missed FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort = @c AND OldKey = @k ORDER BY LoggedAt DESC LIMIT 1",
-		Params: map[string]any{"m": s.o.Migration, "c": int64(c.cohort), "k": c.key},
-	}).Do(func(r *spanner.Row) error {
-		var missed string
-		if err := r.Columns(&missed); err != nil {
-			return err
+		// Old, and the mark beside it (at once: two databases).
+		var got *record.Record
+		var gerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got, gerr = s.readOld(c.ctx, s.oldC.Single(), key)
+		}()
+		ro := s.newC.Single()
+		m, err := s.readMark(c.ctx, ro, c, nk)
+		<-done
+		if err != nil {
+			return nil, err
 		}
-		pending = missed == newSide.String()
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("cutover: reading the repair log of %s: %w", c.key, err)
+		if m.behind != oldSide.String() {
+			return got, gerr
+		}
+		// A write new took and old missed while new was authoritative
+		// (before a rollback): new holds it until a repair.
+		s.stats.redirect()
+		ts, err := ro.Timestamp()
+		if err != nil {
+			return nil, err
+		}
+		return s.readNew(c.ctx, s.newC.Single().WithTimestampBound(spanner.ReadTimestamp(ts)), key)
 	}
-	return pending, nil
+	return s.readOld(c.ctx, s.oldC.Single(), key)
 }
 
 // readBoth reads old and new, from one snapshot when they share a

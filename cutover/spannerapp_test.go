@@ -42,6 +42,13 @@ type spannerEnv struct {
 // with the target table (newDDL, or logsV2DDL when empty) and the phase
 // store's tables, and opens the library with a short cache TTL.
 func newSpannerEnv(t *testing.T, sameDB bool, newDDL string) *spannerEnv {
+	return newSpannerEnvVia(t, sameDB, newDDL, "", "")
+}
+
+// newSpannerEnvVia is newSpannerEnv with old's client and new's (the
+// library's) going to the emulator through the proxies at oldVia and
+// newVia (host:port; "" for the emulator itself), old and new apart.
+func newSpannerEnvVia(t *testing.T, sameDB bool, newDDL, oldVia, newVia string) *spannerEnv {
 	t.Helper()
 	ctx := context.Background()
 	if newDDL == "" {
@@ -49,11 +56,19 @@ func newSpannerEnv(t *testing.T, sameDB bool, newDDL string) *spannerEnv {
 	}
 	target := append([]string{newDDL}, cutover.SpannerDDL...)
 	var oldC, newC *spanner.Client
+	via := func(addr string) {
+		if addr != "" {
+			t.Setenv(emulator.EnvSpannerHost, addr)
+		}
+	}
 	if sameDB {
 		oldC = emulator.TestDB(t, append([]string{logsDDL}, target...)...)
 		newC = oldC
 	} else {
-		oldC, newC = emulator.TestDB(t, logsDDL), emulator.TestDB(t, target...)
+		via(oldVia)
+		oldC = emulator.TestDB(t, logsDDL)
+		via(newVia)
+		newC = emulator.TestDB(t, target...)
 	}
 	dbID := func(c *spanner.Client) string { return c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:] }
 	path := filepath.Join(t.TempDir(), "rekey.yaml")
@@ -82,6 +97,7 @@ cohort: {user: UserId}
 func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 	t.Helper()
 	c := cohort.Of(user, cohort.DefaultBuckets)
+	from := e.lib.Phases().Phase(c)
 	if _, _, err := e.store.Move(context.Background(), cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +108,17 @@ func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if p == cutover.DualWrite {
+	if p == cutover.DualWrite || newAuthority(from) != newAuthority(p) {
 		// The library writes new only once dual_write has been held for
-		// its cache TTL plus skew (every instance dual-writes by then).
+		// its cache TTL plus skew (every instance dual-writes by then),
+		// and acts on a switch of the authoritative store only then.
 		time.Sleep(envTTL + envSkew)
 	}
+}
+
+// newAuthority reports whether new is authoritative in phase p.
+func newAuthority(p cutover.Phase) bool {
+	return p == cutover.ReadNew || p == cutover.NewOnly || p == cutover.Done
 }
 
 // pages returns the Page values stored for user in table.

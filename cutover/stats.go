@@ -14,11 +14,15 @@ import (
 type Stats struct {
 	Reads, Writes, Deletes map[Phase]int64
 	// Fallbacks counts read_new reads that found no new record and read
-	// old; ShadowReads the shadow reads, ShadowMismatches those where old
+	// old; Redirected the reads that went to the other store because the
+	// key's touched mark said the one the phase reads missed a write;
+	// SwitchWaits the calls that waited for their cohort's switch of
+	// authority (see the package doc); ShadowReads the shadow reads, ShadowMismatches those where old
 	// and new differed, with the first of them in MismatchSamples (the old
 	// key and how new differs).
-	Fallbacks, ShadowReads, ShadowMismatches int64
-	MismatchSamples                          []string
+	Fallbacks, Redirected, SwitchWaits int64
+	ShadowReads, ShadowMismatches      int64
+	MismatchSamples                    []string
 	// Repairs counts records written to the repair log (a second write
 	// that failed); Unrepaired those whose repair entry failed too.
 	Repairs, Unrepaired int64
@@ -79,6 +83,18 @@ func (st *stats) fallback() {
 	st.s.Fallbacks++
 	st.mu.Unlock()
 	otelCounters.fallbacks.Add(context.Background(), 1, metric.WithAttributes(st.migration))
+}
+
+func (st *stats) redirect() {
+	st.mu.Lock()
+	st.s.Redirected++
+	st.mu.Unlock()
+}
+
+func (st *stats) switchWait() {
+	st.mu.Lock()
+	st.s.SwitchWaits++
+	st.mu.Unlock()
 }
 
 func (st *stats) mismatch(key string) {

@@ -290,6 +290,11 @@ func (e *stagedEnv) waitSeen(t *testing.T, c int, p cutover.Phase) {
 			t.Fatalf("the library did not see cohort %d move to %s", c, p)
 		}
 	}
+	// A move that switches the authoritative store takes effect once
+	// every instance knows it.
+	if sp := e.app.Phases().SpanOf(c); sp.SwitchesAuthority() {
+		time.Sleep(time.Until(sp.Since.Add(stagedHold)))
+	}
 }
 
 // backfill runs a cohort backfill of rs on runner.

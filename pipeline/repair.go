@@ -45,6 +45,9 @@ const (
 	RepairDeleted = "repair_deleted"
 	// RepairLogCleared counts the repair-log entries a repair cleared.
 	RepairLogCleared = "repair_log_cleared"
+	// RepairOldWritten counts the records a repair in read_new made in old
+	// as new holds them (writes old missed while new was authoritative).
+	RepairOldWritten = "repair_old_written"
 )
 
 var (
@@ -335,6 +338,7 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 	// In read_new new is authoritative: only the records whose writes new
 	// missed while old was (the entries saying so) are copied from old.
 	pending := map[string]bool{}
+	all := entries
 	var kept []cutover.RepairEntry
 	for _, e := range entries {
 		if !readNew[e.Cohort] {
@@ -359,6 +363,25 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 	if d := res.Counters[migration.DeadLettered]; d > 0 {
 		return report, res, fmt.Errorf("%d records were dead-lettered; the repair log is kept", d)
 	}
+	// Writes old missed while new was authoritative: in read_new, old is
+	// made as new holds them (cutover.RepairOld); elsewhere they stay in
+	// the log (the library reads new for them).
+	var missedOld []cutover.RepairEntry
+	for _, e := range all {
+		if readNew[e.Cohort] && e.Missed == "old" && e.LoggedAt.Before(start) {
+			missedOld = append(missedOld, e)
+		}
+	}
+	var repairedOld []cutover.RepairEntry
+	if len(missedOld) > 0 {
+		job, err := migration.Resolve(ctx, cfg)
+		if err != nil {
+			return report, res, err
+		}
+		if repairedOld, err = cutover.RepairOldFor(ctx, job, o.Migration, missedOld); err != nil {
+			return report, res, fmt.Errorf("repairing in old %d writes it missed (%d done): %w", len(missedOld), len(repairedOld), err)
+		}
+	}
 	var done []cutover.RepairEntry
 	in := map[int]bool{}
 	for _, rg := range cohort.Merge(o.Cohorts) {
@@ -367,10 +390,12 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 		}
 	}
 	for _, e := range entries {
-		if in[e.Cohort] && e.LoggedAt.Before(start) {
+		if in[e.Cohort] && e.LoggedAt.Before(start) && e.Missed != "old" {
 			done = append(done, e)
 		}
 	}
+	done = append(done, repairedOld...)
+	res.Counters[RepairOldWritten] = int64(len(repairedOld))
 	if l, ok := st.(cutover.RepairLog); ok {
 		if err := l.ClearRepairs(ctx, o.Migration, done); err != nil {
 			return report, res, fmt.Errorf("the repair ran, but clearing %d repair-log entries failed: %w", len(done), err)

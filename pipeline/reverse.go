@@ -237,6 +237,7 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Phase: cutover.ReadNew})
 	}
 	fmt.Fprintf(out, "rekey: copying cohorts %s of migration %s back from new to old\n", cohort.Format(b.Cohorts()), o.Migration)
+	copyStart := time.Now()
 	res, err := Run(ctx, j, r, Reverse(b))
 	if err != nil {
 		return j, res, nil, err
@@ -244,6 +245,12 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 	if d := res.Counters[migration.DeadLettered]; d > 0 {
 		return j, res, nil, fmt.Errorf("%w: %d records were dead-lettered (see %s); cohorts %s stay in read_new: fix the cause and run the reverse backfill again",
 			ErrBackfillIncomplete, d, j.DeadLetterPath, cohort.Format(b.Cohorts()))
+	}
+	// The copy made old as new holds every record: the entries of writes
+	// old missed before it began are put right (a rollback to old is
+	// refused while they remain).
+	if err := clearMissedOld(ctx, st, o.Migration, o.Cohorts, copyStart.Add(-skewOf(cfg))); err != nil {
+		return j, res, nil, err
 	}
 	why := o.Why
 	if why == "" {
@@ -255,4 +262,30 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 	}
 	fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
 	return j, res, &a, nil
+}
+
+// clearMissedOld clears the repair log's entries of cohorts, logged
+// before before, of writes old missed.
+func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, before time.Time) error {
+	l, ok := st.(cutover.RepairLog)
+	if !ok {
+		return nil
+	}
+	entries, err := l.Repairs(ctx, migrationName)
+	if err != nil {
+		return err
+	}
+	var done []cutover.RepairEntry
+	for _, e := range entries {
+		for _, rg := range cohorts {
+			if rg.Contains(e.Cohort) && e.Missed == "old" && e.LoggedAt.Before(before) {
+				done = append(done, e)
+				break
+			}
+		}
+	}
+	if err := l.ClearRepairs(ctx, migrationName, done); err != nil {
+		return fmt.Errorf("the reverse backfill ran, but clearing %d repair-log entries of writes old missed failed: %w", len(done), err)
+	}
+	return nil
 }

@@ -861,10 +861,14 @@ func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runne
 	return runVerifyWith(ctx, cfg, st, o, r, Verify{Routed: routed, RoutedEntries: routedEntries}, entries)
 }
 
-// routedAround returns the old keys whose latest repair-log entry (of
-// entries, oldest first) says new missed a write or delete that old
-// took, in a cohort where old is authoritative (m's phase: dual_write to
-// shadow), and those entries' IDs (every entry of such a key).
+// routedAround returns the old keys with a repair-log entry (of entries,
+// oldest first) in a cohort where old is authoritative (m's phase:
+// dual_write to shadow), and those entries' IDs (every entry of such a
+// key). The library routes every such key by its touched mark: where new
+// missed a write old took, reads go to old (the authoritative store, and
+// in read_new too); where old missed one new took while it was
+// authoritative (before a rollback), reads go to new (see the cutover
+// package doc, "Missed writes").
 func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[string]bool) {
 	type rec struct {
 		cohort int
@@ -876,7 +880,7 @@ func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[
 	}
 	keys, ids = map[string]bool{}, map[string]bool{}
 	for k, e := range latest {
-		if e.Missed != "new" || !slices.Contains(repairable, m.Phase(k.cohort)) {
+		if !slices.Contains(repairable, m.Phase(k.cohort)) || e.Missed != "new" && e.Missed != "old" {
 			continue
 		}
 		keys[k.key] = true

@@ -301,3 +301,78 @@ func ComparePathElement(a, b PathElement) int {
 	}
 	return strings.Compare(a.Name, b.Name)
 }
+
+// ParseDatastoreKeyText reads a key in the form String writes
+// (db="d",ns="n",Kind:"name"/Child:42), as the cutover's repair log
+// names keys. A kind is read up to its last ':' before the element's id
+// or quoted name.
+func ParseDatastoreKeyText(text string) (DatastoreKey, error) {
+	var k DatastoreKey
+	rest := text
+	for _, p := range []struct {
+		prefix string
+		to     *string
+	}{{"db=", &k.Database}, {"ns=", &k.Namespace}} {
+		if !strings.HasPrefix(rest, p.prefix) {
+			continue
+		}
+		q, err := strconv.QuotedPrefix(rest[len(p.prefix):])
+		if err != nil {
+			return DatastoreKey{}, fmt.Errorf("key %q: %s: %w", text, p.prefix, err)
+		}
+		if *p.to, err = strconv.Unquote(q); err != nil {
+			return DatastoreKey{}, fmt.Errorf("key %q: %s: %w", text, p.prefix, err)
+		}
+		rest = rest[len(p.prefix)+len(q):]
+		if !strings.HasPrefix(rest, ",") {
+			return DatastoreKey{}, fmt.Errorf("key %q: want ',' after %s%s", text, p.prefix, q)
+		}
+		rest = rest[1:]
+	}
+	for rest != "" {
+		// The kind ends at the ':' that starts a quoted name or an id.
+		i := -1
+		for j := 0; j < len(rest)-1; j++ {
+			if rest[j] == ':' && (rest[j+1] == '"' || rest[j+1] == '-' || rest[j+1] >= '0' && rest[j+1] <= '9') {
+				i = j
+				break
+			}
+		}
+		if i <= 0 {
+			return DatastoreKey{}, fmt.Errorf("key %q: want Kind:\"name\" or Kind:id at %q", text, rest)
+		}
+		e := PathElement{Kind: rest[:i]}
+		rest = rest[i+1:]
+		if rest[0] == '"' {
+			q, err := strconv.QuotedPrefix(rest)
+			if err != nil {
+				return DatastoreKey{}, fmt.Errorf("key %q: the name of %s: %w", text, e.Kind, err)
+			}
+			if e.Name, err = strconv.Unquote(q); err != nil {
+				return DatastoreKey{}, fmt.Errorf("key %q: the name of %s: %w", text, e.Kind, err)
+			}
+			rest = rest[len(q):]
+		} else {
+			n := strings.IndexByte(rest, '/')
+			if n < 0 {
+				n = len(rest)
+			}
+			id, err := strconv.ParseInt(rest[:n], 10, 64)
+			if err != nil {
+				return DatastoreKey{}, fmt.Errorf("key %q: the id of %s: %w", text, e.Kind, err)
+			}
+			e.ID, rest = id, rest[n:]
+		}
+		k.Path = append(k.Path, e)
+		if rest != "" {
+			if rest[0] != '/' {
+				return DatastoreKey{}, fmt.Errorf("key %q: want '/' between path elements at %q", text, rest)
+			}
+			rest = rest[1:]
+		}
+	}
+	if len(k.Path) == 0 {
+		return DatastoreKey{}, fmt.Errorf("key %q: no path", text)
+	}
+	return k, nil
+}

@@ -236,3 +236,22 @@ func TestParseKeySchema(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDatastoreKeyText: String's form reads back to the same key.
+func TestParseDatastoreKeyText(t *testing.T) {
+	for _, k := range []rewrite.DatastoreKey{
+		{Path: []rewrite.PathElement{{Kind: "Log", Name: "cc-1-4.0"}}},
+		{Namespace: "ns-1", Path: []rewrite.PathElement{{Kind: "Customer", Name: "a/b:\"c\""}, {Kind: "Order", ID: -5}}},
+		{Database: "db", Namespace: "n", Path: []rewrite.PathElement{{Kind: "K:ind", ID: 42}, {Kind: "Child", Name: "ü\n"}}},
+	} {
+		got, err := rewrite.ParseDatastoreKeyText(k.String())
+		if err != nil || got.String() != k.String() {
+			t.Errorf("%s: read back %s, %v", k, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Log", "Log:x", `ns="a"Log:1`, `Log:1Child:2`} {
+		if _, err := rewrite.ParseDatastoreKeyText(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -81,6 +81,8 @@ cohort: {user: UserId}
 	for lib.Phases().Phase(k) != cutover.ReadNew {
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The switch of authority takes effect after the cache TTL plus skew.
+	time.Sleep(time.Until(lib.Phases().SpanOf(k).Since.Add(800 * time.Millisecond)))
 	// Not backfilled: read_new finds nothing in new and falls back to old.
 	if code, body := call("GET", "/logs/alice/1", ""); code != 200 || body != "/home" {
 		t.Errorf("GET in read_new before a backfill: %d %q", code, body)

@@ -1,0 +1,275 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/storewrite"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// RepairOld puts right, for the repair log's entries of writes and
+// deletes old missed (Missed "old"), old's record as new holds it, and
+// clears the key's mark's Behind where no call wrote new meanwhile (see
+// the package doc, "Missed writes"). The entries' cohorts must be in
+// read_new, where every call writes new first: one transaction in old's
+// database reads the old record, taking its lock, then new's record,
+// strongly, and writes old as new holds it (a delete where new has none),
+// as a reverse backfill does. Entries of other kinds are left alone. It
+// returns the entries it put right; the caller clears them from the log.
+// With old and new in one database no such entry arises, and it does
+// nothing.
+func (s *Spanner) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+	if s.same {
+		return nil, nil
+	}
+	return eachMissedOld(ctx, entries, s.repairOld)
+}
+
+// eachMissedOld runs repair on the entries of writes old missed, in
+// order, until one fails, and returns those it put right.
+func eachMissedOld(ctx context.Context, entries []RepairEntry, repair func(context.Context, RepairEntry) error) ([]RepairEntry, error) {
+	var done []RepairEntry
+	for _, e := range entries {
+		if e.Missed != oldSide.String() {
+			continue
+		}
+		if err := repair(ctx, e); err != nil {
+			return done, err
+		}
+		done = append(done, e)
+	}
+	return done, nil
+}
+
+func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
+	pk, err := rewrite.ParseKey(e.OldKey, &s.oldT.Key)
+	if err != nil || pk.IsDatastore || len(pk.Values) != len(s.oldT.Key.Columns) {
+		return fmt.Errorf("cutover: repair-log entry %s: its key is not one of %s (%v)", e, s.oldT.Name, err)
+	}
+	key := record.Record{Table: s.oldT.Name}
+	for i, kc := range s.oldT.Key.Columns {
+		key.Fields = append(key.Fields, record.Field{Name: kc.Name, Value: record.FromKeyValue(pk.Values[i])})
+	}
+	c, err := s.routeCohort(ctx, e.Cohort, e.OldKey)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	if err := repairsOld(c); err != nil {
+		return err
+	}
+	nk, err := s.newRecord(&key)
+	if err != nil {
+		return err
+	}
+	tk, err := s.touchedKey(nk)
+	if err != nil {
+		return err
+	}
+	op, err := s.markOp(ctx, s.newC.Single(), tk)
+	if err != nil {
+		return err
+	}
+	oldKey, err := spannerdb.SpannerKey(&key, s.oldT)
+	if err != nil {
+		return err
+	}
+	outer := ctx
+	_, err = spannerdb.Transact(ctx, s.oldC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		if _, err := txn.ReadRow(ctx, s.oldT.Name, oldKey, s.oldCols[:1]); err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
+			return err
+		}
+		// New strongly, outside the transaction (another database).
+		got, err := s.readNew(outer, s.newC.Single(), &key)
+		if err != nil {
+			return err
+		}
+		if got == nil {
+			return txn.BufferWrite([]*spanner.Mutation{spanner.Delete(s.oldT.Name, oldKey)})
+		}
+		m, err := spannerdb.MutationFor(got, s.oldT, storewrite.ModeUpsert)
+		if err != nil {
+			return err
+		}
+		// Deleted first: the columns new holds as NULL are left out of
+		// the write.
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Delete(s.oldT.Name, oldKey), m})
+	})
+	if err != nil {
+		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
+	}
+	_, err = spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		now, err := s.markOp(ctx, txn, tk)
+		if err != nil || now != op || op.behind != oldSide.String() {
+			return err
+		}
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{s.o.Migration, tk, spanner.NullString{}})})
+	})
+	if err != nil {
+		return fmt.Errorf("cutover: clearing the mark of %s: %w", e.OldKey, err)
+	}
+	return nil
+}
+
+// markID is what RepairOld compares of a mark before and after: the id of
+// the call that last wrote new, and Behind.
+type markID struct{ op, behind string }
+
+func (s *Spanner) markOp(ctx context.Context, r rowReader, tk string) (markID, error) {
+	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Op", "Behind"})
+	if errors.Is(err, spanner.ErrRowNotFound) {
+		return markID{}, nil
+	}
+	if err != nil {
+		return markID{}, err
+	}
+	var op, behind spanner.NullString
+	if err := row.Columns(&op, &behind); err != nil {
+		return markID{}, err
+	}
+	return markID{op.StringVal, behind.StringVal}, nil
+}
+
+// repairsOld refuses to repair old for a call not routed as read_new
+// (new written first, old not stale).
+func repairsOld(c *call) error {
+	if c.route.read != newSide || len(c.route.writes) != 2 || c.route.writes[0] != newSide || c.route.oldStale {
+		return fmt.Errorf("cutover: %s: cohort %d is %s: writes old missed are repaired while the cohort is in read_new (new written first); move it there and repair again", c.key, c.cohort, c.phase)
+	}
+	return nil
+}
+
+// RepairOld is Spanner.RepairOld for entities.
+func (d *Datastore) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+	if d.same {
+		return nil, nil
+	}
+	return eachMissedOld(ctx, entries, d.repairOld)
+}
+
+func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
+	k, err := rewrite.ParseDatastoreKeyText(e.OldKey)
+	if err != nil {
+		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
+	}
+	key := record.Record{Key: &k, Table: k.Leaf().Kind}
+	c, err := d.routeCohort(ctx, e.Cohort, e.OldKey)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	if err := repairsOld(c); err != nil {
+		return err
+	}
+	nr, err := d.newRecord(&key)
+	if err != nil {
+		return err
+	}
+	mk := d.touchedKey(nr)
+	var before dsTouched
+	if err := d.newC.Get(ctx, mk, &before); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
+		return err
+	}
+	oldKey := datastoredb.KeyToDatastore(k)
+	_, err = d.oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		var props datastore.PropertyList
+		if err := tx.Get(oldKey, &props); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
+			return err
+		}
+		got, err := d.readNew(ctx, &key)
+		if err != nil {
+			return err
+		}
+		if got == nil {
+			return tx.Delete(oldKey)
+		}
+		_, pl, err := datastoredb.ToEntity(got)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Put(oldKey, &pl)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
+	}
+	if before.Behind != oldSide.String() {
+		return nil
+	}
+	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		var now dsTouched
+		if err := tx.Get(mk, &now); err != nil {
+			return ignoreNoSuchEntity(err)
+		}
+		if now.Op != before.Op || now.Behind != oldSide.String() {
+			return nil
+		}
+		now.Behind = ""
+		_, err := tx.Put(mk, &now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cutover: clearing the mark of %s: %w", e.OldKey, err)
+	}
+	return nil
+}
+
+func ignoreNoSuchEntity(err error) error {
+	if errors.Is(err, datastore.ErrNoSuchEntity) {
+		return nil
+	}
+	return err
+}
+
+// RepairOldFor opens the library for job (old's client from the
+// environment, closed at the end) and runs RepairOld on entries.
+func RepairOldFor(ctx context.Context, job *migration.Job, migrationName string, entries []RepairEntry) ([]RepairEntry, error) {
+	var want []RepairEntry
+	for _, e := range entries {
+		if e.Missed == oldSide.String() {
+			want = append(want, e)
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	o := Options{Migration: migrationName}
+	src := job.Config.Source
+	switch src.Type {
+	case config.TypeSpanner:
+		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		lib, err := NewSpanner(ctx, c, job, o)
+		if err != nil {
+			return nil, err
+		}
+		defer lib.Close()
+		return lib.RepairOld(ctx, want)
+	case config.TypeDatastore:
+		c, err := datastoredb.Client(ctx, src.Project, src.Database)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		lib, err := NewDatastore(ctx, c, job, o)
+		if err != nil {
+			return nil, err
+		}
+		defer lib.Close()
+		return lib.RepairOld(ctx, want)
+	}
+	return nil, fmt.Errorf("cutover: repairing old: source type %s has no library", src.Type)
+}
