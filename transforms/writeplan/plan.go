@@ -73,7 +73,7 @@ import (
 
 func init() {
 	register.Function1x1(batchLen)
-	register.DoFn3x1[[]byte, int64, func(int, []byte), error](&shardFn{})
+	register.DoFn3x1[[]byte, func(*int64) bool, func(int, []byte), error](&shardFn{})
 	register.Emitter2[int, []byte]()
 	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
 	register.Iter1[[]byte]()
@@ -206,15 +206,22 @@ func (f *shardFn) Setup() error {
 func (f *shardFn) Teardown() { f.reader.Close() }
 
 // StartBundle and FinishBundle take the side input too, as Beam requires.
-func (f *shardFn) StartBundle(_ int64, _ func(int, []byte)) {
+// It is the sum of the batches' lengths, as an iterable: a singleton
+// would be missing where there are no batches, and the direct runner
+// still builds it for FinishBundle.
+func (f *shardFn) StartBundle(_ func(*int64) bool, _ func(int, []byte)) {
 	f.reset()
 	f.hash = fnv.New64a()
 	f.spills = f.spills[:0]
 }
 
-func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byte)) error {
+func (f *shardFn) ProcessElement(batch []byte, totals func(*int64) bool, emit func(int, []byte)) error {
 	if f.hash == nil {
-		f.StartBundle(total, emit)
+		f.StartBundle(totals, emit)
+	}
+	var total, n int64
+	for totals(&n) {
+		total += n
 	}
 	f.keys = f.Opts.ShardKeys(total)
 	return f.reader.Each(batch, func(batch []byte) error {
@@ -227,7 +234,7 @@ func (f *shardFn) ProcessElement(batch []byte, total int64, emit func(int, []byt
 
 // FinishBundle deals what is left and, with Spill, emits one reference
 // per shard key to all it got in the bundle.
-func (f *shardFn) FinishBundle(_ int64, emit func(int, []byte)) error {
+func (f *shardFn) FinishBundle(_ func(*int64) bool, emit func(int, []byte)) error {
 	err := f.flush(emit)
 	f.reader.Close()
 	if f.writer == nil || err != nil {

@@ -27,17 +27,27 @@ func simulate(t *testing.T, o writeorder.Options, n int) [][][]byte {
 	}
 	groups := map[int][][]byte{}
 	collect := func(k int, b []byte) { groups[k] = append(groups[k], b) }
-	sf.StartBundle(int64(n), collect)
+	once := func() func(*int64) bool {
+		done := false
+		return func(v *int64) bool {
+			if done {
+				return false
+			}
+			done, *v = true, int64(n)
+			return true
+		}
+	}
+	sf.StartBundle(once(), collect)
 	for start := 0; start < n; start += 500 {
 		var recs []record.Record
 		for id := start; id < min(start+500, n); id++ {
 			recs = append(recs, record.Record{Table: "T", Fields: []record.Field{{Name: "Id", Value: record.Int(int64(id))}}})
 		}
-		if err := sf.ProcessElement(record.EncodeBatch(recs), int64(n), collect); err != nil {
+		if err := sf.ProcessElement(record.EncodeBatch(recs), once(), collect); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := sf.FinishBundle(int64(n), collect); err != nil {
+	if err := sf.FinishBundle(once(), collect); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := len(groups), o.ShardKeys(int64(n)); got > want || got < want*9/10 {
