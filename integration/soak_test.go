@@ -1,0 +1,728 @@
+package integration
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
+
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/committap"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
+)
+
+// The soak of the staged cutover (TestSoakSpanner, TestSoakDatastore):
+// a seeded run of the whole protocol against the emulators, in the
+// manner of Jepsen. Application instances (each a library with its own
+// phase cache) put, get and delete the records of their users, some
+// records written from two instances at once, and record every call's
+// invocation, completion and outcome; operators take two groups of
+// cohorts through every phase with the real jobs (backfill, verify
+// --mark, repair, rollback, reverse backfill, cleanup) concurrently;
+// commit taps in front of old's database and new's fail a share of the
+// commits of every kind (data on either side, touched marks, the repair
+// log, the phase store, the jobs' writes), before they reach the store
+// or after it applied them (the response lost). At the end the checker
+// holds every read against the history: it returns the latest write
+// acknowledged before it began, or one that overlapped it, or a delete's
+// nothing — never a deleted record, never a value older than one an
+// earlier read returned — and new, once every cohort is in done, holds
+// for every record what the history allows as its last value.
+//
+// -soak sets how long each seed's workload runs (default 15s, as CI
+// runs it); -soak_seed runs one seed (a failing seed reproduces by its
+// number: the faults, the operators' choices and the workload follow it,
+// though the interleaving with the emulators does not). Both layouts, old
+// and new in one database and in two, run for each seed.
+var (
+	soakFor  = flag.Duration("soak", 15*time.Second, "how long each soak seed's workload runs")
+	soakSeed = flag.Uint64("soak_seed", 0, "run only this soak seed (0: the CI seeds)")
+)
+
+// soakSeeds are the seeds CI runs.
+var soakSeeds = []uint64{1, 2}
+
+const (
+	soakBuckets = 4
+	soakTTL     = time.Second
+	soakSkew    = 400 * time.Millisecond
+	soakUsers   = 16
+	soakSeqs    = 4
+	soakRate    = 0.03 // of commits failed by each tap
+)
+
+func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner") }
+func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore") }
+
+func runSoak(t *testing.T, store string) {
+	seeds := soakSeeds
+	if *soakSeed != 0 {
+		seeds = []uint64{*soakSeed}
+	}
+	for _, seed := range seeds {
+		for _, apart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed %d apart %v", seed, apart), func(t *testing.T) {
+				s := newSoak(t, store, apart, seed)
+				s.run(t, *soakFor)
+			})
+		}
+	}
+}
+
+// soakOp is one call in the history.
+type soakOp struct {
+	id       int
+	key      string // user/seq
+	kind     byte   // 'w' put, 'd' delete, 'r' get
+	val      string // a put's value, unique; a get's result
+	found    bool   // a get found a record
+	inv, ret time.Time
+	ok       bool
+	err      string
+	instance int
+	phase    cutover.Phase // the phase the instance held at invocation
+}
+
+// soakEvent is an operator's step, for the history printed around a
+// violation.
+type soakEvent struct {
+	at   time.Time
+	what string
+}
+
+type soak struct {
+	store, name string
+	seed        uint64
+	apart       bool
+	cfg         *config.Config
+	migration   string
+	phases      cutover.Store
+	apps        []stagedApp
+	taps        []*committap.Tap
+	key         func(user string, seq int64) record.Record
+	newPages    func(t *testing.T) map[string]string
+	users       []string
+
+	mu     sync.Mutex
+	ops    []*soakOp
+	events []soakEvent
+	start  time.Time
+}
+
+func (s *soak) event(format string, args ...any) {
+	s.mu.Lock()
+	s.events = append(s.events, soakEvent{time.Now(), fmt.Sprintf(format, args...)})
+	s.mu.Unlock()
+}
+
+// newSoak makes the migration (old's database, and new's: the same, or
+// another) with a tap in front of each database's clients, the phase
+// store in new's, and two application instances.
+func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
+	t.Helper()
+	ctx := context.Background()
+	s := &soak{store: store, seed: seed, apart: apart, migration: fmt.Sprintf("soak-%d", time.Now().UnixNano())}
+	hostEnv := emulator.EnvSpannerHost
+	if store == "datastore" {
+		hostEnv = emulator.EnvDatastoreHost
+	}
+	backend := os.Getenv(hostEnv)
+	tap := func() *committap.Tap {
+		tp, err := committap.Start(backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tp.Close)
+		s.taps = append(s.taps, tp)
+		return tp
+	}
+	oldTap := tap()
+	newTap := oldTap
+	if apart {
+		newTap = tap()
+	}
+	dead := filepath.Join(t.TempDir(), "dead.jsonl")
+	var yaml string
+	var oldClient any
+	switch store {
+	case "spanner":
+		t.Setenv(hostEnv, oldTap.Addr())
+		target := append([]string{stagedLogsV2DDL}, cutover.SpannerDDL...)
+		var oldC, newC *spanner.Client
+		if apart {
+			oldC = emulator.TestDB(t, stagedLogsDDL)
+			t.Setenv(hostEnv, newTap.Addr())
+			newC = emulator.TestDB(t, target...)
+		} else {
+			oldC = emulator.TestDB(t, append([]string{stagedLogsDDL}, target...)...)
+			newC = oldC
+		}
+		yaml = fmt.Sprintf(`
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: LogsV2}
+rewrite: {strategy: shard, params: {n: 8, mode: abs}}
+dead_letter: %[5]s
+cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
+		s.phases = cutover.SpannerStore{Client: newC}
+		oldClient = oldC
+		s.key = func(user string, seq int64) record.Record {
+			return record.Record{Table: "Logs", Fields: []record.Field{{Name: "UserId", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		}
+		s.newPages = func(t *testing.T) map[string]string {
+			out := map[string]string{}
+			err := newC.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM LogsV2"}).Do(func(r *spanner.Row) error {
+				var u string
+				var q int64
+				var p spanner.NullString
+				if err := r.Columns(&u, &q, &p); err != nil {
+					return err
+				}
+				out[logID(u, q)] = p.StringVal
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	default:
+		t.Setenv(hostEnv, oldTap.Addr())
+		oldC := emulator.TestDatastore(t)
+		oldNS, newNS := emulator.UniqueNamespace("soak-old"), emulator.UniqueNamespace("soak-new")
+		newDB := ""
+		t.Setenv(hostEnv, newTap.Addr())
+		newC := oldC
+		if apart {
+			newDB = "rekey-soak-new"
+			var err error
+			if newC, err = datastoredb.Client(ctx, emulator.DatastoreProject(), newDB); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { newC.Close() })
+		}
+		yaml = fmt.Sprintf(`
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
+target: {type: datastore, project: %[1]s, database: %[3]q, namespace: %[4]s, kind: Log}
+rewrite: {strategy: hashprefix}
+dead_letter: %[5]s
+cohort: {user: User, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew)
+		s.phases = cutover.DatastoreStore{Client: newC, Namespace: newNS}
+		oldClient = oldC
+		s.key = func(user string, seq int64) record.Record {
+			k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+			return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		}
+		s.newPages = func(t *testing.T) map[string]string {
+			var logs []dsLog
+			if _, err := newC.GetAll(ctx, datastore.NewQuery("Log").Namespace(newNS), &logs); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, l := range logs {
+				out[logID(l.User, l.Seq)] = l.Page
+			}
+			return out
+		}
+	}
+	s.name = fmt.Sprintf("%s seed %d apart %v", store, seed, apart)
+	s.cfg = loadYAML(t, yaml)
+	path := writeConfig(t, yaml)
+	for range 2 {
+		var lib stagedApp
+		var err error
+		switch c := oldClient.(type) {
+		case *spanner.Client:
+			lib, err = cutover.OpenSpanner(ctx, c, path, cutover.Options{Migration: s.migration})
+		case *datastore.Client:
+			lib, err = cutover.OpenDatastore(ctx, c, path, cutover.Options{Migration: s.migration})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(lib.Close)
+		s.apps = append(s.apps, lib)
+	}
+	for i := range soakUsers {
+		s.users = append(s.users, fmt.Sprintf("soak-%d", i))
+	}
+	return s
+}
+
+// rec is user's log seq with page.
+func (s *soak) rec(user string, seq int64, page string) record.Record {
+	r := s.key(user, seq)
+	r.Fields = append(r.Fields, record.Field{Name: "Page", Value: record.String(page)})
+	return r
+}
+
+func (s *soak) setFaults(rate float64) {
+	for i, tp := range s.taps {
+		tp.SetFaults(committap.Faults{Rate: rate, Seed: s.seed*7 + uint64(i), Kinds: []committap.Fault{
+			{Code: codes.Unavailable}, {Code: codes.Unavailable, Lost: true}, {Code: codes.Aborted},
+		}})
+	}
+}
+
+func (s *soak) run(t *testing.T, d time.Duration) {
+	ctx := context.Background()
+	s.start = time.Now()
+	// Every record exists before the cutover, through the library (all
+	// cohorts are old).
+	for _, u := range s.users {
+		for q := range int64(soakSeqs) {
+			s.call(ctx, 0, u, q, 'w', fmt.Sprintf("seed-%s-%d", u, q))
+		}
+	}
+	s.setFaults(soakRate)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Workers: each owns some users' records; every fourth user's records
+	// are written by two workers on different instances.
+	const workers = 4
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(s.seed, uint64(w)))
+			n := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var u string
+				for {
+					i := rnd.IntN(len(s.users))
+					if i%workers == w || i%4 == 0 && (i/4)%2 == w%2 {
+						u = s.users[i]
+						break
+					}
+				}
+				q := int64(rnd.IntN(soakSeqs))
+				inst := w % len(s.apps)
+				switch x := rnd.Float64(); {
+				case x < 0.45:
+					n++
+					s.call(ctx, inst, u, q, 'w', fmt.Sprintf("w%d-%d", w, n))
+				case x < 0.6:
+					s.call(ctx, inst, u, q, 'd', "")
+				default:
+					s.call(ctx, inst, u, q, 'r', "")
+				}
+				time.Sleep(time.Duration(2+rnd.IntN(8)) * time.Millisecond)
+			}
+		}()
+	}
+	// Operators: two groups of cohorts.
+	deadline := time.Now().Add(d)
+	groups := [][]cohort.Range{{{First: 0, Last: 1}}, {{First: 2, Last: 3}}}
+	opErrs := make([]error, len(groups))
+	var owg sync.WaitGroup
+	for g, rs := range groups {
+		owg.Add(1)
+		go func() {
+			defer owg.Done()
+			opErrs[g] = s.operate(ctx, g, rs, deadline)
+		}()
+	}
+	owg.Wait()
+	close(stop)
+	wg.Wait()
+	s.setFaults(0)
+	for g, err := range opErrs {
+		if err != nil {
+			t.Errorf("%s: operator of group %d: %v", s.name, g, err)
+		}
+	}
+	s.check(t)
+}
+
+// call makes one application call and records it.
+func (s *soak) call(ctx context.Context, inst int, user string, seq int64, kind byte, val string) {
+	op := &soakOp{key: logID(user, seq), kind: kind, val: val, instance: inst}
+	lib := s.apps[inst]
+	op.phase = lib.Phases().Phase(cohort.Of(user, soakBuckets))
+	op.inv = time.Now()
+	var err error
+	switch kind {
+	case 'w':
+		err = lib.Write(ctx, s.rec(user, seq, val))
+	case 'd':
+		err = lib.Delete(ctx, s.key(user, seq))
+	case 'r':
+		var got record.Record
+		got, op.found, err = lib.Read(ctx, s.key(user, seq))
+		if v, ok := got.Get("Page"); ok {
+			op.val = v.Str
+		}
+	}
+	op.ret = time.Now()
+	op.ok = err == nil
+	if err != nil {
+		op.err = err.Error()
+	}
+	s.mu.Lock()
+	op.id = len(s.ops)
+	s.ops = append(s.ops, op)
+	s.mu.Unlock()
+}
+
+// operate takes cohorts rs through the phases until deadline, with the
+// seed's choices of rollbacks and reverse backfills, then on to done and
+// a cleanup.
+func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline time.Time) error {
+	rnd := rand.New(rand.NewPCG(s.seed, 100+uint64(g)))
+	rules := cutover.RulesFor(s.cfg)
+	runner := pipeline.Runner{Runner: "direct"}
+	opts := pipeline.CohortOptions{Migration: s.migration, Cohorts: rs, Who: "soak", Run: migration.Options{CreateTarget: true}}
+	report := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.jsonl", s.migration, g))
+	defer os.Remove(report)
+	move := func(to cutover.Phase) error {
+		_, _, err := s.phases.Move(ctx, cutover.Move{Migration: s.migration, Buckets: soakBuckets, Cohorts: rs, To: to, Who: "soak", Rules: rules})
+		s.event("group %d: move to %s: %v", g, to, err)
+		return err
+	}
+	// The operator's last word must be after the deadline: it then drives
+	// the cohorts forward only, to done.
+	hardStop := deadline.Add(3 * time.Minute)
+	for step := 0; ; step++ {
+		if time.Now().After(hardStop) {
+			return fmt.Errorf("cohorts %s did not reach done within 3 minutes of the workload's end", cohort.Format(rs))
+		}
+		late := time.Now().After(deadline)
+		m, err := s.phases.Load(ctx, s.migration)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		sp := m.SpanOf(rs[0].First)
+		held := time.Since(sp.Since) >= rules.DualWriteHold
+		switch sp.Phase {
+		case cutover.Old:
+			err = move(cutover.DualWrite)
+		case cutover.DualWrite:
+			if !held {
+				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
+				continue
+			}
+			_, _, _, err = pipeline.RunBackfill(ctx, s.cfg, opts, runner)
+			s.event("group %d: backfill: %v", g, err)
+		case cutover.Backfilled:
+			var rep []pipeline.VerifyCohort
+			rep, _, _, err = pipeline.RunVerify(ctx, s.cfg, pipeline.VerifyOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Mark: true, Who: "soak"}, runner)
+			s.event("group %d: verify --mark: %v (%s)", g, err, verifySummary(rep))
+			if s.phaseOf(ctx, rs) == cutover.Backfilled {
+				_, _, err = pipeline.RunRepair(ctx, s.cfg, pipeline.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
+				s.event("group %d: repair: %v", g, err)
+			}
+		case cutover.Verified:
+			if rnd.IntN(2) == 0 {
+				err = move(cutover.Shadow)
+			} else {
+				err = move(cutover.ReadNew)
+			}
+		case cutover.Shadow:
+			err = move(cutover.ReadNew)
+		case cutover.ReadNew:
+			if !held {
+				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
+				continue
+			}
+			if !late && rnd.IntN(4) == 0 {
+				err = move(cutover.DualWrite)
+				break
+			}
+			_, _, err = pipeline.RunRepair(ctx, s.cfg, pipeline.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
+			s.event("group %d: repair: %v", g, err)
+			if err == nil {
+				err = move(cutover.NewOnly)
+			}
+		case cutover.NewOnly:
+			if !held {
+				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
+				continue
+			}
+			if !late && rnd.IntN(3) == 0 {
+				_, _, _, err = pipeline.RunReverse(ctx, s.cfg, opts, runner)
+				s.event("group %d: reverse backfill: %v", g, err)
+				break
+			}
+			err = move(cutover.Done)
+		case cutover.Done:
+			_, _, _, err = pipeline.RunCleanup(ctx, s.cfg, opts, runner)
+			s.event("group %d: cleanup: %v", g, err)
+			if err == nil {
+				return nil
+			}
+		}
+		if err != nil {
+			// A fault, a refusal (entries to repair first), a move whose
+			// response was lost: look again and go on.
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+func (s *soak) phaseOf(ctx context.Context, rs []cohort.Range) cutover.Phase {
+	m, err := s.phases.Load(ctx, s.migration)
+	if err != nil {
+		return ""
+	}
+	return m.Phase(rs[0].First)
+}
+
+func verifySummary(rep []pipeline.VerifyCohort) string {
+	var parts []string
+	for _, c := range rep {
+		parts = append(parts, fmt.Sprintf("%+v", c))
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// check holds every read against the history, and new against it.
+func (s *soak) check(t *testing.T) {
+	byKey := map[string][]*soakOp{}
+	calls, failed := 0, 0
+	for _, op := range s.ops {
+		byKey[op.key] = append(byKey[op.key], op)
+		calls++
+		if !op.ok {
+			failed++
+		}
+	}
+	t.Logf("%s: %d calls (%d failed), %d keys; %d operator steps", s.name, calls, failed, len(byKey), len(s.events))
+	for i, app := range s.apps {
+		st := app.Stats()
+		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches)
+	}
+	steps := map[string]int{}
+	for _, e := range s.events {
+		what, _, _ := strings.Cut(e.what, ":")
+		rest := strings.TrimPrefix(e.what, what+":")
+		name, _, _ := strings.Cut(strings.TrimSpace(rest), ":")
+		ok := strings.Contains(e.what, ": <nil>")
+		steps[fmt.Sprintf("%s ok=%v", name, ok)]++
+	}
+	t.Logf("operator steps: %v", steps)
+	if testing.Verbose() {
+		for _, e := range s.events {
+			t.Logf("  %8.3fs %s", e.at.Sub(s.start).Seconds(), trim(e.what, 300))
+		}
+	}
+	violations := 0
+	final := s.newPages(t)
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h := newSoakHistory(byKey[k])
+		for _, r := range byKey[k] {
+			if r.kind != 'r' || !r.ok {
+				continue
+			}
+			if why := h.judge(r); why != "" {
+				violations++
+				if violations <= 3 {
+					t.Errorf("%s: %s", s.name, why)
+					s.printAround(t, byKey[k], r)
+				}
+			}
+		}
+		v, found := final[k]
+		if !h.finalOK(v, found) {
+			violations++
+			if violations <= 3 {
+				t.Errorf("%s: at the end new holds %s for %s (%q, found %v); the history allows %s", s.name, k, k, v, found, h.finals())
+			}
+		}
+	}
+	if violations > 0 {
+		t.Errorf("%s: %d violations in all; reproduce with -run 'Soak' -soak_seed %d", s.name, violations, s.seed)
+	}
+}
+
+// printAround prints the key's history around op, and the operators'
+// steps of that time.
+func (s *soak) printAround(t *testing.T, ops []*soakOp, at *soakOp) {
+	rel := func(x time.Time) string { return fmt.Sprintf("%8.3fs", x.Sub(s.start).Seconds()) }
+	var lines []string
+	for _, op := range ops {
+		if op.inv.After(at.ret.Add(2*time.Second)) || op.ret.Before(at.inv.Add(-5*time.Second)) {
+			continue
+		}
+		mark := " "
+		if op == at {
+			mark = ">"
+		}
+		res := op.val
+		if op.kind == 'r' && !op.found {
+			res = "(none)"
+		}
+		lines = append(lines, fmt.Sprintf("%s %s..%s inst %d %-10s %c %-14s ok=%v %s", mark, rel(op.inv), rel(op.ret), op.instance, op.phase, op.kind, res, op.ok, trim(op.err, 120)))
+	}
+	for _, e := range s.events {
+		if e.at.After(at.inv.Add(-5*time.Second)) && e.at.Before(at.ret.Add(2*time.Second)) {
+			lines = append(lines, fmt.Sprintf("  %s operator: %s", rel(e.at), trim(e.what, 200)))
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i][2:11] < lines[j][2:11] })
+	t.Logf("history of %s around the violation:\n%s", at.key, strings.Join(lines, "\n"))
+}
+
+// trim keeps the start and the end of s, n bytes in all (a job's error
+// names its cause at the end, after the plan).
+func trim(s string, n int) string {
+	if len(s) > n {
+		return s[:n/4] + " … " + s[len(s)-3*n/4:]
+	}
+	return s
+}
+
+// soakHistory is one key's writes (puts and deletes), with when each was
+// superseded: the earliest completion of an acknowledged write invoked
+// after it completed (from then on no read may return it).
+type soakHistory struct {
+	writes, reads []*soakOp
+	supAt         map[*soakOp]time.Time
+}
+
+// never is a time after every call.
+var never = time.Unix(1<<40, 0)
+
+func newSoakHistory(ops []*soakOp) *soakHistory {
+	h := &soakHistory{supAt: map[*soakOp]time.Time{}}
+	for _, op := range ops {
+		if op.kind != 'r' {
+			h.writes = append(h.writes, op)
+		} else {
+			h.reads = append(h.reads, op)
+		}
+	}
+	for _, w := range h.writes {
+		at := never
+		for _, w2 := range h.writes {
+			if w2.ok && w2.inv.After(w.ret) && w2.ret.Before(at) {
+				at = w2.ret
+			}
+		}
+		h.supAt[w] = at
+	}
+	return h
+}
+
+// matches reports whether write w leaves what read r returned.
+func matches(w, r *soakOp) bool {
+	if w.kind == 'd' {
+		return !r.found
+	}
+	return r.found && r.val == w.val
+}
+
+// candidates are the writes r may be returning: invoked before r
+// completed, not superseded before r began, leaving what r returned.
+func (h *soakHistory) candidates(r *soakOp) []*soakOp {
+	var out []*soakOp
+	for _, w := range h.writes {
+		if w.inv.Before(r.ret) && !h.supAt[w].Before(r.inv) && matches(w, r) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// judge returns why read r is not allowed by the history, "" when it is;
+// r's earlier reads (completed before it began) bound it from below.
+func (h *soakHistory) judge(r *soakOp) string {
+	mine := h.candidates(r)
+	res := fmt.Sprintf("%q", r.val)
+	if !r.found {
+		res = "nothing"
+	}
+	if len(mine) == 0 {
+		return fmt.Sprintf("read %d of %s at %s returned %s, which no write allows: a stale value or a deleted record come back", r.id, r.key, r.phase, res)
+	}
+	latest := mine[0].ret
+	for _, w := range mine {
+		if w.ret.After(latest) {
+			latest = w.ret
+		}
+	}
+	return h.monotonic(r, latest, res)
+}
+
+// monotonic checks r (whose candidates completed by latest at the
+// latest) against the reads that completed before it began.
+func (h *soakHistory) monotonic(r *soakOp, latest time.Time, res string) string {
+	for _, r1 := range h.reads {
+		if r1 == r || !r1.ok || !r1.ret.Before(r.inv) {
+			continue
+		}
+		c1 := h.candidates(r1)
+		if len(c1) == 0 {
+			continue // judged on its own
+		}
+		earliest := c1[0].inv
+		for _, w := range c1 {
+			if w.inv.Before(earliest) {
+				earliest = w.inv
+			}
+		}
+		if latest.Before(earliest) {
+			return fmt.Sprintf("read %d of %s at %s returned %s, older than what read %d returned before it began (%q, found %v): a read went back in time", r.id, r.key, r.phase, res, r1.id, r1.val, r1.found)
+		}
+	}
+	return ""
+}
+
+// finalOK reports whether new's final state of the key (v, found) is one
+// the history allows: a write never superseded.
+func (h *soakHistory) finalOK(v string, found bool) bool {
+	end := &soakOp{val: v, found: found}
+	for _, w := range h.writes {
+		if h.supAt[w] == never && matches(w, end) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *soakHistory) finals() string {
+	var out []string
+	for _, w := range h.writes {
+		if h.supAt[w] == never {
+			if w.kind == 'd' {
+				out = append(out, fmt.Sprintf("delete %d (ok %v)", w.id, w.ok))
+			} else {
+				out = append(out, fmt.Sprintf("%q (ok %v)", w.val, w.ok))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
