@@ -421,13 +421,20 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 	switch {
 	case r.shadow:
 		d.stats.call("shadow_read", c.phase)
-		oldRec, err := d.readOld(c.ctx, key)
+		var oldRec *record.Record
+		var oerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			oldRec, oerr = d.readOld(c.ctx, key)
+		}()
+		newRec, m, err := d.readNewMarked(c, key)
+		<-done
 		if err != nil {
 			return nil, err
 		}
-		newRec, m, err := d.readNewMarked(c, key)
-		if err != nil {
-			return nil, err
+		if oerr != nil {
+			return nil, oerr
 		}
 		d.shadowCompare(c, oldRec, newRec)
 		if r.consult && !d.same && m.behind == oldSide.String() {

@@ -435,24 +435,47 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 	r := c.route
 	switch {
-	case r.shadow:
+	case r.shadow && s.same:
 		s.stats.call("shadow_read", c.phase)
 		var oldRec, newRec *record.Record
-		if err := s.readBoth(c, key, &oldRec, &newRec); err != nil {
+		err := spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
+			if oldRec, err = s.readOld(ctx, txn, key); err != nil {
+				return err
+			}
+			newRec, err = s.readNew(ctx, txn, key)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 		s.shadowCompare(c, oldRec, newRec)
-		if r.consult && !s.same {
-			nk, err := s.newRecord(key)
-			if err != nil {
-				return nil, err
-			}
-			if m, err := s.readMark(c.ctx, s.newC.Single(), c, nk); err != nil {
-				return nil, err
-			} else if m.behind == oldSide.String() {
-				s.stats.redirect()
-				return newRec, nil
-			}
+		return oldRec, nil
+	case r.shadow:
+		// Old, and beside it the mark and new at the mark's snapshot.
+		s.stats.call("shadow_read", c.phase)
+		nk, err := s.newRecord(key)
+		if err != nil {
+			return nil, err
+		}
+		var oldRec *record.Record
+		var oerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			oldRec, oerr = s.readOld(c.ctx, s.oldC.Single(), key)
+		}()
+		newRec, m, err := s.readNewMarked(c, key, nk)
+		<-done
+		if err != nil {
+			return nil, err
+		}
+		if oerr != nil {
+			return nil, oerr
+		}
+		s.shadowCompare(c, oldRec, newRec)
+		if m.behind == oldSide.String() {
+			s.stats.redirect()
+			return newRec, nil
 		}
 		return oldRec, nil
 	case r.read == newSide && s.same:
@@ -538,24 +561,21 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 	return s.readOld(c.ctx, s.oldC.Single(), key)
 }
 
-// readBoth reads old and new, from one snapshot when they share a
-// database.
-func (s *Spanner) readBoth(c *call, key *record.Record, oldRec, newRec **record.Record) error {
-	var err error
-	if s.same {
-		return spannerdb.ReadOnly(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) error {
-			if *oldRec, err = s.readOld(ctx, txn, key); err != nil {
-				return err
-			}
-			*newRec, err = s.readNew(ctx, txn, key)
-			return err
-		})
+// readNewMarked reads the mark of key's new record nk, then the record at
+// the mark's timestamp: one snapshot of new's database in two single-use
+// reads.
+func (s *Spanner) readNewMarked(c *call, key, nk *record.Record) (*record.Record, markState, error) {
+	ro := s.newC.Single()
+	m, err := s.readMark(c.ctx, ro, c, nk)
+	if err != nil {
+		return nil, markState{}, err
 	}
-	if *oldRec, err = s.readOld(c.ctx, s.oldC.Single(), key); err != nil {
-		return err
+	ts, err := ro.Timestamp()
+	if err != nil {
+		return nil, markState{}, err
 	}
-	*newRec, err = s.readNew(c.ctx, s.newC.Single(), key)
-	return err
+	got, err := s.readNew(c.ctx, s.newC.Single().WithTimestampBound(spanner.ReadTimestamp(ts)), key)
+	return got, m, err
 }
 
 type rowReader interface {
