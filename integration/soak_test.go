@@ -507,18 +507,24 @@ func verifySummary(rep []pipeline.VerifyCohort) string {
 // check holds every read against the history, and new against it.
 func (s *soak) check(t *testing.T) {
 	byKey := map[string][]*soakOp{}
-	calls, failed := 0, 0
+	calls, failed, stale := 0, 0, 0
 	for _, op := range s.ops {
 		byKey[op.key] = append(byKey[op.key], op)
 		calls++
 		if !op.ok {
 			failed++
 		}
+		if strings.Contains(op.err, cutover.ErrStalePhases.Error()) {
+			stale++
+		}
 	}
-	t.Logf("%s: %d calls (%d failed), %d keys; %d operator steps", s.name, calls, failed, len(byKey), len(s.events))
+	// Failed calls are the faults' (a write's authoritative commit) and
+	// the phase cache's (stale phases: the refresh could not read the
+	// store within the TTL while the jobs ran).
+	t.Logf("%s: %d calls (%d failed, %d of them on stale phases), %d keys; %d operator steps", s.name, calls, failed, stale, len(byKey), len(s.events))
 	for i, app := range s.apps {
 		st := app.Stats()
-		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches)
+		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d, phase refreshes %d (%d failed)", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches, st.Refreshes, st.RefreshErrors)
 	}
 	steps := map[string]int{}
 	for _, e := range s.events {
