@@ -186,15 +186,21 @@
 // # Verify and repair
 //
 // A verify (rekey verify) compares old, mapped through the rewrite, with
-// new, by new key, while the application writes: it reads the two stores
-// at different times, so each finding is read again by key, old then new,
-// a few times before it counts (settled findings were writes in flight).
-// A repair (rekey repair) puts findings right while old is authoritative
-// (dual_write to shadow), by the backfill's conditional writes with the
-// repair's start as Since: a record the application touched after the
-// repair began is newer than what the repair read and is left alone;
-// repair-log entries logged before the repair began are cleared, as the
-// repair re-read their records.
+// new, by new key, while the application writes. Each finding is read
+// again, in batches, at one moment on both sides (Spanner: new in a
+// strong read-only transaction, old at its timestamp; Datastore: both at
+// one read time) a few times before it counts: a finding the two sides
+// agree on at one of those moments was a write in flight. A record with
+// a repair-log entry in a phase where old is authoritative is routed
+// around (its touched mark sends reads to the store that holds its latest
+// write) and does not keep verify --mark from passing. A repair (rekey
+// repair) puts findings right while old is authoritative (dual_write to
+// shadow), by the backfill's conditional writes with the repair's start
+// as Since: a record the application touched after the repair began is
+// newer than what the repair read and is left alone; repair-log entries
+// of writes new missed, logged before the repair began, are cleared, as
+// the repair re-read their records. In read_new it repairs only what the
+// log names (see "Missed writes").
 //
 // # Missed writes
 //
@@ -271,6 +277,29 @@
 // application's write of old comes after that too, so it waits for the
 // copy's locks and lands last. Either way old ends as new. With old and
 // new in one database the reads are in the copy's transaction.
+//
+// # What is guaranteed, and how it is checked
+//
+// For every record, through every phase, rollback and reverse backfill,
+// with any instance's phase cache within its TTL and commits failing
+// before or after they are applied:
+//
+//   - a read returns the latest write (or delete) acknowledged before it
+//     began, or one that overlapped it; a failed call's write may or may
+//     not have taken effect, within the call;
+//   - nothing deleted comes back: a read after an acknowledged delete
+//     returns nothing until a later write;
+//   - no read goes back in time: once a read returned a write, no later
+//     read returns one that ended before that write began;
+//   - when every cohort is done, new holds for every record its last
+//     acknowledged write (or a later one that failed after applying).
+//
+// The integration package's soak (TestSoakSpanner, TestSoakDatastore)
+// checks each of these against the recorded history of a seeded workload
+// of several instances while operators run every job, with commit taps
+// failing writes of every kind, both layouts; TestSpannerMissedWrites and
+// TestDatastoreMissedWrites pin the cases of a delete old missed and one
+// whose response was lost.
 //
 // Not covered: a call whose second write and its repair-log entry both
 // fail returns an *UnrepairedError: the stores differ on the record and
