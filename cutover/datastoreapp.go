@@ -442,6 +442,10 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 			return newRec, nil
 		}
 		return oldRec, nil
+	case r.read == newSide && !r.touch:
+		// new_only and done: new is the only store; the touched marks
+		// are no longer kept (and may be stale).
+		return d.readNew(c.ctx, key)
 	case r.read == newSide:
 		// New's entity and its mark in one lookup.
 		got, m, err := d.readNewMarked(c, key)

@@ -257,7 +257,10 @@
 // what it read. new_only is refused while a cohort has entries of writes
 // new missed, and old (a rollback) while it has entries of writes old
 // missed: after the switch to new_only nothing reads old, and in old
-// nothing reads the marks.
+// nothing reads the marks. A reverse backfill, which copies new to old
+// whole, clears the entries of writes old missed and the marks' Behind =
+// "old" of its cohorts from before it began. In new_only and done reads
+// go to new alone, without the marks (which those phases no longer keep).
 //
 // # A reverse backfill
 //

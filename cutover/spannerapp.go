@@ -478,6 +478,10 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 			return newRec, nil
 		}
 		return oldRec, nil
+	case r.read == newSide && !r.touch:
+		// new_only and done: new is the only store; the touched marks
+		// are no longer kept (and may be stale).
+		return s.readNew(c.ctx, s.newC.Single(), key)
 	case r.read == newSide && s.same:
 		// One snapshot of the one database: old and new were written
 		// in one transaction each time.

@@ -48,13 +48,15 @@ import (
 // for every record what the history allows as its last value.
 //
 // -soak sets how long each seed's workload runs (default 15s, as CI
-// runs it); -soak_seed runs one seed (a failing seed reproduces by its
+// runs it); -soak_faults the share of commits failed (default 0.03);
+// -soak_seed runs one seed (a failing seed reproduces by its
 // number: the faults, the operators' choices and the workload follow it,
 // though the interleaving with the emulators does not). Both layouts, old
 // and new in one database and in two, run for each seed.
 var (
-	soakFor  = flag.Duration("soak", 15*time.Second, "how long each soak seed's workload runs")
-	soakSeed = flag.Uint64("soak_seed", 0, "run only this soak seed (0: the CI seeds)")
+	soakFor    = flag.Duration("soak", 15*time.Second, "how long each soak seed's workload runs")
+	soakSeed   = flag.Uint64("soak_seed", 0, "run only this soak seed (0: the CI seeds)")
+	soakFaults = flag.Float64("soak_faults", 0.03, "the share of commits each tap fails")
 )
 
 // soakSeeds are the seeds CI runs.
@@ -66,7 +68,6 @@ const (
 	soakSkew    = 400 * time.Millisecond
 	soakUsers   = 16
 	soakSeqs    = 4
-	soakRate    = 0.03 // of commits failed by each tap
 )
 
 func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner") }
@@ -293,7 +294,7 @@ func (s *soak) run(t *testing.T, d time.Duration) {
 			s.call(ctx, 0, u, q, 'w', fmt.Sprintf("seed-%s-%d", u, q))
 		}
 	}
-	s.setFaults(soakRate)
+	s.setFaults(*soakFaults)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	// Workers: each owns some users' records; every fourth user's records
@@ -347,6 +348,8 @@ func (s *soak) run(t *testing.T, d time.Duration) {
 		}()
 	}
 	owg.Wait()
+	// The workload runs its whole time, after the operators too.
+	time.Sleep(time.Until(deadline))
 	close(stop)
 	wg.Wait()
 	s.setFaults(0)

@@ -265,7 +265,8 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 }
 
 // clearMissedOld clears the repair log's entries of cohorts, logged
-// before before, of writes old missed.
+// before before, of writes old missed, and the touched marks' Behind =
+// "old" of those cohorts last touched before then.
 func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, before time.Time) error {
 	l, ok := st.(cutover.RepairLog)
 	if !ok {
@@ -286,6 +287,14 @@ func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string,
 	}
 	if err := l.ClearRepairs(ctx, migrationName, done); err != nil {
 		return fmt.Errorf("the reverse backfill ran, but clearing %d repair-log entries of writes old missed failed: %w", len(done), err)
+	}
+	// And the touched marks saying so: else, once old is written alone
+	// again (a rollback to old, then dual_write), a read would go to new
+	// for them.
+	if bc, ok := st.(cutover.BehindClearer); ok {
+		if _, err := bc.ClearBehindOld(ctx, migrationName, cohorts, before); err != nil {
+			return fmt.Errorf("the reverse backfill ran, but %w", err)
+		}
 	}
 	return nil
 }
