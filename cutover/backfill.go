@@ -65,6 +65,25 @@ func (b Backfill) since(c int) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// stops reports whether a key's touched mark (of cohort c, made at
+// touchedAt, saying behind) stops the backfill or repair from writing
+// new as old holds it: the application touched the key since (keeps);
+// old is behind new for it (new holds the newer value); or the cohort is
+// in read_new, where new is authoritative and only what the mark says new
+// missed is copied (a repair: an entry of the log whose write new has
+// taken since, or whose later write old missed, must not be undone).
+func (b Backfill) stops(c int, touchedAt time.Time, behind string) bool {
+	if b.keeps(c, touchedAt) || behind == oldSide.String() {
+		return true
+	}
+	for _, s := range b.Spans {
+		if c >= s.First && c <= s.Last && s.Phase == ReadNew {
+			return behind != newSide.String()
+		}
+	}
+	return false
+}
+
 // keeps reports whether a touched mark of cohort c made at touchedAt
 // stops the backfill: the application wrote or deleted the record after
 // its cohort entered the phase, so what the application did is newer than
@@ -208,7 +227,7 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 			if err := row.Columns(&key, &c, &at, &behind); err != nil {
 				return err
 			}
-			stop[key] = b.keeps(int(c), at) || behind.StringVal == oldSide.String()
+			stop[key] = b.stops(int(c), at, behind.StringVal)
 			behindNew[key] = behind.StringVal == newSide.String()
 			return nil
 		})
@@ -321,7 +340,7 @@ func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b Bac
 		var clearedMarks []any
 		for i := range keys {
 			mark := got[i]
-			if mark.Migration != "" && (b.keeps(int(mark.Cohort), mark.TouchedAt) || mark.Behind == oldSide.String()) {
+			if mark.Migration != "" && b.stops(int(mark.Cohort), mark.TouchedAt, mark.Behind) {
 				continue
 			}
 			keep = append(keep, i)

@@ -327,9 +327,13 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 	// The repair's start, less the skew margin for clocks: a mark at or
 	// after it is the application's and newer than the repair's reads.
 	start := time.Now()
+	// Each span with its phase: in read_new the copy from old is only for
+	// what the touched marks say new missed.
 	b := cutover.Backfill{Migration: o.Migration}
 	for _, rg := range cohort.Merge(o.Cohorts) {
-		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Since: start.Add(-skewOf(cfg))})
+		for _, seg := range m.Segments(rg) {
+			b.Spans = append(b.Spans, cutover.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: start.Add(-skewOf(cfg))})
+		}
 	}
 	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
 	if err != nil {

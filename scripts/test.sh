@@ -250,8 +250,15 @@ for a in "$@"; do
 	case "$a" in -p | -p=*) par=() ;; esac
 done
 
-log "go test ${par[*]-} ${pkgs[*]-} $*"
-setsid go test "${par[@]+"${par[@]}"}" "${pkgs[@]+"${pkgs[@]}"}" "$@" &
+# The integration package runs the cutover soaks too: longer than go
+# test's default 10 minutes per package, unless the arguments say.
+tmo=(-timeout=40m)
+for a in "$@"; do
+	case "$a" in -timeout | -timeout=*) tmo=() ;; esac
+done
+
+log "go test ${par[*]-} ${tmo[*]-} ${pkgs[*]-} $*"
+setsid go test "${par[@]+"${par[@]}"}" "${tmo[@]+"${tmo[@]}"}" "${pkgs[@]+"${pkgs[@]}"}" "$@" &
 GO_PID=$!
 set +e
 wait "$GO_PID"
