@@ -196,10 +196,12 @@
 // write) and does not keep verify --mark from passing. A repair (rekey
 // repair) puts findings right while old is authoritative (dual_write to
 // shadow), by the backfill's conditional writes with the repair's start
-// as Since: a record the application touched after the repair began is
-// newer than what the repair read and is left alone; repair-log entries
-// of writes new missed, logged before the repair began, are cleared, as
-// the repair re-read their records. In read_new it repairs only what the
+// less the skew margin as Since: a record the application touched after
+// then may be newer than what the repair read and is left alone;
+// repair-log entries of writes new missed, logged before that Since, are
+// cleared, as the repair re-read their records. One logged after it
+// touched its mark after it (the log sets TouchedAt), so its record was
+// left alone and the entry stays for the next repair. In read_new it repairs only what the
 // log names (see "Missed writes").
 //
 // # Missed writes

@@ -30,12 +30,14 @@ import (
 // different there is written as old holds it, mapped through the rewrite;
 // a record extra in new is deleted from new. Every write and delete is
 // conditional on the touched marks, as a backfill's writes are, with the
-// repair's start as every cohort's Since: a record the application wrote
-// or deleted after the repair began is newer than what the repair read,
-// and is left as the application made it (a later verify sees whether it
-// still differs, and the repair log holds it if its second write failed).
-// The repair log's entries of the cohorts logged before the repair began
-// are then cleared: the repair re-read each of their records.
+// repair's start less the skew margin as every cohort's Since: a record
+// the application wrote or deleted after then may be newer than what the
+// repair read, and is left as the application made it (a later verify
+// sees whether it still differs, and the repair log holds it if its
+// second write failed). The repair log's entries of the cohorts logged
+// before that Since are then cleared: the repair re-read each of their
+// records. An entry logged after it touched its mark after it too, so
+// the repair left its record alone: the entry stays for the next repair.
 
 // Counters of a repair, besides those of verify and of the sinks.
 const (
@@ -327,12 +329,18 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 	// The repair's start, less the skew margin for clocks: a mark at or
 	// after it is the application's and newer than the repair's reads.
 	start := time.Now()
+	// since bounds both the marks that stop the repair's writes and the
+	// entries it clears: an entry logged after it set its mark's
+	// TouchedAt after it too, so the repair left its record alone, and the
+	// entry stays for the next repair (clearing it would lose the write
+	// new missed: found by the soak, seed 2).
+	since := start.Add(-skewOf(cfg))
 	// Each span with its phase: in read_new the copy from old is only for
 	// what the touched marks say new missed.
 	b := cutover.Backfill{Migration: o.Migration}
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for _, seg := range m.Segments(rg) {
-			b.Spans = append(b.Spans, cutover.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: start.Add(-skewOf(cfg))})
+			b.Spans = append(b.Spans, cutover.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: since})
 		}
 	}
 	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
@@ -349,7 +357,7 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 			kept = append(kept, e)
 			continue
 		}
-		if e.Missed == "new" && e.LoggedAt.Before(start) {
+		if e.Missed == "new" && e.LoggedAt.Before(since) {
 			pending[e.OldKey] = true
 			kept = append(kept, e)
 		}
@@ -394,7 +402,7 @@ func RunRepair(ctx context.Context, cfg *config.Config, o RepairOptions, r Runne
 		}
 	}
 	for _, e := range entries {
-		if in[e.Cohort] && e.LoggedAt.Before(start) && e.Missed != "old" {
+		if in[e.Cohort] && e.LoggedAt.Before(since) && e.Missed != "old" {
 			done = append(done, e)
 		}
 	}
