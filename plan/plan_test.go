@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/plan"
+	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/keys"
 	"github.com/rekeyio/rekey/plan/rules"
 	"github.com/rekeyio/rekey/plan/sim"
@@ -276,7 +277,7 @@ func TestWrite(t *testing.T) {
 	var sum strings.Builder
 	p.Summary(&sum, f)
 	s := sum.String()
-	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", fmt.Sprintf("source keys: %d findings", len(p.Findings)), "rewritten keys: no findings", "3,000 records of 3,000,000"} {
+	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", "source keys: " + detect.Count(int64(len(p.Findings)), "finding"), "rewritten keys: no findings", "3,000 records of 3,000,000"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary does not say %q:\n%s", want, s)
 		}
@@ -292,5 +293,42 @@ func checkPNG(t *testing.T, name string) {
 	defer r.Close()
 	if cfg, err := png.DecodeConfig(r); err != nil || cfg.Width < 100 || cfg.Height < 100 {
 		t.Errorf("%s: %+v, %v; want a picture", filepath.Base(name), cfg, err)
+	}
+}
+
+// A plan whose load is as fast before as after says why, and a Datastore
+// target's simulated servers are not called nodes.
+func TestSummaryAlike(t *testing.T) {
+	run := func(name string, d time.Duration) plan.Run {
+		r := plan.Run{Name: name, Duration: d, Finished: true, ReachedFullSpeed: true, HotspotScore: 3}
+		r.Result.Params.Nodes = 1
+		return r
+	}
+	for _, c := range []struct {
+		name      string
+		datastore bool
+		rows      int64
+		after     time.Duration
+		want, not []string
+	}{
+		{"small datastore sample", true, 0, time.Second, []string{"1 server:", "busiest server", "even over the servers", "50 writes are too few", "pass --rows"}, []string{"node"}},
+		{"large, alike", false, 5000000, time.Second, []string{"1 node:", "at 5,000,000 writes the source keys make no hotspot"}, []string{"--rows", "server"}},
+		{"faster after", false, 5000000, time.Second / 4, []string{"4.0x as fast"}, []string{"alike"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &plan.Plan{Input: plan.Input{Datastore: c.datastore, Rows: c.rows}, Sampled: 50, Rows: max(c.rows, 50), Before: run("before", time.Second), After: run("after", c.after)}
+			var b strings.Builder
+			p.Summary(&b, plan.Files{HTML: "r.html"})
+			for _, w := range c.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("summary does not say %q:\n%s", w, b.String())
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("summary says %q:\n%s", w, b.String())
+				}
+			}
+		})
 	}
 }

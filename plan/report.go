@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -87,8 +88,35 @@ func heat(r Run, texts []string, title string) chart.Heatmap {
 
 func (p *Plan) heatmapPNG(w io.Writer) error {
 	return chart.SideBySide(w, "Simulated writes by key range over time (same colour scale)",
-		heat(p.Before, p.beforeText, "before: "+shortDuration(p.Before.Duration)),
-		heat(p.After, p.afterText, "after: "+shortDuration(p.After.Duration)))
+		heat(p.Before, labelTexts(p.beforeText), "before: "+shortDuration(p.Before.Duration)),
+		heat(p.After, labelTexts(p.afterText), "after: "+shortDuration(p.After.Duration)))
+}
+
+// dsScope matches a Datastore key text's database and namespace
+// (rewrite.DatastoreKey.String): `db="…",ns="…",`.
+var dsScope = regexp.MustCompile(`^(db="(?:[^"\\]|\\.)*",)?(ns="(?:[^"\\]|\\.)*",)?`)
+
+// labelTexts are texts as a picture labels key ranges: a database and
+// namespace every text shares are left out (a cut label of a Datastore
+// key would show only them), and said in none.
+func labelTexts(texts []string) []string {
+	if len(texts) == 0 {
+		return texts
+	}
+	scope := dsScope.FindString(texts[0])
+	if scope == "" {
+		return texts
+	}
+	for _, t := range texts {
+		if !strings.HasPrefix(t, scope) {
+			return texts
+		}
+	}
+	out := make([]string, len(texts))
+	for i, t := range texts {
+		out[i] = t[len(scope):]
+	}
+	return out
 }
 
 func (p *Plan) spreadPNG(w io.Writer) error {
@@ -97,7 +125,7 @@ func (p *Plan) spreadPNG(w io.Writer) error {
 	if ok {
 		title, xlabel = "Rewritten keys by "+p.Input.TargetColumn, p.Input.TargetColumn
 	} else {
-		counts, labels = Spread(p.afterWrites, p.afterText, Bins)
+		counts, labels = Spread(p.afterWrites, labelTexts(p.afterText), Bins)
 	}
 	for i := range counts {
 		counts[i] *= p.Scale
@@ -141,8 +169,8 @@ func (p *Plan) params() []Param {
 	}
 	spanner := !p.Input.Datastore
 	ps := []Param{
-		{"nodes", fmt.Sprint(sp.Nodes), "--nodes"},
-		{"writes/s per node", chart.Number(sp.NodeWrites), basis(spanner && (sp.NodeWrites == sim.SpannerRegionalNodeWrites || sp.NodeWrites == sim.SpannerMultiRegionNodeWrites), "cloud.google.com/spanner/docs/performance (3,500 regional, 2,700 multi-region)")},
+		{p.NodeNoun() + "s", fmt.Sprint(sp.Nodes), "--nodes"},
+		{"writes/s per " + p.NodeNoun(), chart.Number(sp.NodeWrites), basis(spanner && (sp.NodeWrites == sim.SpannerRegionalNodeWrites || sp.NodeWrites == sim.SpannerMultiRegionNodeWrites), "cloud.google.com/spanner/docs/performance (3,500 regional, 2,700 multi-region)")},
 		{"writes/s per split", chart.Number(sp.SplitWrites), basis(!spanner && sp.SplitWrites == sim.FirestoreStartRate, "a new key range starts at 500 ops/s (Firestore 500/50/5); Spanner publishes no per-split figure")},
 		{"load split: threshold", chart.Number(sp.LoadThreshold) + " writes/s", basis(false, "half a split's capacity")},
 		{"load split: delay", sp.LoadSplitDelay.String(), basis(false, "Spanner: load splitting acts \"every few minutes\"")},
@@ -175,6 +203,29 @@ func shortDuration(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// NodeNoun is what the simulation's servers are called: Spanner's nodes;
+// Datastore has no nodes to choose, its servers are simulated alike.
+func (p *Plan) NodeNoun() string {
+	if p.Input.Datastore {
+		return "server"
+	}
+	return "node"
+}
+
+// alikeHint explains a load as fast before as after (ratio within 5%):
+// a sample too small to load any server hard, unless --rows scaled it,
+// or keys that make no hotspot at this size.
+func (p *Plan) alikeHint(ratio float64) string {
+	if ratio < 0.95 || ratio > 1.05 {
+		return ""
+	}
+	if p.Input.Rows <= int64(p.Sampled) {
+		return fmt.Sprintf("before and after are alike: %s are too few to load any %s hard; pass --rows with the table's real size to simulate the load at scale",
+			detect.Count(p.Rows, "write"), p.NodeNoun())
+	}
+	return fmt.Sprintf("before and after are alike: at %s the source keys make no hotspot the rewrite would remove", detect.Count(p.Rows, "write"))
+}
+
 // Summary writes the plan for a terminal.
 func (p *Plan) Summary(w io.Writer, f Files) {
 	in := p.Input
@@ -186,8 +237,9 @@ func (p *Plan) Summary(w io.Writer, f Files) {
 	fmt.Fprintln(w)
 	printFindings(w, "source keys", p.Findings)
 	printFindings(w, "rewritten keys", p.Remaining)
-	fmt.Fprintf(w, "  simulated load of %s writes, %d nodes:\n", detect.Thousands(p.Rows), p.After.Result.Params.Nodes)
-	fmt.Fprintf(w, "    %-7s %12s %14s %14s %8s %16s\n", "", "load time", "busiest node", "hotspot score", "splits", "to full speed")
+	nodes := p.After.Result.Params.Nodes
+	fmt.Fprintf(w, "  simulated load of %s, %s:\n", detect.Count(p.Rows, "write"), detect.Count(int64(nodes), p.NodeNoun()))
+	fmt.Fprintf(w, "    %-7s %12s %14s %14s %8s %16s\n", "", "load time", "busiest "+p.NodeNoun(), "hotspot score", "splits", "to full speed")
 	for _, r := range []Run{p.Before, p.After} {
 		fs := shortDuration(r.TimeToFullSpeed)
 		if !r.ReachedFullSpeed {
@@ -200,7 +252,11 @@ func (p *Plan) Summary(w io.Writer, f Files) {
 		fmt.Fprintf(w, "    %-7s %12s %13.0f%% %14.2f %8d %16s\n", r.Name, d, 100*r.BusiestNodeShare, r.HotspotScore, r.Splits, fs)
 	}
 	if p.After.Duration > 0 {
-		fmt.Fprintf(w, "    the rewritten load is %.1fx as fast (hotspot score 1 = even over the nodes, %d = all on one)\n", p.Before.Duration.Seconds()/p.After.Duration.Seconds(), p.After.Result.Params.Nodes)
+		ratio := p.Before.Duration.Seconds() / p.After.Duration.Seconds()
+		fmt.Fprintf(w, "    the rewritten load is %.1fx as fast (hotspot score 1 = even over the %ss, %d = all on one)\n", ratio, p.NodeNoun(), nodes)
+		if hint := p.alikeHint(ratio); hint != "" {
+			fmt.Fprintf(w, "    %s\n", hint)
+		}
 	}
 	fmt.Fprintf(w, "  report: %s\n", f.HTML)
 }
@@ -210,7 +266,7 @@ func printFindings(w io.Writer, what string, fs []rules.Finding) {
 		fmt.Fprintf(w, "  %s: no findings\n", what)
 		return
 	}
-	fmt.Fprintf(w, "  %s: %d findings\n", what, len(fs))
+	fmt.Fprintf(w, "  %s: %s\n", what, detect.Count(int64(len(fs)), "finding"))
 	for _, f := range fs {
 		fmt.Fprintf(w, "    %-7s %s [%s]: %s\n", f.Severity, f.Subject, f.Rule, f.Evidence)
 		fmt.Fprintf(w, "            fix: %s\n", f.Fix)
@@ -244,10 +300,10 @@ img{max-width:100%;border:1px solid #ccd}.muted{color:#667}
 <p>Sample: {{n (int64 .Sampled)}} records standing for {{n .Rows}} ({{.Input.Method}}).{{if .Input.DeadLettered}} {{.Input.DeadLettered}} records were refused (dead letters).{{end}} Written {{stamp .Created}}; nothing was written to the target.</p>
 
 <h2>Simulated load</h2>
-<table><tr><th></th><th>write order</th><th>load time</th><th>busiest node's share</th><th>hotspot score</th><th>splits at the end</th><th>time to full speed</th></tr>
+<table><tr><th></th><th>write order</th><th>load time</th><th>busiest {{.NodeNoun}}'s share</th><th>hotspot score</th><th>splits at the end</th><th>time to full speed</th></tr>
 {{range $r := (list .Before .After)}}<tr><td>{{$r.Name}}</td><td>{{$r.Order}}</td><td>{{if not $r.Finished}}&gt; {{end}}{{dur $r.Duration}}</td><td>{{pct $r.BusiestNodeShare}}</td><td>{{f2 $r.HotspotScore}}</td><td>{{$r.Splits}}</td><td>{{if $r.ReachedFullSpeed}}{{dur $r.TimeToFullSpeed}}{{else}}never{{end}}</td></tr>
 {{end}}</table>
-<p>The rewritten load is {{fast .Before.Duration .After.Duration}}× as fast. Hotspot score: the busiest node's writes over the mean node's, averaged over time (1 = even, the node count = all writes on one node).</p>
+<p>The rewritten load is {{fast .Before.Duration .After.Duration}}× as fast. Hotspot score: the busiest {{.NodeNoun}}'s writes over the mean {{.NodeNoun}}'s, averaged over time (1 = even, the {{.NodeNoun}} count = all writes on one {{.NodeNoun}}).</p>
 <img alt="heatmaps before and after" src="{{index .Pics "heatmap.png"}}">
 <p class="muted">Key Visualizer style: time on x, key ranges on y in key order (each labelled with its first key), colour from dark (cold) to white (hottest), one scale for both; bars along the bottom and right edges are totals per time bucket and per range.</p>
 <img alt="write rate over time" src="{{index .Pics "rate.png"}}">

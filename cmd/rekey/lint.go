@@ -14,6 +14,7 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/datastoredb"
 	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/lint"
 	"github.com/rekeyio/rekey/plan/rules"
 	"github.com/rekeyio/rekey/rewrite"
@@ -179,15 +180,7 @@ func (l *linted) datastore(s lint.Sample) {
 	l.findings = append(l.findings, lint.Datastore(s)...)
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if strings.HasSuffix(noun, "x") {
-		return fmt.Sprintf("%d %ses", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+func plural(n int, noun string) string { return detect.Count(int64(n), noun) }
 
 func runLint(ctx context.Context, o *LintOptions) error {
 	var l linted

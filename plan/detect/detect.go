@@ -451,6 +451,20 @@ func splitWords(name string) []string {
 
 // Thousands writes n in decimal with commas between groups of three
 // digits: 1234567 → "1,234,567".
+// Count is n and noun, in the plural unless n is 1 (nouns ending in x
+// take -es: index, indexes), n with thousands separators: "1 finding",
+// "3 nodes", "10,000,000 writes".
+func Count(n int64, noun string) string {
+	switch {
+	case n == 1 || n == -1:
+	case strings.HasSuffix(noun, "x"):
+		noun += "es"
+	default:
+		noun += "s"
+	}
+	return Thousands(n) + " " + noun
+}
+
 func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	sign := ""

@@ -16,10 +16,10 @@ import (
 // Limits of the Spanner checks.
 const (
 	// MaxKeyColumns is the most key columns of its own a table should
-	// have (seed 001: 1–3).
+	// have (Lindorm's primary-key design: 1–3).
 	MaxKeyColumns = 3
 	// MaxKeyBytes is the longest a key's variable-length part should be
-	// (seed 001: ≤ 2 KB).
+	// (Lindorm's primary-key design: ≤ 2 KB).
 	MaxKeyBytes = 2048
 	// ShardsPerNode is how many shards per node count as far above the
 	// node count.

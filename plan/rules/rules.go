@@ -2,9 +2,9 @@
 // (findings in the source data) and `rekey lint` (findings in a schema)
 // check, each with where it comes from and the rewrite that fixes it.
 //
-// The rules restate ../shared/design/techniques.md, which cites the source
-// documents (seeds 000–004) and the Spanner and Firestore documentation;
-// a Finding names its Rule by ID so a report, a JSON consumer and a CI
+// The rules restate the public guidance each cites (Spanner's schema
+// design, Datastore's best practices, Cloud Storage's request-rate
+// guidelines, Lindorm's primary-key design); a Finding names its Rule by ID so a report, a JSON consumer and a CI
 // gate all speak of the same thing.
 package rules
 
@@ -60,8 +60,8 @@ type Rule struct {
 	ID string
 	// Rule is the rule itself, one sentence.
 	Rule string
-	// Source is where it is written: a seed of techniques.md or a
-	// documentation page.
+	// Source is where it is written: the public guidance it
+	// restates.
 	Source string
 	// Fix says what to do, naming rekey's strategy where one fixes it.
 	Fix string
@@ -92,66 +92,66 @@ const (
 var catalogue = map[string]Rule{
 	MonotonicKey: {ID: MonotonicKey, Severity: Error,
 		Rule:       "A key that grows or shrinks monotonically sends every new write to the end of one key range, so one server takes all the load (a hotspot); the split Spanner adds becomes the next hotspot.",
-		Source:     "techniques.md, Why keys matter (all seeds); cloud.google.com/spanner/docs/schema-design",
+		Source:     "cloud.google.com/spanner/docs/schema-design; cloud.google.com/datastore/docs/best-practices",
 		Fix:        "Spread the key: a hash prefix or shard column before it, bit reversal for sequential integers, or a UUID v4.",
 		Strategies: []string{"hashprefix", "shard", "bitreverse", "uuid"}},
 	TimestampFirst: {ID: TimestampFirst, Severity: Error,
 		Rule:       "A timestamp or sequence as the first key column makes every insert land at the end of the table.",
-		Source:     "techniques.md, Key rewrites: swap key order (seed 000)",
+		Source:     "cloud.google.com/spanner/docs/schema-design (swap the order of keys)",
 		Fix:        "Move the monotonic column out of first place, e.g. (LastAccess, UserId) → (UserId, LastAccess), or put a shard column first.",
 		Strategies: []string{"swap", "shard", "hashprefix"}},
 	SequentialNames: {ID: SequentialNames, Severity: Warning,
 		Rule:       "Names like Customer1, Customer2, … share a prefix and grow in order: new keys crowd into one range.",
-		Source:     "techniques.md, Why keys matter; Datastore key rules (seed 004)",
+		Source:     "cloud.google.com/datastore/docs/best-practices (keys)",
 		Fix:        "Put a hash prefix before the name, or reverse it.",
 		Strategies: []string{"hashprefix", "reverse"}},
 	LowCardinalityFirst: {ID: LowCardinalityFirst, Severity: Warning,
 		Rule:       "A first key column with few distinct values (an enum, a country, a status) puts most writes into the ranges of its most common values.",
-		Source:     "techniques.md, Why keys matter (a low-cardinality enum first)",
+		Source:     "cloud.google.com/spanner/docs/schema-design; Alibaba Cloud Lindorm: Design primary keys for Lindorm wide tables",
 		Fix:        "Put a high-cardinality column or a shard column first.",
 		Strategies: []string{"shard", "swap", "hashprefix"}},
 	CommonPrefix: {ID: CommonPrefix, Severity: Warning,
 		Rule:       "Keys with a long common prefix all fall in one key range; randomness after the prefix only helps inside it.",
-		Source:     "techniques.md, Why keys matter; Traffic shaping (seed 002)",
+		Source:     "cloud.google.com/storage/docs/request-rate (sequential names)",
 		Fix:        "Put a hash prefix before the key.",
 		Strategies: []string{"hashprefix"}},
 	LongKey: {ID: LongKey, Severity: Warning,
 		Rule:   "Shorter keys write faster and cost less: keep variable-length key values at or under 2 KB.",
-		Source: "techniques.md, Key rewrites: simplify keys (seed 001)",
+		Source: "Alibaba Cloud Lindorm: Design primary keys for Lindorm wide tables",
 		Fix:    "Use numbers or short codes instead of long names in keys."},
 	ManyKeyColumns: {ID: ManyKeyColumns, Severity: Info,
 		Rule:   "Keep primary keys to 1–3 columns.",
-		Source: "techniques.md, Key rewrites: simplify keys (seed 001)",
+		Source: "Alibaba Cloud Lindorm: Design primary keys for Lindorm wide tables",
 		Fix:    "Drop key columns that do not identify the row; keep the rest as ordinary columns."},
 	NonPositiveID: {ID: NonPositiveID, Severity: Error,
 		Rule:       "Datastore numeric ids must be positive: 0 means \"allocate one\" and negative ids are refused.",
-		Source:     "techniques.md, Datastore key rules (seed 004)",
+		Source:     "cloud.google.com/datastore/docs/best-practices (keys)",
 		Fix:        "Give these entities names, or new ids from AllocateIds; a UUID rewrite gives every entity a valid name.",
 		Strategies: []string{"uuid"}},
 	SlashInName: {ID: SlashInName, Severity: Error,
 		Rule:   "Datastore kind names and custom key names must not contain '/'.",
-		Source: "techniques.md, Datastore key rules (seed 004)",
+		Source: "cloud.google.com/datastore/docs/best-practices (keys)",
 		Fix:    "Replace '/' in names before migrating (a name rewrite, or UUID names).", Strategies: []string{"uuid"}},
 	UUIDv1: {ID: UUIDv1, Severity: Warning,
 		Rule:       "UUID v1 puts a timestamp in its high bits, so v1 keys are as monotonic as the clock.",
-		Source:     "techniques.md, Key rewrites: UUID (seed 000)",
+		Source:     "cloud.google.com/spanner/docs/schema-design (UUID as primary key)",
 		Fix:        "Use UUID v4 keys (random bits).",
 		Strategies: []string{"uuid", "hashprefix"}},
 	MonotonicIndex: {ID: MonotonicIndex, Severity: Error,
 		Rule:   "A non-interleaved index led by a monotonic column is a hotspot of its own: every insert updates the index's last range.",
-		Source: "techniques.md, Spanner also advises (seed 000); cloud.google.com/spanner/docs/secondary-indexes",
+		Source: "cloud.google.com/spanner/docs/schema-design (indexes); cloud.google.com/spanner/docs/secondary-indexes",
 		Fix:    "Interleave the index under its parent, or lead it with a shard column (a STORED MOD(FARM_FINGERPRINT(...), N) column)."},
 	NewestFirstAsc: {ID: NewestFirstAsc, Severity: Info,
 		Rule:   "A timestamp key read newest first should be declared DESC (it does not help against hotspots, but saves the reverse scan).",
-		Source: "techniques.md, Spanner also advises (seed 000)",
+		Source: "cloud.google.com/spanner/docs/schema-design (descending order of timestamps)",
 		Fix:    "Declare the key column DESC."},
 	ShardsAboveNodes: {ID: ShardsAboveNodes, Severity: Warning,
 		Rule:   "A shard count far above the node count buys nothing and makes every read fan out over more shards; N ≈ the expected number of nodes.",
-		Source: "techniques.md, Key rewrites: choosing N (seed 000)",
+		Source: "cloud.google.com/spanner/docs/schema-design (hash a key and spread writes across N shards)",
 		Fix:    "Choose a shard count near the node count you expect (e.g. 10 for 10 nodes)."},
 	MonotonicProperty: {ID: MonotonicProperty, Severity: Warning,
 		Rule:   "An indexed, monotonically increasing property caps a kind at about 500 writes/s: every write updates the index's last range.",
-		Source: "techniques.md, Deleting and expiry (seed 004); cloud.google.com/datastore/docs/best-practices",
+		Source: "cloud.google.com/datastore/docs/best-practices (indexes on monotonically increasing values)",
 		Fix:    "Exclude it from indexes, or index a sharded form (userId + timestamp, or a fixed-length shard string + timestamp)."},
 }
 
