@@ -391,9 +391,10 @@ func (s *soak) call(ctx context.Context, inst int, user string, seq int64, kind 
 	s.mu.Unlock()
 }
 
-// operate takes cohorts rs through the phases until deadline, with the
-// seed's choices of rollbacks and reverse backfills, then on to done and
-// a cleanup.
+// operate takes cohorts rs round the phases until deadline (from
+// new_only a reverse backfill takes them back to dual_write; from
+// read_new the seed rolls back one time in four), then on to done and a
+// cleanup.
 func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline time.Time) error {
 	rnd := rand.New(rand.NewPCG(s.seed, 100+uint64(g)))
 	rules := cutover.RulesFor(s.cfg)
@@ -466,7 +467,10 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
 			}
-			if !late && rnd.IntN(3) == 0 {
+			// Before the deadline the cohorts go round again (a reverse
+			// backfill, back to dual_write): a long soak keeps moving
+			// them under the workload, and reaches done at its end.
+			if !late {
 				_, _, _, err = pipeline.RunReverse(ctx, s.cfg, opts, runner)
 				s.event("group %d: reverse backfill: %v", g, err)
 				break
