@@ -932,3 +932,48 @@ cohort: {user: 'ref:owner'}
 		t.Errorf("cohort from the environment = %+v", c.Cohort)
 	}
 }
+
+// A rewrite naming a key column the key does not have is refused by
+// Validate, as by run, with the table named: also between files (whose
+// rows are keyed by source.key) and for a Spanner source whose key comes
+// from its source.schema DDL file.
+func TestValidateChecksTheRewriteAgainstTheKey(t *testing.T) {
+	ddl := filepath.Join(t.TempDir(), "s.sql")
+	if err := os.WriteFile(ddl, []byte("CREATE TABLE UserAccessLogs (LastAccess TIMESTAMP NOT NULL, UserId STRING(36) NOT NULL, Page STRING(MAX)) PRIMARY KEY (LastAccess, UserId)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"files", `
+source: {type: jsonl, path: ./data/user_access_logs.jsonl, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
+target: {type: jsonl, path: ./out.jsonl}
+rewrite: {strategy: shard, params: {n: 10, columns: [UsrId]}}
+`, `rewrite: does not apply to source.key "LastAccess TIMESTAMP, UserId STRING(36)": shard: table user_access_logs has no key column "UsrId" (key: PRIMARY KEY (LastAccess, UserId))`},
+		{"files with a table", `
+source: {type: jsonl, path: ./in.jsonl, table: Logs, key: "LastAccess TIMESTAMP, UserId STRING(36)"}
+target: {type: jsonl, path: ./out.jsonl}
+rewrite: {strategy: swap, params: {order: [UsrId]}}
+`, `rewrite: does not apply to source.key "LastAccess TIMESTAMP, UserId STRING(36)": swap: table Logs has no key column "UsrId" (key: PRIMARY KEY (LastAccess, UserId))`},
+		{"spanner source.schema", `
+source: {type: spanner, project: p, instance: inst, database: db, table: UserAccessLogs, schema: ` + ddl + `}
+target: {type: spanner, project: p, instance: inst, database: db, table: New}
+rewrite: {strategy: shard, params: {n: 10, columns: [UsrId]}}
+`, `rewrite: does not apply to the key of table UserAccessLogs in source.schema ` + ddl + `: shard: table UserAccessLogs has no key column "UsrId" (key: PRIMARY KEY (LastAccess, UserId))`},
+		{"spanner source.schema without the table", `
+source: {type: spanner, project: p, instance: inst, database: db, table: Nope, schema: ` + ddl + `}
+target: {type: spanner, project: p, instance: inst, database: db, table: New}
+rewrite: {strategy: shard, params: {n: 10, columns: [UserId]}}
+`, `source.table: table Nope is not in source.schema ` + ddl},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkProblems(t, mustLoad(t, tc.yaml).Validate(), []string{tc.want})
+		})
+	}
+	ok := mustLoad(t, `
+source: {type: spanner, project: p, instance: inst, database: db, table: UserAccessLogs, schema: `+ddl+`}
+target: {type: spanner, project: p, instance: inst, database: db, table: New}
+rewrite: {strategy: shard, params: {n: 10, columns: [UserId]}}
+`)
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a rewrite that fits the DDL's key: %v", err)
+	}
+}

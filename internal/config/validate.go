@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -249,6 +251,10 @@ func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
 		return schema, false
 	}
 	validSource := slices.Contains(Types, c.Source.Type)
+	if !ok && c.Source.Type == TypeSpanner && c.Source.Schema != "" {
+		// The source table's key from its DDL file, as run reads it.
+		return c.schemaFileKey(p)
+	}
 	if !ok {
 		if (c.Target.Type == TypeSpanner || c.Target.Type == TypeAvro && !holdsEntities(c.Source.Type)) && validSource && c.Source.Type != TypeSpanner {
 			p.add("source.key", "required for a %s source going to a %s target: the key columns of each record as Spanner DDL, e.g. \"UserId STRING(36), LastAccess TIMESTAMP\"", c.Source.Type, c.Target.Type)
@@ -266,6 +272,30 @@ func (c *Config) validateKey(p *problems) (rewrite.KeySchema, bool) {
 		}
 	}
 	return schema, true
+}
+
+// schemaFileKey returns the key of the source table as source.schema
+// declares it, reporting a table that is not there.
+func (c *Config) schemaFileKey(p *problems) (rewrite.KeySchema, bool) {
+	text, err := os.ReadFile(c.Source.Schema)
+	if err != nil || strings.TrimSpace(c.Source.Table) == "" {
+		return rewrite.KeySchema{}, false // reported by validateEndpoint
+	}
+	tables, err := spannerdb.ParseDDL(string(text))
+	if err != nil {
+		p.add("source.schema", "%s: %v", c.Source.Schema, err)
+		return rewrite.KeySchema{}, false
+	}
+	t := tables[strings.ToLower(c.Source.Table)]
+	if t == nil {
+		p.add("source.table", "table %s is not in source.schema %s", c.Source.Table, c.Source.Schema)
+		return rewrite.KeySchema{}, false
+	}
+	key := t.Key.Clone()
+	if key.Table == "" {
+		key.Table = t.Name
+	}
+	return key, true
 }
 
 // rewriteStore is the store whose keys the rewrite produces: the target's,
@@ -315,10 +345,19 @@ func (c *Config) validateRewrite(p *problems, schema rewrite.KeySchema, schemaOK
 		return
 	}
 	switch store {
-	case TypeSpanner:
+	case TypeSpanner, "":
+		// Rows: a Spanner table's, or records between files keyed by
+		// source.key; the rewrite must find the key columns it names.
 		if schemaOK {
+			if schema.Table == "" {
+				schema.Table = c.keyTableName()
+			}
 			if _, err := s.Spanner(schema); err != nil {
-				p.add("rewrite", "does not apply to source.key %q: %v", c.Source.Key, err)
+				what := fmt.Sprintf("source.key %q", c.Source.Key)
+				if c.Source.Key == "" {
+					what = fmt.Sprintf("the key of table %s in source.schema %s", schema.Table, c.Source.Schema)
+				}
+				p.add("rewrite", "does not apply to %s: %v", what, err)
 			}
 		}
 	case TypeDatastore:
@@ -326,6 +365,19 @@ func (c *Config) validateRewrite(p *problems, schema rewrite.KeySchema, schemaOK
 			p.add("rewrite", "%v", err)
 		}
 	}
+}
+
+// keyTableName names the table of source.key when the config names none
+// (records between files): the source file's name without its extension.
+func (c *Config) keyTableName() string {
+	name := path.Base(filepath.ToSlash(c.Source.Path))
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		name = name[:i]
+	}
+	if name == "" || name == "." || name == "/" {
+		return "(source)"
+	}
+	return name
 }
 
 // checkSupport reports the strategies of r (a chain's steps one by one)
