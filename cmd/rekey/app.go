@@ -112,6 +112,9 @@ func newCmdRoot(f *factory) *cobra.Command {
 	root.SetOut(f.IO.out)
 	root.SetErr(f.IO.err)
 	root.SetVersionTemplate("{{.Version}}\n")
+	// --version without cobra's -v shorthand: -v is --verbose where a
+	// command has it (run), and one letter should not mean two things.
+	root.Flags().Bool("version", false, "print rekey's version")
 	root.SetFlagErrorFunc(flagError)
 	root.SuggestionsMinimumDistance = 2
 	root.AddCommand(

@@ -34,12 +34,38 @@ func newCmdVersion(f *factory, runF func(*VersionOptions) error) *cobra.Command 
 
 // versionString is what `rekey version` and `rekey --version` print.
 func versionString() string {
-	v := version
-	if v == "" {
-		v = "(devel)"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
+	bi, _ := debug.ReadBuildInfo()
+	return fmt.Sprintf("rekey %s %s %s/%s", versionOf(version, bi), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// versionOf names the build: the linker's version if one was set, else
+// the module's (go install …@v1.2.3), else, for a build from a checkout,
+// the commit and its time from the build's VCS stamp ("+dirty" when the
+// tree had changes), so two builds can be told apart.
+func versionOf(linked string, bi *debug.BuildInfo) string {
+	if linked != "" {
+		return linked
 	}
-	return fmt.Sprintf("rekey %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if bi == nil {
+		return "(unknown)"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	rev := vcs["vcs.revision"]
+	if rev == "" {
+		return "(devel)"
+	}
+	v := "devel-" + rev[:min(12, len(rev))]
+	if t := vcs["vcs.time"]; t != "" {
+		v += " " + t
+	}
+	if vcs["vcs.modified"] == "true" {
+		v += " +dirty"
+	}
+	return v
 }
