@@ -242,7 +242,39 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 		cmd.Flags().DurationVar(&o.Dwell, "dwell", 10*time.Minute, "with --percent: the least time since the last move to --to")
 		cmd.Use = "advance -c FILE --migration NAME (--cohorts LIST | --percent P) --to PHASE"
 	}
+	_ = cmd.RegisterFlagCompletionFunc("to", func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return phaseCompletions(rollback, prefix), cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
+}
+
+// phaseWhat says what the application does in each phase, for completion.
+var phaseWhat = map[cutover.Phase]string{
+	cutover.Old:        "old keys only",
+	cutover.DualWrite:  "writes old, then new; reads old",
+	cutover.Backfilled: "the backfill copied the cohorts (rekey run --cohorts moves them)",
+	cutover.Verified:   "verify found old and new equal (rekey verify --mark moves them)",
+	cutover.Shadow:     "reads both, returns old, compares",
+	cutover.ReadNew:    "new authoritative: writes new, then old; reads new",
+	cutover.NewOnly:    "new keys only",
+	cutover.Done:       "the old records may go (rekey cohort cleanup)",
+}
+
+// phaseCompletions are the phases starting with prefix that --to may
+// name: for advance every phase after old, in order; for rollback
+// dual_write and old.
+func phaseCompletions(rollback bool, prefix string) []cobra.Completion {
+	phases := cutover.Phases[1:]
+	if rollback {
+		phases = []cutover.Phase{cutover.DualWrite, cutover.Old}
+	}
+	var out []cobra.Completion
+	for _, p := range phases {
+		if strings.HasPrefix(string(p), strings.ToLower(prefix)) {
+			out = append(out, cobra.CompletionWithDesc(string(p), phaseWhat[p]))
+		}
+	}
+	return out
 }
 
 // nextCohorts picks, for advance --percent, the cohorts to move to to:

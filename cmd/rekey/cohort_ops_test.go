@@ -66,3 +66,36 @@ cohort: {user: Id, buckets: 100}
 		t.Errorf("rollback to verified: %v, want a usage error", err)
 	}
 }
+
+// Completing `cohort advance --to` lists the phases after old, in order;
+// `cohort rollback --to` dual_write and old.
+func TestCohortCompleteTo(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want []cutover.Phase
+	}{
+		{"advance", cutover.Phases[1:]},
+		{"rollback", []cutover.Phase{cutover.DualWrite, cutover.Old}},
+	} {
+		out, errs, code := rekey(t, "", "__complete", "cohort", tc.cmd, "--to", "")
+		if code != 0 {
+			t.Fatalf("__complete cohort %s --to: exit %d: %s", tc.cmd, code, errs)
+		}
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			if line != "" && !strings.HasPrefix(line, ":") && !strings.HasPrefix(line, "Completion ended") {
+				got = append(got, strings.SplitN(line, "\t", 2)[0])
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("completing cohort %s --to: %q, want %v\n%s", tc.cmd, got, tc.want, out)
+		}
+		if !strings.Contains(out, ":4\n") { // ShellCompDirectiveNoFileComp
+			t.Errorf("completing cohort %s --to offers files:\n%s", tc.cmd, out)
+		}
+	}
+	out, _, _ := rekey(t, "", "__complete", "cohort", "advance", "--to", "re")
+	if !strings.Contains(out, "read_new\t") || strings.Contains(out, "shadow") {
+		t.Errorf("completing --to re: %s", out)
+	}
+}
