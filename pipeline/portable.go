@@ -49,7 +49,7 @@ func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Tim
 	stop := startProgress(ctx, r.Progress, start, func() migration.Counters {
 		c, _ := j.counters(ctx, time.Second, true)
 		return c
-	}, r.total, r.compare)
+	}, r.total, r.counts)
 	err = <-waited
 	stop()
 	if ctx.Err() != nil {

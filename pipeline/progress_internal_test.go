@@ -27,7 +27,7 @@ func TestProgressPlainWithTotal(t *testing.T) {
 	total := func(context.Context) (progress.Total, bool) {
 		return progress.Total{N: 200, Exact: true, From: "COUNT(*)"}, true
 	}
-	stop := startProgress(context.Background(), &b, start, now, total, false)
+	stop := startProgress(context.Background(), &b, start, now, total, countsWritten)
 	time.Sleep(1300 * time.Millisecond)
 	stop()
 	out := b.String()

@@ -51,10 +51,18 @@ type Runner struct {
 	// total, if set, estimates the job's records for the progress meter
 	// (Migrate sets it: estimateTotal; a verify, estimateCompared).
 	total func(context.Context) (progress.Total, bool)
-	// compare says the job compares (a verify or a repair): its progress
-	// counts the records compared (VerifyCompared).
-	compare bool
+	// counts says what the job's progress counts (see progressCounts).
+	counts progressCounts
 }
+
+// progressCounts says what a job's progress counts.
+type progressCounts int
+
+const (
+	countsWritten  progressCounts = iota // records written (or deleted)
+	countsCompared                       // a verify or a repair: records compared (VerifyCompared)
+	countsRead                           // a dry run or a plan, which write nothing: records read
+)
 
 // Name is the Beam runner's name.
 func (r Runner) Name() string { return r.Runner }
@@ -113,6 +121,9 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 	}
 	start := time.Now()
 	res := &migration.Result{Counters: migration.Counters{}}
+	if j != nil && j.DryRun && r.counts == countsWritten {
+		r.counts = countsRead
+	}
 	var err error
 	switch r.Runner {
 	case "prism", "universal":
@@ -247,7 +258,7 @@ func addCounters(c migration.Counters, m metrics.Results, live bool) {
 // package doc).
 func runDirect(ctx context.Context, r Runner, p *beam.Pipeline, start time.Time, res *migration.Result) error {
 	t := &tally{n: map[string]int64{}}
-	stop := startProgress(ctx, r.Progress, start, t.counters, r.total, r.compare)
+	stop := startProgress(ctx, r.Progress, start, t.counters, r.total, r.counts)
 	pr, err := beam.Run(transforms.ObserveCounts(ctx, t.add), "direct", p)
 	stop()
 	if pr != nil {
@@ -281,9 +292,8 @@ func (t *tally) counters() migration.Counters {
 // now() returns (nil: none yet) until the returned stop is called, which
 // clears the bar. total, if set, estimates the run's records; it runs
 // beside the job and the meter gets percent and ETA when it returns.
-// compare says the run compares (a verify or a repair): it counts records
-// compared, not written.
-func startProgress(ctx context.Context, w io.Writer, start time.Time, now func() migration.Counters, total func(context.Context) (progress.Total, bool), compare bool) (stop func()) {
+// counts says what it counts.
+func startProgress(ctx context.Context, w io.Writer, start time.Time, now func() migration.Counters, total func(context.Context) (progress.Total, bool), counts progressCounts) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
@@ -309,7 +319,7 @@ func startProgress(ctx context.Context, w io.Writer, start time.Time, now func()
 				return
 			case <-t.C:
 				if c := now(); c != nil {
-					m.Update(snapshot(c, time.Since(start), compare))
+					m.Update(snapshot(c, time.Since(start), counts))
 				}
 			}
 		}
@@ -318,14 +328,15 @@ func startProgress(ctx context.Context, w io.Writer, start time.Time, now func()
 }
 
 // snapshot is the progress counts of a run's counters.
-func snapshot(c migration.Counters, el time.Duration, compare bool) progress.Snapshot {
+func snapshot(c migration.Counters, el time.Duration, counts progressCounts) progress.Snapshot {
 	s := progress.Snapshot{Read: c[migration.Read], Done: c[migration.Written], Dead: c[migration.DeadLettered], Elapsed: el}
-	if compare { // a verify or a repair: its repairs are counted at the end
+	switch {
+	case counts == countsCompared: // a verify or a repair: its repairs are counted at the end
 		s.Done, s.Verb = c[VerifyCompared], "compared"
-		return s
-	}
-	if d := c[migration.Deleted]; d > 0 { // a cohort cleanup
-		s.Done, s.Verb = d, "deleted"
+	case counts == countsRead:
+		s.ReadOnly = true
+	case c[migration.Deleted] > 0: // a cohort cleanup
+		s.Done, s.Verb = c[migration.Deleted], "deleted"
 	}
 	return s
 }

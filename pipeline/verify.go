@@ -909,7 +909,7 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 		return nil, nil, nil, err
 	}
 	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
-	r.compare = true
+	r.counts = countsCompared
 	r.total = func(ctx context.Context) (progress.Total, bool) { return estimateCompared(ctx, j, o.Cohorts) }
 	res, err := Run(ctx, j, r, v.Graph())
 	if err != nil {

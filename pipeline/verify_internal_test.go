@@ -14,12 +14,18 @@ import (
 // (none: it printed "798 read, 0 written, 0 records/s").
 func TestVerifyProgressCountsCompared(t *testing.T) {
 	c := migration.Counters{migration.Read: 798, VerifyCompared: 400, VerifyMatching: 390}
-	line := progress.Line(snapshot(c, 10*time.Second, true), &progress.Total{N: 800, From: "COUNT(*) of the cohorts"})
+	line := progress.Line(snapshot(c, 10*time.Second, countsCompared), &progress.Total{N: 800, From: "COUNT(*) of the cohorts"})
 	if !strings.HasPrefix(line, "rekey: 50% (400 of ~800 records, from COUNT(*) of the cohorts), 798 read, 400 compared, 0 dead-lettered, 40 records/s") {
 		t.Errorf("verify progress %q", line)
 	}
-	if line := progress.Line(snapshot(migration.Counters{migration.Read: 5, migration.Written: 4}, time.Second, false), nil); !strings.Contains(line, "4 written") {
+	if line := progress.Line(snapshot(migration.Counters{migration.Read: 5, migration.Written: 4}, time.Second, countsWritten), nil); !strings.Contains(line, "4 written") {
 		t.Errorf("migration progress %q", line)
+	}
+	// A dry run or a plan writes nothing: its rate is the read rate (it
+	// printed "0 records/s" while reading 60,000 a second).
+	c = migration.Counters{migration.Read: 600000, migration.Rewritten: 600000, migration.DeadLettered: 2}
+	if line := progress.Line(snapshot(c, 10*time.Second, countsRead), &progress.Total{N: 1200000, From: "file sizes"}); !strings.HasPrefix(line, "rekey: 50% (600000 of ~1200000 records, from file sizes), 600000 read, 2 dead-lettered, nothing written (a dry run), 60000 records read/s, ETA 10s") {
+		t.Errorf("dry-run progress %q", line)
 	}
 }
 

@@ -28,8 +28,12 @@ import (
 type Snapshot struct {
 	Read, Done, Dead int64
 	// Verb names Done: "written" (the default) or "deleted".
-	Verb    string
-	Elapsed time.Duration
+	Verb string
+	// ReadOnly says the run writes nothing (a dry run, a plan): it is
+	// through with a record once it has read it, and its rate is the
+	// read rate.
+	ReadOnly bool
+	Elapsed  time.Duration
 }
 
 func (s Snapshot) verb() string {
@@ -40,7 +44,12 @@ func (s Snapshot) verb() string {
 }
 
 // finished is the records the run is through with.
-func (s Snapshot) finished() int64 { return s.Done + s.Dead }
+func (s Snapshot) finished() int64 {
+	if s.ReadOnly {
+		return s.Read
+	}
+	return s.Done + s.Dead
+}
 
 // Total is a run's number of records, exact or estimated.
 type Total struct {
@@ -170,6 +179,10 @@ func Line(s Snapshot, t *Total) string {
 		if eta, ok := ETA(s, *t); ok {
 			tail = ", ETA " + eta.String()
 		}
+	}
+	if s.ReadOnly {
+		return fmt.Sprintf("%s%d read, %d dead-lettered, nothing written (a dry run), %.0f records read/s%s, %s elapsed",
+			head, s.Read, s.Dead, rate, tail, s.Elapsed.Truncate(time.Second))
 	}
 	return fmt.Sprintf("%s%d read, %d %s, %d dead-lettered, %.0f records/s%s, %s elapsed",
 		head, s.Read, s.Done, s.verb(), s.Dead, rate, tail, s.Elapsed.Truncate(time.Second))
