@@ -66,6 +66,7 @@ func runCohortCleanup(ctx context.Context, o *RunOptions, io stdio) error {
 	if err != nil {
 		return err
 	}
+	io = b.statusIO(io)
 	rs, err := cohort.Parse(o.Cohorts, b.cfg.Cohort.Buckets)
 	if err != nil {
 		return usagef("--cohorts: %v", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -288,9 +289,13 @@ rewrite: {strategy: hashprefix}`)
 	}{
 		"no project": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--region", "r"}, []string{"needs --project and --region"}},
 		"no region":  {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p"}, []string{"needs --project and --region"}},
-		"local paths": {[]string{"run", "-c", local, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"},
+		"no staging location": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"},
+			[]string{"needs --staging_location=gs://BUCKET/PATH", "also with --dry_run", "stages the pipeline and the worker binary there"}},
+		"local staging location": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r", "--staging_location", "/tmp/s"},
+			[]string{`--staging_location must be a gs://BUCKET/PATH`, `got "/tmp/s"`}},
+		"local paths": {[]string{"run", "-c", local, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r", "--staging_location", "gs://b/s"},
 			[]string{"source.path: ", "dead_letter: ", "is a local path", "REKEY_SOURCE_PATH"}},
-		"no dead letter path": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r"}, []string{"dead_letter: required"}},
+		"no dead letter path": {[]string{"run", "-c", gcs, "--runner", "dataflow", "--dry_run", "--project", "p", "--region", "r", "--staging_location", "gs://b/s"}, []string{"dead_letter: required"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			keepBeamGlobals(t) // each case's Beam flags are its own
@@ -328,9 +333,10 @@ dead_letter: gs://b/dead.jsonl`)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
-	if !strings.Contains(out, "CREATE TABLE LogsV2") || !strings.Contains(out, "would execute") {
-		t.Errorf("stdout does not show the DDL a run would execute:\n%s", out)
+	if !strings.Contains(errs, "CREATE TABLE LogsV2") || !strings.Contains(errs, "would execute") {
+		t.Errorf("stderr does not show the DDL a run would execute:\n%s", errs)
 	}
+	checkJobJSON(t, out, errs)
 	var tables int64
 	err := dst.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"}).
 		Do(func(r *spanner.Row) error { return r.Columns(&tables) })
@@ -374,10 +380,32 @@ func TestRunDataflowDryRunOfflineEveryConfig(t *testing.T) {
 			}
 			out, errs, code := rekey(t, "", "run", "-c", file, "--create-target", "--runner", "dataflow", "--dry_run",
 				"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://b/staging", "--temp_location", "gs://b/tmp")
-			if code != 0 || !strings.Contains(errs, "Dry-run: not submitting job!") {
-				t.Errorf("exit %d\nstdout: %s\nstderr: %.2000s", code, out, errs)
+			if code != 0 || !strings.Contains(errs, "rekey: dry run: the dataflow job was translated") {
+				t.Errorf("exit %d\nstdout: %.2000s\nstderr: %.2000s", code, out, errs)
 			}
+			checkJobJSON(t, out, errs)
 		})
+	}
+}
+
+// checkJobJSON checks the output of a Dataflow dry run: standard output
+// is the translated job's JSON and nothing else (for jq), and standard
+// error is short: what rekey says, not the pipeline proto Beam logs at
+// INFO (shown with -v).
+func checkJobJSON(t *testing.T, out, errs string) {
+	t.Helper()
+	var job struct {
+		Name  string            `json:"name"`
+		Type  string            `json:"type"`
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Errorf("stdout is not the job's JSON alone: %v\n%.2000s", err, out)
+	} else if job.Name == "" || job.Type == "" {
+		t.Errorf("stdout's JSON is not a Dataflow job (name %q, type %q):\n%.2000s", job.Name, job.Type, out)
+	}
+	if strings.Contains(errs, "components:{") || len(errs) > 4000 {
+		t.Errorf("stderr holds %d bytes (the pipeline proto?):\n%.2000s", len(errs), errs)
 	}
 }
 

@@ -59,6 +59,7 @@ func runLoad(ctx context.Context, o *RunOptions, lo *LoadOptions, io stdio) erro
 	if err != nil {
 		return err
 	}
+	io = b.statusIO(io)
 	job, res, err := pipeline.RunLoad(ctx, b.cfg, o.From, lo.Format, lo.Delimiter, o.Migration, b.runner)
 	if stop, err := printRun(io, o, job, res, err, b.translateOnly, migration.WouldWrite, "written"); stop {
 		return err

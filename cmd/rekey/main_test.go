@@ -192,8 +192,10 @@ func TestDemo(t *testing.T) {
 }
 
 // TestRunDataflowDryRun translates a migration to a Dataflow job without
-// contacting Google Cloud.
+// contacting Google Cloud: standard output is the job's JSON alone (rekey's
+// own lines go to standard error); -v adds Beam's log, with the pipeline.
 func TestRunDataflowDryRun(t *testing.T) {
+	keepBeamGlobals(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rekey.yaml")
 	os.WriteFile(cfg, []byte(`
@@ -202,18 +204,15 @@ target: {type: jsonl, path: gs://demo-bucket/out.jsonl}
 rewrite: {strategy: shard, params: {n: 16}}
 dead_letter: gs://demo-bucket/dead.jsonl
 `), 0o644)
-	out, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "dataflow", "--dry_run",
-		"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://demo-bucket/staging", "--temp_location", "gs://demo-bucket/tmp")
+	args := []string{"run", "-c", cfg, "--runner", "dataflow", "--dry_run",
+		"--project", "demo-project", "--region", "us-central1", "--staging_location", "gs://demo-bucket/staging", "--temp_location", "gs://demo-bucket/tmp"}
+	out, errs, code := rekey(t, "", args...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	if !strings.Contains(errs, "Dry-run: not submitting job!") {
-		t.Errorf("stderr lacks Beam's dry-run message: %s", errs)
-	}
-	// The job is on stdout as readable, indented JSON.
-	start, end := strings.Index(out, "{\n"), strings.LastIndex(out, "\n}")
-	if start < 0 || end < start {
-		t.Fatalf("no job JSON on stdout:\n%.2000s", out)
+	// The job is on stdout as readable, indented JSON, and nothing else.
+	if !strings.HasPrefix(out, "{\n") {
+		t.Errorf("stdout does not start with the job's indented JSON:\n%.2000s", out)
 	}
 	var job struct {
 		ProjectID   string `json:"projectId"`
@@ -221,20 +220,30 @@ dead_letter: gs://demo-bucket/dead.jsonl
 			Experiments []string `json:"experiments"`
 		} `json:"environment"`
 	}
-	text := out[start : end+2]
-	if err := json.Unmarshal([]byte(text), &job); err != nil {
-		t.Fatalf("the job is not JSON: %v\n%.2000s", err, text)
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Fatalf("stdout is not the job's JSON alone: %v\n%.2000s", err, out)
 	}
 	if job.ProjectID != "demo-project" || !slices.Contains(job.Environment.Experiments, "use_runner_v2") {
 		t.Errorf("job project %q, experiments %v", job.ProjectID, job.Environment.Experiments)
 	}
-	for _, want := range []string{"Rewrite", "source.Files", "sink.JSONL"} {
-		if !strings.Contains(text, want) && !strings.Contains(errs, want) {
-			t.Errorf("translated job lacks %q", want)
+	checkJobJSON(t, out, errs)
+	for _, want := range []string{"rekey: jsonl UserAccessLogs -> jsonl gs://demo-bucket/out.jsonl with shard on dataflow", "dry run: the dataflow job was translated (its JSON on standard output)"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
 		}
 	}
-	if !strings.Contains(out, "dry run: the dataflow job was translated (its JSON above)") {
-		t.Errorf("stdout: %s", out)
+
+	out, errs, code = rekey(t, "", append(args, "-v")...)
+	if code != 0 {
+		t.Fatalf("-v: exit %d\n%s", code, errs)
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Errorf("-v: stdout is not the job's JSON alone: %v", err)
+	}
+	for _, want := range []string{"Dry-run: not submitting job!", "Rewrite", "source.Files", "sink.JSONL"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("-v: stderr (Beam's log, the pipeline) lacks %q", want)
+		}
 	}
 }
 

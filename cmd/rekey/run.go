@@ -46,8 +46,11 @@ type RunOptions struct {
 
 const runLong = `Reads the source, rewrites every record's key and writes the target, as one
 Beam pipeline. Beam's own flags are accepted too (for Dataflow: --project,
---region, --staging_location, --temp_location, --service_account_email,
---dry_run, ...); 'rekey run --help-beam' lists them.`
+--region and --staging_location=gs://BUCKET/PATH, which it needs, and
+--temp_location, --service_account_email, ...); 'rekey run --help-beam'
+lists them. With --runner dataflow --dry_run the job is translated, not
+submitted, and its JSON is all that goes to standard output (for jq);
+-v adds Beam's log, with the whole pipeline.`
 
 const redriveLong = `Re-submits the records of a dead-letter file written by an earlier run of
 the same config, after the cause was fixed: records refused while reading or
@@ -144,6 +147,16 @@ type beamRun struct {
 	runner                pipeline.Runner
 }
 
+// statusIO is io for what a command says about its run: on a Dataflow
+// dry run standard output carries the translated job's JSON alone
+// (jobPrinter), so the rest goes to standard error.
+func (b beamRun) statusIO(io stdio) stdio {
+	if b.translateOnly {
+		io.out = io.err
+	}
+	return io
+}
+
 // startBeam parses Beam's flags into flag.CommandLine (Beam and its
 // runners read them from there, and workers are started with them),
 // initialises Beam and the log, and loads the config (checked for
@@ -163,20 +176,22 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 	}
 	b.translateOnly = dryRun && o.Runner == "dataflow"
 	b.dryRun = dryRun && !b.translateOnly
-	level := slog.LevelWarn // prism and the SDK log every job step at INFO
-	if o.Verbose || b.translateOnly {
-		level = slog.LevelInfo // a dry run logs the translated job at INFO
+	// prism and the SDK log every job step at INFO, and a Dataflow dry
+	// run the whole pipeline proto: shown with -v only.
+	level := slog.LevelWarn
+	if o.Verbose {
+		level = slog.LevelInfo
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
 	if b.translateOnly {
+		// The translated job, logged by Beam as one JSON message, is the
+		// only thing on standard output (jobPrinter).
 		beamlog.SetLogger(jobPrinter{out: io.out, next: &beamlog.Structural{}})
 		done = func() { beamlog.SetLogger(&beamlog.Structural{}) }
 	}
 	if o.Runner == "dataflow" {
-		for _, name := range []string{"project", "region"} {
-			if f := flag.Lookup(name); f == nil || f.Value.String() == "" {
-				return b, done, usagef("--runner dataflow needs --project and --region (Beam's flags)")
-			}
+		if err := dataflowFlags(); err != nil {
+			return b, done, err
 		}
 	}
 	if b.cfg, err = loadConfig(o.Config, io.err); err != nil {
@@ -189,6 +204,33 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 	}
 	b.runner = pipeline.Runner{Runner: o.Runner, Progress: io.err}
 	return b, done, nil
+}
+
+// dataflowFlags checks the Beam flags Dataflow needs before anything
+// runs, saying what to pass and why.
+func dataflowFlags() error {
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	var missing []string
+	for _, name := range []string{"project", "region"} {
+		if value(name) == "" {
+			missing = append(missing, "--"+name)
+		}
+	}
+	if len(missing) > 0 {
+		return usagef("--runner dataflow needs --project and --region (Beam's flags); missing: %s", strings.Join(missing, ", "))
+	}
+	switch staging := value("staging_location"); {
+	case staging == "":
+		return usagef("--runner dataflow needs --staging_location=gs://BUCKET/PATH (Beam's flag), also with --dry_run: Dataflow stages the pipeline and the worker binary there, and the job (translated by a dry run) names them")
+	case !strings.HasPrefix(staging, "gs://"):
+		return usagef("--staging_location must be a gs://BUCKET/PATH (Dataflow stages the pipeline and the worker binary there), got %q", staging)
+	}
+	return nil
 }
 
 // runMigration resolves the config, prepares the target and runs the
@@ -218,6 +260,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 		return err
 	}
 	cfg, runner, translateOnly := b.cfg, b.runner, b.translateOnly
+	io = b.statusIO(io)
 	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: b.dryRun, TranslateOnly: translateOnly}
 	if o.Cohorts != "" {
 		rs, perr := cohort.Parse(o.Cohorts, cfg.Cohort.Buckets)
@@ -277,7 +320,7 @@ func printRun(io stdio, o *RunOptions, job *migration.Job, res *migration.Result
 		return true, usagef("%s: %w", o.Config, err)
 	}
 	if translateOnly && err == nil {
-		fmt.Fprintf(io.out, "rekey: dry run: the %s job was translated (its JSON above) and not submitted\n", o.Runner)
+		fmt.Fprintf(io.err, "rekey: dry run: the %s job was translated (its JSON on standard output) and not submitted\n", o.Runner)
 		return true, nil
 	}
 	if res != nil && job.DryRun {
