@@ -154,6 +154,12 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 	return missing, nil
 }
 
+// noSpannerStore is the error of a read of a database without the phase
+// store's tables (err: Spanner's).
+func noSpannerStore(err error) error {
+	return fmt.Errorf("%w: the database has no tables %s, %s, %s yet (the first 'rekey cohort advance' creates them): %v", ErrNoPhaseStore, SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+}
+
 // spannerReader is what Load and Move read through.
 type spannerReader interface {
 	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
@@ -165,7 +171,7 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 	row, err := r.ReadRow(ctx, SpannerMigrationTable, spanner.Key{migration}, []string{"Buckets", "Version"})
 	switch {
 	case spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found"):
-		return nil, fmt.Errorf("the database has no phase store (tables %s, %s, %s; CreateSpannerTables creates them): %w", SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+		return nil, noSpannerStore(err)
 	case errors.Is(err, spanner.ErrRowNotFound): // no move yet
 		return m, nil
 	case err != nil:
@@ -250,7 +256,7 @@ FROM RekeyCutover c WHERE c.Migration = @m`,
 	})
 	if err != nil {
 		if spanner.ErrCode(err) == codes.InvalidArgument && strings.Contains(err.Error(), "not found") {
-			return nil, fmt.Errorf("the database has no phase store (tables %s, %s, %s; CreateSpannerTables creates them): %w", SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+			return nil, noSpannerStore(err)
 		}
 		return nil, fmt.Errorf("reading the phases of %s: %w", migration, err)
 	}
@@ -390,6 +396,9 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 		out = append(out, a)
 		return nil
 	})
+	if spanner.ErrCode(err) == codes.NotFound && strings.Contains(err.Error(), "Table not found") {
+		return nil, noSpannerStore(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", SpannerAuditTable, err)
 	}

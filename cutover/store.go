@@ -2,6 +2,7 @@ package cutover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,6 +38,11 @@ type Store interface {
 	// Audits returns a migration's audit records, oldest first.
 	Audits(ctx context.Context, migration string) ([]Audit, error)
 }
+
+// ErrNoPhaseStore is the error of a read of a Spanner database that has
+// no phase store yet: no move was ever made there (OpenStore with create
+// makes its tables). A migration in it has every cohort Old.
+var ErrNoPhaseStore = errors.New("no phase store")
 
 // OpenStore opens the phase store at a migration's target: the Spanner
 // database's tables (created where missing when create is set: a first

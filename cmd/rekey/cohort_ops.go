@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/user"
 	"strings"
@@ -73,12 +75,11 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 				return err
 			}
 			defer done()
-			buckets := cfg.Cohort.Buckets
-			m, err := st.Load(cmd.Context(), o.Migration)
+			m, err := loadMap(cmd.Context(), st, o.Migration)
 			if err != nil {
 				return err
 			}
-			printStatus(o.IO, m, buckets)
+			printStatus(o.IO, m, cfg.Cohort.Buckets)
 			return nil
 		},
 	}
@@ -86,30 +87,64 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 	return cmd
 }
 
-// printStatus writes the map as a table: ranges of one phase (neighbours
-// merged whatever their move), their cohorts and share of the users, the
-// latest change and by whom; the cohorts no move touched are old.
+// loadMap reads the migration's phase map; a phase store that does not
+// exist yet (no move was ever made at the target) is an empty map, every
+// cohort old, as a Datastore store without the migration's entities.
+// Nothing is created: the first move does that.
+func loadMap(ctx context.Context, st cutover.Store, migration string) (*cutover.Map, error) {
+	m, err := st.Load(ctx, migration)
+	if errors.Is(err, cutover.ErrNoPhaseStore) {
+		return &cutover.Map{Migration: migration}, nil
+	}
+	return m, err
+}
+
+// rolledBack says whether s's cohorts came to their phase by a move back
+// (a rollback, a reverse backfill), from what phase.
+func rolledBack(s cutover.Span) (cutover.Phase, bool) {
+	return s.Prev, s.Prev != "" && phaseRank(s.Prev) > phaseRank(s.Phase)
+}
+
+// phaseRank is p's place in cutover.Phases (-1 for none).
+func phaseRank(p cutover.Phase) int {
+	for i, q := range cutover.Phases {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// printStatus writes the map as a table: ranges of one phase and one
+// history (neighbours that moved there merged whatever their move, those
+// moved back there apart, by the phase they left, and those no move ever
+// touched apart), their cohorts and share of the users, the latest change
+// and by whom, and a note for cohorts moved back.
 func printStatus(io stdio, m *cutover.Map, buckets int) {
 	if m.Buckets > 0 {
 		buckets = m.Buckets
 	}
 	w := tabwriter.NewWriter(io.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "COHORTS\tPHASE\tCOUNT\tUSERS\tSINCE\tBY\n")
+	fmt.Fprintf(w, "COHORTS\tPHASE\tCOUNT\tUSERS\tSINCE\tBY\tNOTE\n")
 	type row struct {
 		r     cohort.Range
 		p     cutover.Phase
 		since time.Time
 		by    string
+		note  string
 	}
 	var rows []row
 	next := 0
 	add := func(r row) {
-		if n := len(rows); n > 0 && rows[n-1].p == r.p && rows[n-1].r.Last+1 == r.r.First {
-			rows[n-1].r.Last = r.r.Last
-			if r.since.After(rows[n-1].since) {
-				rows[n-1].since, rows[n-1].by = r.since, r.by
+		if n := len(rows); n > 0 {
+			last := &rows[n-1]
+			if last.p == r.p && last.r.Last+1 == r.r.First && last.note == r.note && last.since.IsZero() == r.since.IsZero() {
+				last.r.Last = r.r.Last
+				if r.since.After(last.since) {
+					last.since, last.by = r.since, r.by
+				}
+				return
 			}
-			return
 		}
 		rows = append(rows, r)
 	}
@@ -117,7 +152,11 @@ func printStatus(io stdio, m *cutover.Map, buckets int) {
 		if s.First > next {
 			add(row{r: cohort.Range{First: next, Last: s.First - 1}, p: cutover.Old})
 		}
-		add(row{r: s.Range, p: s.Phase, since: s.Since, by: s.By})
+		r := row{r: s.Range, p: s.Phase, since: s.Since, by: s.By}
+		if from, ok := rolledBack(s); ok {
+			r.note = "rolled back from " + string(from)
+		}
+		add(r)
 		next = s.Last + 1
 	}
 	if next < buckets {
@@ -128,9 +167,17 @@ func printStatus(io stdio, m *cutover.Map, buckets int) {
 		if !r.since.IsZero() {
 			since, by = r.since.UTC().Format(time.RFC3339), r.by
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f%%\t%s\t%s\n", r.r, r.p, r.r.Len(), 100*float64(r.r.Len())/float64(buckets), since, by)
+		note := r.note
+		if r.since.IsZero() {
+			note = "never moved"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.2f%%\t%s\t%s\t%s\n", r.r, r.p, r.r.Len(), 100*float64(r.r.Len())/float64(buckets), since, by, note)
 	}
 	_ = w.Flush()
+	if m.Version == 0 {
+		fmt.Fprintf(io.out, "migration %s: %d cohorts, no move yet (every cohort old)\n", m.Migration, buckets)
+		return
+	}
 	fmt.Fprintf(io.out, "migration %s: %d cohorts, version %d\n", m.Migration, buckets, m.Version)
 }
 
@@ -147,6 +194,9 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 			}
 			defer done()
 			audits, err := st.Audits(cmd.Context(), o.Migration)
+			if errors.Is(err, cutover.ErrNoPhaseStore) {
+				audits, err = nil, nil // no move yet
+			}
 			if err != nil {
 				return err
 			}
@@ -204,31 +254,24 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 				}
 				return usagef("give --cohorts LIST (e.g. 0-99,500) or --percent P")
 			}
+			var asked []cohort.Range
+			if o.Percent != 0 {
+				if o.Percent < 0 || o.Percent > 100 {
+					return usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
+				}
+			}
 			st, cfg, done, err := phaseStore(cmd.Context(), o, true)
 			if err != nil {
 				return err
 			}
 			defer done()
 			buckets := cfg.Cohort.Buckets
-			var rs []cohort.Range
-			if o.Percent != 0 {
-				m, err := st.Load(cmd.Context(), o.Migration)
-				if err != nil {
-					return err
+			if o.Cohorts != "" {
+				if asked, err = cohort.Parse(o.Cohorts, buckets); err != nil {
+					return usagef("--cohorts: %v", err)
 				}
-				if rs, err = nextCohorts(m, buckets, p, o, time.Now()); err != nil {
-					return err
-				}
-			} else if rs, err = cohort.Parse(o.Cohorts, buckets); err != nil {
-				return usagef("--cohorts: %v", err)
 			}
-			m, a, err := st.Move(cmd.Context(), cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: rs, To: p, Who: operator(), Why: o.Why, Force: o.Force, Rules: cutover.RulesFor(cfg)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(o.IO.out, "moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
-			printStatus(o.IO, m, buckets)
-			return nil
+			return runCohortMove(cmd.Context(), o, st, cutover.RulesFor(cfg), buckets, asked, p, rollback)
 		},
 	}
 	cohortOpsFlags(cmd, o)
@@ -277,59 +320,188 @@ func phaseCompletions(rollback bool, prefix string) []cobra.Completion {
 	return out
 }
 
-// nextCohorts picks, for advance --percent, the cohorts to move to to:
-// the lowest-numbered cohorts in a phase that may move to to, enough that
-// o.Percent of the users are at to or beyond. New-key traffic grows
-// gradually (a burst onto a fresh key range is a hotspot itself): the
-// share may grow by at most o.MaxGrowth times per step (a first step of
-// at most 1%), and not within o.Dwell of the last move to to.
-func nextCohorts(m *cutover.Map, buckets int, to cutover.Phase, o *CohortOpsOptions, now time.Time) ([]cohort.Range, error) {
-	if o.Percent <= 0 || o.Percent > 100 {
-		return nil, usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
+// movePlan is what a move is to do: the cohorts to move, and what to say
+// before the move (cohorts left where they are) and after it.
+type movePlan struct {
+	move  []cohort.Range
+	said  []string
+	after string
+}
+
+// runCohortMove plans the move (the cohorts asked, or the next ones for
+// --percent) on the stored map and makes it at that map's version, so
+// that what was planned is what is judged; when another move came first
+// it plans again on the new map.
+func runCohortMove(ctx context.Context, o *CohortOpsOptions, st cutover.Store, rules cutover.Rules, buckets int, asked []cohort.Range, to cutover.Phase, rollback bool) error {
+	for attempt := 1; ; attempt++ {
+		m, err := st.Load(ctx, o.Migration)
+		if err != nil {
+			return err
+		}
+		var plan movePlan
+		if o.Percent != 0 {
+			plan, err = nextCohorts(m, buckets, to, o, time.Now())
+		} else {
+			plan, err = cohortsToMove(m, asked, to, rollback, o.Force)
+		}
+		if err != nil {
+			return err
+		}
+		for _, line := range plan.said {
+			fmt.Fprintln(o.IO.out, line)
+		}
+		if len(plan.move) == 0 {
+			printStatus(o.IO, m, buckets)
+			return nil
+		}
+		m2, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: plan.move, To: to, Version: m.Version, Who: operator(), Why: o.Why, Force: o.Force, Rules: rules})
+		if errors.Is(err, cutover.ErrConflict) && attempt < 5 {
+			fmt.Fprintf(o.IO.out, "another move came first (version %d): planning again\n", m.Version+1)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.out, "moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+		if !rollback {
+			at, _ := atOrBeyond(m2, buckets, to)
+			fmt.Fprintf(o.IO.out, "%s of the users are at %s or beyond now (%d cohorts)\n", pct(at, buckets), to, at)
+		}
+		printStatus(o.IO, m2, buckets)
+		return nil
 	}
-	rank := func(p cutover.Phase) int {
-		for i, q := range cutover.Phases {
-			if q == p {
-				return i
+}
+
+// pct is n cohorts' share of buckets, as a percentage.
+func pct(n, buckets int) string { return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(buckets)) }
+
+// atOrBeyond counts the cohorts at to or a later phase, and returns the
+// others, before to.
+func atOrBeyond(m *cutover.Map, buckets int, to cutover.Phase) (int, []int) {
+	at := 0
+	var before []int
+	for c := 0; c < buckets; c++ {
+		if phaseRank(m.Phase(c)) >= phaseRank(to) {
+			at++
+		} else {
+			before = append(before, c)
+		}
+	}
+	return at, before
+}
+
+// cohortsToMove plans advance or rollback --cohorts: the cohorts asked
+// that are at to already stay as they are (said so), the rest move; an
+// advance of cohorts beyond to, or a rollback of cohorts before it, is
+// refused unless forced (the store's rules judge the rest: a phase
+// skipped, a hold not kept).
+func cohortsToMove(m *cutover.Map, asked []cohort.Range, to cutover.Phase, rollback, force bool) (movePlan, error) {
+	var plan movePlan
+	var already, wrong []cohort.Range
+	for _, r := range cohort.Merge(asked) {
+		for _, seg := range m.Segments(r) {
+			switch d := phaseRank(seg.Phase) - phaseRank(to); {
+			case d == 0:
+				already = append(already, seg.Range)
+			case !force && (d > 0 && !rollback || d < 0 && rollback):
+				wrong = append(wrong, seg.Range)
+			default:
+				plan.move = append(plan.move, seg.Range)
 			}
 		}
-		return -1
 	}
-	at, last := 0, time.Time{}
-	var candidates []int
-	for c := 0; c < buckets; c++ {
-		p := m.Phase(c)
-		switch {
-		case rank(p) >= rank(to):
-			at++
-		case cutover.Check(cohort.Range{First: c, Last: c}, p, to, time.Time{}, now, cutover.Rules{DualWriteHold: time.Nanosecond}) == nil:
+	if len(wrong) > 0 {
+		if rollback {
+			return plan, fmt.Errorf("%w: cohorts %s are before %s (%s): rollback moves cohorts back only ('rekey cohort advance' moves them forward)", cutover.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
+		}
+		return plan, fmt.Errorf("%w: cohorts %s are beyond %s (%s): advance moves cohorts forward only ('rekey cohort rollback' moves them back)", cutover.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
+	}
+	if len(already) > 0 {
+		what := "left as they are"
+		if len(plan.move) == 0 {
+			what = "nothing to move"
+		}
+		plan.said = append(plan.said, fmt.Sprintf("cohorts %s are at %s already: %s", cohort.Format(cohort.Merge(already)), to, what))
+	}
+	plan.move = cohort.Merge(plan.move)
+	return plan, nil
+}
+
+// nextCohorts plans advance --percent P --to PHASE: P%% of the users are
+// to be at PHASE or a later phase. The cohorts there already count; the
+// next cohorts in order that are before PHASE and may move there (by the
+// phase rules, their holds left to the store) move until enough are: at
+// least P%%. New-key traffic grows gradually (a burst onto a fresh key
+// range is a hotspot itself): the share at PHASE or beyond may grow by at
+// most o.MaxGrowth times per step (a first step of at most 1%%), and not
+// within o.Dwell of the last move to PHASE. Enough there already is
+// nothing to move.
+func nextCohorts(m *cutover.Map, buckets int, to cutover.Phase, o *CohortOpsOptions, now time.Time) (movePlan, error) {
+	var plan movePlan
+	if o.Percent <= 0 || o.Percent > 100 {
+		return plan, usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
+	}
+	at, before := atOrBeyond(m, buckets, to)
+	var candidates, blocked []int
+	for _, c := range before {
+		if cutover.Check(cohort.Range{First: c, Last: c}, m.Phase(c), to, time.Time{}, now, cutover.Rules{DualWriteHold: time.Nanosecond}) == nil {
 			candidates = append(candidates, c)
+		} else {
+			blocked = append(blocked, c)
 		}
 	}
+	last := time.Time{}
 	for _, s := range m.Spans {
 		if s.Phase == to && s.Since.After(last) {
 			last = s.Since
 		}
 	}
-	share := 100 * float64(at) / float64(buckets)
-	want := int(o.Percent/100*float64(buckets) + 0.5)
+	share := pct(at, buckets)
+	// The least count of cohorts that holds P% of the users (a hair
+	// less, for the float's rounding of a whole count).
+	want := min(int(math.Ceil(o.Percent/100*float64(buckets)-1e-9)), buckets)
 	switch {
 	case want <= at:
-		return nil, fmt.Errorf("%.2f%% of the users are at %s or beyond already (%d cohorts); nothing to move", share, to, at)
+		plan.said = append(plan.said, fmt.Sprintf("%s of the users are at %s or beyond already (%d cohorts), at least the %g%% asked: nothing to move", share, to, at, o.Percent))
+		return plan, nil
 	case at == 0 && o.Percent > 1:
-		return nil, fmt.Errorf("a first step to %s moves at most 1%% of the users, not %g%%", to, o.Percent)
-	case at > 0 && o.Percent > share*o.MaxGrowth:
-		return nil, fmt.Errorf("%g%% is more than %g times the %.2f%% at %s now: grow in smaller steps (--max-growth)", o.Percent, o.MaxGrowth, share, to)
+		return plan, fmt.Errorf("no users are at %s or beyond yet: a first step moves at most 1%% of them, not %g%%", to, o.Percent)
+	case at > 0 && o.Percent > 100*float64(at)/float64(buckets)*o.MaxGrowth:
+		return plan, fmt.Errorf("%s of the users are at %s or beyond now; %g%% would be more than %g times as many in one step: at most %.2f%% now (--max-growth)",
+			share, to, o.Percent, o.MaxGrowth, 100*float64(at)/float64(buckets)*o.MaxGrowth)
 	case !last.IsZero() && now.Sub(last) < o.Dwell:
-		return nil, fmt.Errorf("the last move to %s was %s ago, less than the dwell time %s (--dwell)", to, now.Sub(last).Round(time.Second), o.Dwell)
+		return plan, fmt.Errorf("the last move to %s was %s ago, less than the dwell time %s (--dwell)", to, now.Sub(last).Round(time.Second), o.Dwell)
 	case want-at > len(candidates):
-		return nil, fmt.Errorf("%d more cohorts are needed at %s, only %d can move there now", want-at, to, len(candidates))
+		err := fmt.Errorf("%g%% of the users at %s or beyond needs %d more cohorts there; %d can move there now", o.Percent, to, want-at, len(candidates))
+		if len(blocked) > 0 {
+			rs := cohortRanges(blocked)
+			err = fmt.Errorf("%w (cohorts %s cannot: %s; %s)", err, cohort.Format(rs), m.PhasesOf(rs), phaseNeeds(to))
+		}
+		return plan, err
 	}
-	var rs []cohort.Range
-	for _, c := range candidates[:want-at] {
-		rs = append(rs, cohort.Range{First: c, Last: c})
+	plan.move = cohortRanges(candidates[:want-at])
+	plan.said = append(plan.said, fmt.Sprintf("%s of the users are at %s or beyond (%d cohorts); for %g%%: cohorts %s (%s) move", share, to, at, o.Percent, cohort.Format(plan.move), pct(want-at, buckets)))
+	return plan, nil
+}
+
+// cohortRanges merges cohorts into ranges.
+func cohortRanges(cs []int) []cohort.Range {
+	rs := make([]cohort.Range, len(cs))
+	for i, c := range cs {
+		rs[i] = cohort.Range{First: c, Last: c}
 	}
-	return cohort.Merge(rs), nil
+	return cohort.Merge(rs)
+}
+
+// phaseNeeds says from what phases a cohort may move forward to to.
+func phaseNeeds(to cutover.Phase) string {
+	var from []string
+	for _, p := range cutover.Phases {
+		if phaseRank(p) < phaseRank(to) && cutover.Check(cohort.Range{}, p, to, time.Time{}, time.Now(), cutover.Rules{DualWriteHold: time.Nanosecond}) == nil {
+			from = append(from, string(p))
+		}
+	}
+	return fmt.Sprintf("%s needs %s", to, strings.Join(from, " or "))
 }
 
 // operator names who moves cohorts in the audit: user@host.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,10 +41,15 @@ cohort: {user: Id, buckets: 100}
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"0-4", "dual_write", "5-19", "20 ", "21-99", "5.00%", "version 2"} {
+	for _, want := range []string{"0-4", "dual_write", "5-9 ", "10-19 ", "20 ", "21-99", "5.00%", "version 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
+	}
+	// The rolled-back cohorts and those never moved are both old, apart.
+	if !regexp.MustCompile(`(?m)^5-9 +old +5 +5\.00% +\d{4}-\S+ +\S+ +rolled back from dual_write$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^10-19 +old +10 +10\.00% +- +- +never moved$`).MatchString(out) {
+		t.Errorf("status does not show 5-9 rolled back and 10-19 never moved apart:\n%s", out)
 	}
 	out, err = rekey("cohort", "log")
 	if err != nil || !strings.Contains(out, "first ten") || !strings.Contains(out, "5-9") || strings.Count(out, "\n") != 3 {

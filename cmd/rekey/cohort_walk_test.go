@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/emulator"
+)
+
+// phaseStoreConfigs writes a config for each phase store, a Spanner
+// database without the phase store's tables and a fresh Datastore
+// namespace, with extra appended to its cohort section; the Spanner
+// database's client comes along.
+func phaseStoreConfigs(t *testing.T, extra string) (cfgs map[string]string, c *spanner.Client) {
+	t.Helper()
+	c = emulator.TestDB(t)
+	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
+	emulator.RequireDatastore(t)
+	return map[string]string{
+		"spanner": writeTestConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: in.jsonl, key: "Id INT64"}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: T}
+rewrite: {strategy: none}
+cohort: {user: Id%s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), db, extra)),
+		"datastore": writeTestConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: in.jsonl}
+target: {type: datastore, project: %s, namespace: %s, kind: K}
+rewrite: {strategy: none}
+cohort: {user: Id%s}
+`, emulator.DatastoreProject(), emulator.UniqueNamespace(t.Name()), extra)),
+	}, c
+}
+
+// cohortCLI runs rekey with -c cfg --migration m after args.
+func cohortCLI(cfg string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		var out, errw bytes.Buffer
+		err := run(context.Background(), append(args, "-c", cfg, "--migration", "m"), strings.NewReader(""), &out, &errw)
+		return out.String() + errw.String(), err
+	}
+}
+
+// hasPhaseStore says whether the Spanner database has the phase store's
+// tables.
+func hasPhaseStore(t *testing.T, c *spanner.Client) bool {
+	t.Helper()
+	var n int64
+	err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t", Params: map[string]any{"t": cutover.SpannerMigrationTable}}).Do(func(r *spanner.Row) error { return r.Columns(&n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// Before the first move `cohort status` shows every cohort old on either
+// store, without creating the phase store; `cohort log` shows no move;
+// the first advance creates it. No message names a Go function.
+func TestCohortStatusBeforeFirstMove(t *testing.T) {
+	cfgs, c := phaseStoreConfigs(t, ", buckets: 100")
+	outs := map[string]string{}
+	for _, store := range []string{"spanner", "datastore"} {
+		rekey := cohortCLI(cfgs[store])
+		out, err := rekey("cohort", "status")
+		if err != nil {
+			t.Fatalf("%s: status before the first move: %v\n%s", store, err, out)
+		}
+		if !regexp.MustCompile(`(?m)^0-99 +old +100 +100\.00% +- +- +never moved\n`).MatchString(out) || !strings.Contains(out, "no move yet (every cohort old)") {
+			t.Errorf("%s: status before the first move:\n%s", store, out)
+		}
+		outs[store] = out
+		if out, err := rekey("cohort", "log"); err != nil || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: log before the first move: %v\n%s", store, err, out)
+		}
+	}
+	if outs["spanner"] != outs["datastore"] {
+		t.Errorf("status differs before the first move:\nspanner:\n%s\ndatastore:\n%s", outs["spanner"], outs["datastore"])
+	}
+	if hasPhaseStore(t, c) {
+		t.Fatal("status or log created the phase store's tables")
+	}
+	// A library read of the missing store says so, naming no function.
+	_, err := cutover.SpannerStore{Client: c}.Load(context.Background(), "m")
+	if !errors.Is(err, cutover.ErrNoPhaseStore) || !strings.Contains(err.Error(), "rekey cohort advance") || regexp.MustCompile(`[A-Z][a-z]+[A-Z]\w*Tables`).MatchString(err.Error()) {
+		t.Errorf("loading a missing phase store: %v", err)
+	}
+	rekey := cohortCLI(cfgs["spanner"])
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from old to dual_write (version 1)") {
+		t.Fatalf("first advance: %v\n%s", err, out)
+	}
+	if !hasPhaseStore(t, c) {
+		t.Error("the first advance did not create the phase store's tables")
+	}
+}
+
+// The README's walk-through, with --percent steps mixed in, on either
+// phase store: --percent P --to PHASE makes P% of the users be at PHASE
+// or beyond; --cohorts A-B --to PHASE leaves the cohorts at PHASE already
+// and moves the rest, and still refuses a move back or past a phase.
+func TestCohortWalkThroughWithPercent(t *testing.T) {
+	cfgs, _ := phaseStoreConfigs(t, ", cache_ttl: 200ms, skew: 100ms")
+	const hold = 400 * time.Millisecond // cache_ttl + skew, and a little more
+	for _, store := range []string{"spanner", "datastore"} {
+		t.Run(store, func(t *testing.T) {
+			rekey := cohortCLI(cfgs[store])
+			step := func(want string, args ...string) string {
+				t.Helper()
+				out, err := rekey(append([]string{"cohort"}, args...)...)
+				if err != nil || !strings.Contains(out, want) {
+					t.Fatalf("%v: %v; want %q\n%s", args, err, want, out)
+				}
+				return out
+			}
+			step("moved cohorts 0-99 from old to dual_write", "advance", "--percent", "1", "--to", "dual_write")
+			// The walk-through's first line, after --percent 1 did it.
+			step("cohorts 0-99 are at dual_write already: nothing to move", "advance", "--cohorts", "0-99", "--to", "dual_write")
+			for _, to := range []string{"backfilled", "verified", "shadow", "read_new", "new_only", "done"} {
+				time.Sleep(hold)
+				step("moved cohorts 0-99 from ", "advance", "--cohorts", "0-99", "--to", to)
+			}
+			out := step("moved cohorts 100-199 from old to dual_write", "advance", "--percent", "2", "--to", "dual_write")
+			for _, want := range []string{"1.00% of the users are at dual_write or beyond (100 cohorts); for 2%: cohorts 100-199 (1.00%) move", "2.00% of the users are at dual_write or beyond now (200 cohorts)"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("--percent 2 does not say %q:\n%s", want, out)
+				}
+			}
+			if out, err := rekey("cohort", "advance", "--percent", "5", "--to", "dual_write", "--dwell", "0s"); err == nil || !strings.Contains(err.Error(), "2.00% of the users are at dual_write or beyond now; 5% would be more than 2 times as many in one step: at most 4.00% now") {
+				t.Errorf("--percent 5 after 2: %v\n%s", err, out)
+			}
+			step("nothing to move", "advance", "--percent", "1.5", "--to", "dual_write")
+			// The walk-through's next range takes in the cohorts --percent moved.
+			out = step("moved cohorts 200-999 from old to dual_write", "advance", "--cohorts", "100-999", "--to", "dual_write")
+			if !strings.Contains(out, "cohorts 100-199 are at dual_write already: left as they are") || !strings.Contains(out, "10.00% of the users are at dual_write or beyond now") {
+				t.Errorf("--cohorts 100-999 does not say what it left:\n%s", out)
+			}
+			// Still refused: a move back, a phase skipped, each writing nothing.
+			if out, err := rekey("cohort", "advance", "--cohorts", "0-199", "--to", "dual_write"); err == nil || !errors.Is(err, cutover.ErrIllegal) || !strings.Contains(err.Error(), "cohorts 0-99 are beyond dual_write (done): advance moves cohorts forward only") {
+				t.Errorf("advancing done cohorts back to dual_write: %v\n%s", err, out)
+			}
+			if out, err := rekey("cohort", "advance", "--cohorts", "100-999", "--to", "verified"); err == nil || !strings.Contains(err.Error(), "verified needs backfilled") {
+				t.Errorf("skipping backfilled: %v\n%s", err, out)
+			}
+			if out, err := rekey("cohort", "rollback", "--cohorts", "900-1000", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "cohorts 1000 are before dual_write (old): rollback moves cohorts back only") {
+				t.Errorf("rolling old cohorts forward: %v\n%s", err, out)
+			}
+			out = step("version 9", "status")
+			if !regexp.MustCompile(`(?m)^100-999 +dual_write +900 +9\.00% `).MatchString(out) {
+				t.Errorf("status after the walk-through:\n%s", out)
+			}
+			// --percent to a later phase takes the next cohorts that may move there.
+			time.Sleep(hold)
+			step("moved cohorts 100-199 from dual_write to backfilled", "advance", "--percent", "2", "--to", "backfilled")
+			if out, err := rekey("cohort", "advance", "--percent", "3", "--to", "verified", "--dwell", "0s", "--max-growth", "4"); err == nil || !strings.Contains(err.Error(), "cohorts 200-9999 cannot: 200-999 dual_write; 1000-9999 old; verified needs backfilled") {
+				t.Errorf("--percent past what may move: %v\n%s", err, out)
+			}
+		})
+	}
+}
