@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The usage errors of the staged-cutover jobs: verify, repair, load, and
@@ -29,5 +32,29 @@ func TestStagedJobFlags(t *testing.T) {
 				t.Errorf("rekey %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
 			}
 		})
+	}
+}
+
+// verify and repair without --report write it under the OS's temporary
+// folder, never in the working folder, and say where; with --runner
+// dataflow, whose workers write it, --report is required.
+func TestVerifyDefaultReport(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
+	got := defaultReport("verify", "logs/v2 x", at)
+	if want := filepath.Join(os.TempDir(), "rekey", "logs_v2_x-verify-20261202T103000.000Z.jsonl"); got != want {
+		t.Errorf("defaultReport: %s, want %s", got, want)
+	}
+	if st, err := os.Stat(filepath.Dir(got)); err != nil || !st.IsDir() {
+		t.Errorf("the report's folder: %v", err)
+	}
+	for _, name := range []string{"verify", "repair"} {
+		_, errs, code := rekey(t, "", name, "-c", "m.yaml", "--migration", "m", "--cohorts", "1", "--runner", "dataflow")
+		if code != exitUsage || !strings.Contains(errs, name+": --report gs://BUCKET/PATH is required with --runner dataflow") {
+			t.Errorf("%s --runner dataflow without --report: exit %d, %s", name, code, errs)
+		}
+		help, _, _ := rekey(t, "", name, "--help")
+		if !strings.Contains(help, "default: a new file under "+filepath.Join(os.TempDir(), "rekey")) || strings.Contains(help, "rekey-"+name+".jsonl") {
+			t.Errorf("%s --help does not say where the report goes:\n%s", name, help)
+		}
 	}
 }

@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,7 +63,7 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Migration, "migration", "", "the migration's name in the phase store")
 	fl.StringVar(&opts.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
-	fl.StringVar(&o.Report, "report", "rekey-"+name+".jsonl", "where to write the report (JSON Lines, one line per cohort; local or gs://)")
+	fl.StringVar(&o.Report, "report", "", "where to write the report (JSON Lines, one line per cohort; local or gs://; default: a new file under "+filepath.Join(os.TempDir(), "rekey")+", named in the output; required with --runner dataflow)")
 	fl.IntVar(&o.Examples, "examples", 5, "example keys printed in all (the report keeps this many per finding and cohort, and every differing key)")
 	if !repair {
 		fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
@@ -71,9 +75,31 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 		if o.Examples < 1 {
 			return usagef("%s: --examples must be at least 1", name)
 		}
+		if o.Report == "" {
+			if opts.Runner == "dataflow" {
+				return usagef("%s: --report gs://BUCKET/PATH is required with --runner dataflow (its workers write the report)", name)
+			}
+			o.Report = defaultReport(name, opts.Migration, time.Now())
+		}
 		beamFlagErrorsReturn()
 		return runVerify(cmd.Context(), opts, o, repair)
 	})
+}
+
+// defaultReport is where verify or repair (name) writes its report when
+// --report is not given: a new file under the OS's temporary folder,
+// rekey/MIGRATION-NAME-TIME.jsonl, never in the working folder (the
+// output names it). A folder it cannot make is left to the write to say.
+func defaultReport(name, migration string, now time.Time) string {
+	dir := filepath.Join(os.TempDir(), "rekey")
+	_ = os.MkdirAll(dir, 0o755)
+	safe := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, migration)
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-%s.jsonl", safe, name, now.UTC().Format("20060102T150405.000Z")))
 }
 
 // runVerify runs verify (or repair) and prints the report.
