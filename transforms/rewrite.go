@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -52,6 +53,21 @@ func TakeOld(rec *record.Record) (record.Record, error) {
 	return old[0], nil
 }
 
+// planFieldPrefix begins the names of the fields the plan adds to records
+// (OldField, source.PosField).
+const planFieldPrefix = "__rekey_"
+
+// withoutPlanFields is fs without the plan's fields, in a new slice.
+func withoutPlanFields(fs []record.Field) []record.Field {
+	out := make([]record.Field, 0, len(fs))
+	for _, f := range fs {
+		if !strings.HasPrefix(f.Name, planFieldPrefix) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func rewrite(s beam.Scope, spec rekeyer.Spec, keepOld bool, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
 	text, err := json.Marshal(spec)
 	if err != nil {
@@ -96,6 +112,10 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		if f.KeepOld {
 			// Encoded before the rewrite, which may change rec's fields in place.
 			old = record.EncodeBatch([]record.Record{orig})
+			// The plan's own fields (a file record's position) stay with
+			// the old record: the new one is checked as the target will
+			// hold it, where __names__ are reserved.
+			rec.Fields = withoutPlanFields(rec.Fields)
 		}
 		if err := f.rk.Rewrite(&rec); err != nil {
 			CountDeadLettered(ctx, 1)

@@ -140,3 +140,36 @@ dead_letter: "%%s/dead.jsonl"`, filepath.Join(dir, "events.jsonl"), emulator.Spa
 		t.Errorf("the target table holds %d rows (%v), want none", rows, err)
 	}
 }
+
+// TestPlanFileToDatastore plans a JSON Lines file of Datastore entities
+// into a Datastore kind: every record is sampled (the read position the
+// plan gives a file's records stayed in the rewritten entity, whose
+// __names__ are reserved, and dead-lettered every one of them).
+func TestPlanFileToDatastore(t *testing.T) {
+	keepBeamGlobals(t)
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&in, `{"__key__":{"path":["Customer","Customer%d"]},"Name":"c%d"}`+"\n", i+1, i+1)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "customers.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeTestConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: %q}
+target: {type: datastore, project: %s, namespace: plan-file-%d, kind: Customer}
+rewrite: {strategy: uuid, params: {version: 5}}
+dead_letter: %q`, filepath.Join(dir, "customers.jsonl"), emulator.DatastoreProject(), time.Now().UnixNano(), filepath.Join(dir, "dead")))
+	out, errs, code := rekey(t, "", "plan", "-c", cfg, "--out", filepath.Join(dir, "report"))
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	for _, want := range []string{"sample: 300 records of 300", "sequential-names", "3 servers", "pass --rows", "report: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "dead-lettered") {
+		t.Errorf("the plan dead-lettered records:\n%s\n%s", out, errs)
+	}
+}
