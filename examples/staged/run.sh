@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's worked example of a staged migration ("A staged migration,
-# step by step"), run as written against the Firestore emulator in
+# The operator guide's worked example of a staged migration
+# (docs/operator-guide.md, "The worked example"), run as written against the Firestore emulator in
 # Datastore mode: an application reads, writes and deletes users' logs
 # through the cutover library the whole time, while the cohorts go, 1%,
 # then 10%, 50% and the rest, from old through dual_write, a backfill,

@@ -1,5 +1,5 @@
-// Package staged_test runs the README's worked example of a staged
-// migration (run.sh) against the Firestore emulator, as written.
+// Package staged_test runs the operator guide's worked example of a
+// staged migration (run.sh, docs/operator-guide.md) against the Firestore emulator, as written.
 package staged_test
 
 import (
