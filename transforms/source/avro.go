@@ -2,10 +2,12 @@ package source
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/linkedin/goavro/v2"
 
@@ -113,6 +115,11 @@ func avroValue(v any, sqlType string) (record.Value, error) {
 		}
 		return record.Value{Kind: record.KindNumeric, Str: n.Str}, nil
 	case string:
+		if !utf8.ValidString(t) {
+			// Refused at read, as a JSON line's: the record (its raw
+			// text, bytes kept) is dead-lettered, not carried on.
+			return record.Value{}, errors.New("string is not valid UTF-8")
+		}
 		base := elem
 		if i := strings.IndexByte(base, '('); i >= 0 {
 			base = base[:i]

@@ -435,6 +435,7 @@ func (f *datastoreReadFn) read(ctx context.Context, start, end *datastore.Key, e
 			rec, err := datastoredb.FromEntity(key, props)
 			if err != nil {
 				dead(record.RawDeadLetter(record.StageRead, f.Cfg.source(), datastoredb.KeyFromDatastore(key).String(), err))
+				transforms.CountRead(ctx, 1)
 				transforms.CountDeadLettered(ctx, 1)
 				continue
 			}

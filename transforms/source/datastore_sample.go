@@ -151,6 +151,7 @@ func (f *datastoreGetFn) get(ctx context.Context, keys []*datastore.Key, b *data
 		rec, err := datastoredb.FromEntity(k, props[i])
 		if err != nil {
 			dead(record.RawDeadLetter(record.StageRead, f.Cfg.source(), datastoredb.KeyFromDatastore(k).String(), err))
+			transforms.CountRead(ctx, 1)
 			transforms.CountDeadLettered(ctx, 1)
 			continue
 		}

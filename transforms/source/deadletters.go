@@ -3,6 +3,7 @@ package source
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -23,7 +24,11 @@ func init() {
 // the records to write again (refused at the write stage: already
 // rewritten), and dead letters for lines that hold no usable record (a read
 // failure whose raw line still does not parse, or a line that is not a dead
-// letter), each as before plus why it could not be redriven.
+// letter), each as before plus why it could not be redriven. A dead
+// letter is dead-lettered again exactly as it was (record.DeadLetter keeps
+// bytes that are not valid UTF-8 in raw_base64 or record_base64, which
+// parse no better on a redrive), never written with other bytes. Every
+// line is counted read, and dead_lettered if it goes to stillDead.
 func DeadLetters(s beam.Scope, path string) (toRewrite, toWrite, stillDead beam.PCollection) {
 	s = s.Scope("source.DeadLetters")
 	return beam.ParDo3(s, &readDeadLettersFn{Path: path}, beam.Impulse(s))
@@ -50,29 +55,33 @@ func (f *readDeadLettersFn) ProcessElement(ctx context.Context, _ []byte, rewrit
 		line, err := readLine(br)
 		if len(line) > 0 {
 			where := fmt.Sprintf("%s:%d", f.Path, n)
+			transforms.CountRead(ctx, 1)
 			d, rec, perr := record.ParseDeadLetter(line)
+			// again dead-letters d as it is (its bytes kept exactly: a
+			// redrive never writes what it could not read), plus why.
+			again := func(why string) {
+				transforms.CountDeadLettered(ctx, 1)
+				d.Reason += "; redrive: " + why
+				dead(d.Line())
+			}
 			switch {
-			case perr != nil:
+			case errors.Is(perr, record.ErrNotDeadLetter):
 				transforms.CountDeadLettered(ctx, 1)
 				dead(record.RawDeadLetter(record.StageRead, where, string(line), perr))
-			case rec == nil && d.Raw != "":
+			case perr != nil:
+				again(perr.Error())
+			case rec == nil && d.RawBytes() != nil:
 				// A line the source could not parse: try it again.
-				r, err := record.ParseJSON([]byte(d.Raw))
-				if err != nil {
-					transforms.CountDeadLettered(ctx, 1)
-					dead(record.DeadLetter{Stage: d.Stage, Reason: d.Reason + "; redrive: " + err.Error(), Source: d.Source, Raw: d.Raw}.Line())
-					continue
+				if r, err := record.ParseJSON(d.RawBytes()); err != nil {
+					again(err.Error())
+				} else {
+					toRewrite.add(r)
 				}
-				transforms.CountRead(ctx, 1)
-				toRewrite.add(r)
 			case rec == nil:
-				transforms.CountDeadLettered(ctx, 1)
-				dead(record.DeadLetter{Stage: d.Stage, Reason: d.Reason + "; redrive: the dead letter holds no record", Source: d.Source}.Line())
+				again("the dead letter holds no record")
 			case d.Stage == record.StageWrite:
-				transforms.CountRead(ctx, 1)
 				toWrite.add(*rec)
 			default:
-				transforms.CountRead(ctx, 1)
 				toRewrite.add(*rec)
 			}
 		}

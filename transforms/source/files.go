@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -357,10 +357,15 @@ func positioned(fr fileRange, ok func(record.Record)) func(record.Record) {
 }
 
 // bad is what a line of fr that cannot be read goes to: a dead letter
-// naming where it is, file:line (fileLine).
+// naming where it is, file:line (fileLine), holding the line's bytes
+// exactly (record.RawDeadLetter). It is counted read as well as
+// dead_lettered: read counts every record taken from the input, so that
+// read = written + dead_lettered (+ the counters of records left out on
+// purpose, such as cohort_other).
 func (f *readFilesFn) bad(ctx context.Context, fr fileRange, dead func(string)) func(int, string, error) {
 	where := fileLine(ctx, fr)
 	return func(line int, raw string, err error) {
+		transforms.CountRead(ctx, 1)
 		transforms.CountDeadLettered(ctx, 1)
 		dead(record.RawDeadLetter(record.StageRead, where(line), raw, err))
 	}
@@ -671,6 +676,17 @@ var errLineTooLong = fmt.Errorf("line longer than %d bytes", maxLine)
 
 // readLine returns the next line without its newline ("" for blank lines).
 func readLine(br *bufio.Reader) ([]byte, error) {
+	chunk, err := readRawLine(br)
+	if len(strings.TrimSpace(string(chunk))) == 0 {
+		chunk = nil
+	}
+	return chunk, err
+}
+
+// readRawLine returns the next line without its newline, blank or not;
+// errLineTooLong for one longer than maxLine, skipped. The line may be
+// in br's buffer, valid until the next read.
+func readRawLine(br *bufio.Reader) ([]byte, error) {
 	var long []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -687,11 +703,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		if long != nil {
 			chunk = append(long, chunk...)
 		}
-		chunk = trimNewline(chunk)
-		if len(strings.TrimSpace(string(chunk))) == 0 {
-			chunk = nil
-		}
-		return chunk, err
+		return trimNewline(chunk), err
 	}
 }
 
@@ -703,38 +715,44 @@ func trimNewline(b []byte) []byte {
 }
 
 // readCSV reads a CSV file, r at its start: a header line, checked
-// before any row (openCSV), then the rows. An empty file holds no
-// records.
+// before any row (openCSV), then the rows (csvRows: a row that cannot be
+// read is dead-lettered with its bytes and its first line's number, and
+// costs no other row). An empty file holds no records.
 func readCSV(r io.Reader, cfg FilesConfig, ok func(record.Record), bad func(int, string, error)) error {
-	cr, header, err := openCSV(bufio.NewReaderSize(r, 1<<20), cfg)
+	rows, header, err := openCSV(r, cfg)
 	if header == nil || err != nil {
 		return err
 	}
 	for {
-		row, err := cr.Read()
-		if err == io.EOF {
+		row, line, raw, why, err := rows.next()
+		switch {
+		case err == io.EOF:
 			return nil
-		}
-		line, _ := cr.FieldPos(0)
-		if err != nil {
-			var pe *csv.ParseError
-			if errors.As(err, &pe) {
-				bad(pe.Line, "", err)
-				continue
-			}
+		case err != nil:
 			return err
-		}
-		if len(row) != len(header) {
-			bad(line, strings.Join(row, string(cr.Comma)), fmt.Errorf("%d fields, the header has %d", len(row), len(header)))
+		case why != nil:
+			bad(line, string(raw), why)
+			continue
+		case len(row) != len(header):
+			bad(line, string(raw), fmt.Errorf("%d fields, the header has %d", len(row), len(header)))
 			continue
 		}
 		rec := record.Record{Fields: make([]record.Field, len(row))}
 		for i, v := range row {
+			if !utf8.ValidString(v) {
+				// As record.ParseJSON refuses a JSON line: at read,
+				// the line's bytes kept (record.RawDeadLetter).
+				rec.Fields = nil
+				bad(line, string(raw), fmt.Errorf("column %s: string is not valid UTF-8", header[i]))
+				break
+			}
 			rec.Fields[i] = record.Field{Name: header[i], Value: record.String(v)}
 			if v == "" {
 				rec.Fields[i].Value = record.Value{}
 			}
 		}
-		ok(rec)
+		if rec.Fields != nil {
+			ok(rec)
+		}
 	}
 }

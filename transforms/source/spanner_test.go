@@ -52,12 +52,7 @@ func allTypesSource(t *testing.T, n int) (source.SpannerConfig, *spannerdb.Table
 // record read twice.
 func readAll(t *testing.T, runner string, cfg source.SpannerConfig) (map[int64]record.Record, []string, beamtest.Metrics) {
 	t.Helper()
-	batches, dead := beamtest.NewCollector(t), beamtest.NewCollector(t)
-	m := beamtest.Run(t, runner, func(s beam.Scope) {
-		b, d := source.Spanner(s, cfg)
-		batches.Collect(s, b)
-		dead.Collect(s, d)
-	})
+	batches, dead, m := runSource(t, runner, func(s beam.Scope) (beam.PCollection, beam.PCollection) { return source.Spanner(s, cfg) })
 	got := map[int64]record.Record{}
 	for _, b := range batches.Bytes() {
 		recs, err := record.DecodeBatch(b)

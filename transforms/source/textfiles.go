@@ -13,13 +13,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 )
@@ -62,30 +62,40 @@ func skipTo(r io.Reader, off int64) error {
 }
 
 // openCSV reads the header line of a CSV file, r at its start (past a
-// UTF-8 byte order mark), and checks it (checkCSVHeader): the reader
-// returned is at the first row, its fields separated by cfg.Delimiter. A
-// nil header and no error: the file is empty. (encoding/csv drops the CR
-// of a CRLF line end, quoted fields' too.)
-func openCSV(r io.Reader, cfg FilesConfig) (*csv.Reader, []string, error) {
+// UTF-8 byte order mark), and checks it (checkCSVHeader): the rows
+// returned are at the first row, its fields separated by cfg.Delimiter. A
+// nil header and no error: the file is empty. (A CR before a LF ends a
+// line, in a quoted field too: the field holds the LF.)
+func openCSV(r io.Reader, cfg FilesConfig) (*csvRows, []string, error) {
 	r, _, err := skipBOM(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	cr := csv.NewReader(r)
+	comma := ','
 	if cfg.Delimiter != "" {
-		cr.Comma = []rune(cfg.Delimiter)[0]
+		comma = []rune(cfg.Delimiter)[0]
 	}
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err == io.EOF {
-		return cr, nil, nil
-	}
+	rows, err := newCSVRows(r, comma)
 	if err != nil {
+		return nil, nil, err
+	}
+	header, _, _, bad, err := rows.next()
+	switch {
+	case err == io.EOF:
+		return rows, nil, nil
+	case err != nil:
 		return nil, nil, fmt.Errorf("CSV header: %w", err)
+	case bad != nil:
+		return nil, nil, fmt.Errorf("CSV header: %w", bad)
 	}
 	header = append([]string(nil), header...)
-	return cr, header, checkCSVHeader(header, cfg)
+	for _, name := range header {
+		if !utf8.ValidString(name) {
+			return nil, nil, fmt.Errorf("CSV header: column name %q is not valid UTF-8", name)
+		}
+	}
+	rows.fields = len(header)
+	return rows, header, checkCSVHeader(header, cfg)
 }
 
 // checkCSVHeader refuses a CSV header that names a column twice (names
