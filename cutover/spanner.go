@@ -157,7 +157,7 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 // noSpannerStore is the error of a read of a database without the phase
 // store's tables (err: Spanner's).
 func noSpannerStore(err error) error {
-	return fmt.Errorf("%w: the database has no tables %s, %s, %s yet (the first 'rekey cohort advance' creates them): %v", ErrNoPhaseStore, SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+	return fmt.Errorf("%w: the database has no tables %s, %s, %s yet (the first 'rekey cohort advance' creates them): %w", ErrNoPhaseStore, SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
 }
 
 // spannerReader is what Load and Move read through.

@@ -224,6 +224,26 @@ func auditWhy(a cutover.Audit) string {
 	return a.Why
 }
 
+const cohortAdvanceLong = `Moves cohorts forward to a phase (--to), by the rules: one phase at a time
+(shadow may be skipped), dual_write and read_new held for the config's
+cohort.cache_ttl + cohort.skew before the next phase.
+
+--cohorts A-B,C moves the cohorts listed; those at --to already stay as
+they are (said so), and cohorts beyond --to are refused (rollback moves
+back). --percent P makes P% of the users be at --to or beyond: the
+cohorts there already count, and the next cohorts in order that may move
+there move until at least P% are; if P% are there already, nothing moves.
+The share at --to or beyond may at most double in one step
+(--max-growth), a first step takes at most 1%, and a step waits --dwell
+after the last move to --to. The move is one transaction at the phase
+store (created at the target on the first move) with its audit record.`
+
+const cohortRollbackLong = `Moves cohorts back to dual_write (default) or old, by the rules: from
+read_new only to dual_write, once read_new has been held for the config's
+cohort.cache_ttl + cohort.skew; from new_only on, only a reverse backfill
+(rekey run --reverse) goes back. Cohorts at --to already stay as they are
+(said so); cohorts before --to are refused (advance moves forward).`
+
 // newCmdCohortMove is `rekey cohort advance` (rollback false) or `rekey
 // cohort rollback`.
 func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
@@ -232,9 +252,14 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 	if rollback {
 		use, short = "rollback -c FILE --migration NAME --cohorts LIST [--to dual_write|old]", "move cohorts back to dual_write (default) or old"
 	}
+	long := cohortAdvanceLong
+	if rollback {
+		long = cohortRollbackLong
+	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  long,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			to := o.To
