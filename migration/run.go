@@ -52,7 +52,10 @@ type Runner interface {
 // Result is what a run did.
 type Result struct {
 	// Counters are the run's counters: read, rewritten, written,
-	// dead_lettered, retried (and any others stages add).
+	// dead_lettered, retried (and any others stages add). read counts
+	// every record taken from the input, those dead-lettered while
+	// reading too, so read = written + dead_lettered (+ the records left
+	// out on purpose: cohort_other, backfill_skipped).
 	Counters Counters
 	Elapsed  time.Duration
 	JobID    string

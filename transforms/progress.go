@@ -33,7 +33,8 @@ func count(ctx context.Context, c beam.Counter, name string, n int64) {
 	}
 }
 
-// CountRead counts read records.
+// CountRead counts records taken from the input, dead-lettered or not
+// (see Read).
 func CountRead(ctx context.Context, n int64) { count(ctx, Read, "read", n) }
 
 // CountRewritten counts rewritten records.

@@ -15,6 +15,10 @@ const BatchSize = 500
 
 // Counters every run reports (namespace "rekey").
 var (
+	// Read counts every record a source took from its input (a line, a
+	// row, an entity, a dead letter of a redrive), the ones it
+	// dead-lettered too: read = written + dead_lettered, plus the records
+	// left out on purpose (CohortOther, BackfillSkipped).
 	Read         = beam.NewCounter("rekey", "read")
 	Rewritten    = beam.NewCounter("rekey", "rewritten")
 	Written      = beam.NewCounter("rekey", "written")
