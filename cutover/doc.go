@@ -283,6 +283,18 @@
 // copy's locks and lands last. Either way old ends as new. With old and
 // new in one database the reads are in the copy's transaction.
 //
+// The copy also reads old's records of the cohorts and puts them through
+// the same transaction, which deletes from old those new does not hold:
+// a delete in new_only whose second half (old's) failed is not logged
+// (new_only keeps no marks), and without this old would give the record
+// back once authoritative. The wait H is measured from the cohorts'
+// entry into read_new, so a reverse backfill run again after a first
+// move whose response was lost still waits for every instance to write
+// old. Until the copy is done, old lacks new_only's writes: cohorts in
+// read_new whose previous phase is new_only go back to dual_write or old
+// only by the reverse backfill's own move (Move.ReverseCopied; else
+// ErrMissedNewOnly), forward to new_only again by any.
+//
 // # What is guaranteed, and how it is checked
 //
 // For every record, through every phase, rollback and reverse backfill,

@@ -92,3 +92,38 @@ func TestMapPaintAndSegments(t *testing.T) {
 		t.Errorf("span of 75 = %+v, want 60-79", s)
 	}
 }
+
+// Cohorts brought back to read_new from new_only (a reverse backfill's
+// first move) go on to dual_write or old only by the reverse backfill's
+// own move, after its copy: a plain rollback would make old
+// authoritative without the writes new alone took in new_only.
+func TestMissedNewOnly(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	later := t0.Add(time.Hour)
+	rg := cohort.Range{First: 0, Last: 9}
+	back := &Map{Migration: "m", Buckets: 100, Spans: []Span{{Range: rg, Phase: ReadNew, Prev: NewOnly, Since: t0}}}
+	fresh := &Map{Migration: "m", Buckets: 100, Spans: []Span{{Range: rg, Phase: ReadNew, Prev: Shadow, Since: t0}}}
+	for _, c := range []struct {
+		name string
+		m    *Map
+		mv   Move
+		want error
+	}{
+		{"rollback after new_only", back, Move{To: DualWrite}, ErrMissedNewOnly},
+		{"the reverse backfill's move", back, Move{To: DualWrite, ReverseCopied: true}, nil},
+		{"forward to new_only again", back, Move{To: NewOnly}, nil},
+		{"forced", back, Move{To: DualWrite, Force: true}, nil},
+		{"rollback of a read_new from shadow", fresh, Move{To: DualWrite}, nil},
+	} {
+		m := *c.m
+		m.Spans = append([]Span(nil), c.m.Spans...)
+		c.mv.Migration, c.mv.Buckets, c.mv.Cohorts = "m", 100, []cohort.Range{rg}
+		_, err := m.apply(c.mv, later)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if c.want != nil && !strings.Contains(err.Error(), "rekey run --reverse --cohorts 0-9") {
+			t.Errorf("%s: %v, want the command that copies new to old", c.name, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cutover
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -153,6 +154,31 @@ type Move struct {
 	// Force skips the rules (Check), and says so in the audit record.
 	Force bool
 	Rules Rules
+	// ReverseCopied says a reverse backfill has copied new to old for the
+	// cohorts: only such a move takes cohorts that came back to read_new
+	// from new_only on to dual_write (see MissedNewOnly).
+	ReverseCopied bool
+}
+
+// ErrMissedNewOnly is wrapped by the refusal of a move back to
+// dual_write or old of cohorts that came back to read_new from new_only
+// without a reverse backfill's copy.
+var ErrMissedNewOnly = errors.New("old lacks the writes of new_only")
+
+// missedNewOnly refuses moving seg's cohorts to to while old lacks what
+// new_only wrote: cohorts in read_new whose previous phase was new_only
+// (a reverse backfill moves them there first, then copies new to old,
+// then on to dual_write). A rollback of them to dual_write before that
+// copy would make old authoritative without the writes new alone took
+// (the soak, seed 21: a reverse backfill whose first move's response
+// was lost, then a rollback, and reads went back in time). Forward to
+// new_only again is allowed: new has everything.
+func missedNewOnly(seg Span, mv Move) error {
+	if mv.Force || mv.ReverseCopied || seg.Phase != ReadNew || seg.Prev != NewOnly || (mv.To != DualWrite && mv.To != Old) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: cohorts %s: read_new to %s: they came back from new_only, and old lacks the writes made there until a reverse backfill copies them (rekey run --reverse --cohorts %s), which then moves them to dual_write; or move them forward to new_only again",
+		ErrIllegal, ErrMissedNewOnly, seg.Range, mv.To, seg.Range)
 }
 
 // Audit is the record of one move, written in the move's transaction, or
@@ -244,6 +270,9 @@ func (m *Map) apply(mv Move, now time.Time) (Audit, error) {
 				if err := Check(seg.Range, seg.Phase, mv.To, seg.Since, now, mv.Rules); err != nil {
 					return a, err
 				}
+			}
+			if err := missedNewOnly(seg, mv); err != nil {
+				return a, err
 			}
 		}
 	}

@@ -147,6 +147,7 @@ func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context
 		return nil, err
 	}
 	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
+		ents = distinctKeys(ents) // a record read from both stores: one mutation a key
 		oldKeys := make([]*datastore.Key, len(ents))
 		newKeys := make([]*datastore.Key, len(ents))
 		for i, e := range ents {
@@ -208,6 +209,19 @@ func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context
 		}
 		return deleted, err
 	}, nil
+}
+
+// distinctKeys is ents without the later ones of a key already seen.
+func distinctKeys(ents []datastore.Entity) []datastore.Entity {
+	seen := make(map[string]bool, len(ents))
+	out := ents[:0:0]
+	for _, e := range ents {
+		if k := e.Key.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ignoreMissing is err without the "no such entity" parts of a GetMulti.

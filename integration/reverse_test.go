@@ -55,6 +55,9 @@ func TestReverseBackfill(t *testing.T) {
 			if err := e.app.Write(ctx, e.rec(users[2], 9, "created")); err != nil {
 				t.Fatal(err)
 			}
+			// A delete in new_only whose second half (old's) failed: new
+			// no longer holds the record, old does.
+			e.changeNew(t, users[1], 2, "", true)
 			if got := e.oldPages(t)[logID(users[0], 0)]; got != "seed" {
 				t.Fatalf("old %s = %q in new_only, want the seed (new only is written)", logID(users[0], 0), got)
 			}
@@ -125,6 +128,9 @@ func TestReverseBackfill(t *testing.T) {
 			}
 			if _, ok := old[logID(users[1], 1)]; ok {
 				t.Errorf("old still holds %s, deleted in new_only", logID(users[1], 1))
+			}
+			if _, ok := old[logID(users[1], 2)]; ok {
+				t.Errorf("old still holds %s, deleted in new_only where old's delete failed", logID(users[1], 2))
 			}
 			m, err := e.phases.Load(ctx, e.migration)
 			if err != nil {

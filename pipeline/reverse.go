@@ -34,7 +34,9 @@ func init() {
 // old records by the inverse rewrite (rekeyer.Invert), kept if their user
 // is in the cohorts, planned as old keys and written to old, each batch
 // as new holds it when the batch is committed (cutover.Reverse: so no
-// application write is lost). b.Reverse must be set.
+// application write is lost). Old's records of the cohorts go through
+// the same commit, which deletes from old those new does not hold (the
+// records deleted in new_only). b.Reverse must be set.
 func Reverse(b cutover.Backfill) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
 		if err := CheckReverse(j); err != nil {
@@ -52,6 +54,20 @@ func Reverse(b cutover.Backfill) Graph {
 		deads = append(deads, invertDead)
 		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
 		deads = append(deads, cohortDead)
+		// Old's records of the cohorts too: one that new no longer holds
+		// (deleted while new alone was written, in new_only) is deleted
+		// from old by the same conditional commit, which finds no new
+		// record for it (the soak, seed 21: a record deleted in new_only
+		// came back after the reverse backfill). Those new holds are
+		// written as new holds them, a second time.
+		oldBatches, oldDeads, err := readSource(s.Scope("old"), j, 0, b.Cohorts())
+		if err != nil {
+			return err
+		}
+		deads = append(deads, oldDeads...)
+		oldBatches, oldCohortDead := selectCohorts(s.Scope("old"), j, b.Cohorts(), oldBatches)
+		deads = append(deads, oldCohortDead)
+		olds = beam.Flatten(s, olds, oldBatches)
 		w := newWrites(toOld(j), newRun())
 		w.backfill = &b
 		writeDead, err := w.target(s, w.plan(s, olds))
@@ -211,12 +227,14 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 		if err != nil {
 			return j, nil, nil, err
 		}
-		fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d); waiting %s for every instance to write old too\n", a.Cohorts, a.From, a.To, a.Version, rules.DualWriteHold)
-		select {
-		case <-time.After(rules.DualWriteHold):
-		case <-ctx.Done():
-			return j, nil, nil, ctx.Err()
-		}
+		fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+	}
+	// The copy reads new once every instance writes old too: the cohorts
+	// held read_new for the hold, measured from when they entered it (a
+	// re-run after a move whose response was lost may find them there
+	// only just now).
+	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, out); err != nil {
+		return j, nil, nil, err
 	}
 	rev, err := cutover.NewReverse(j.Spec)
 	if err != nil {
@@ -256,12 +274,47 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 	if why == "" {
 		why = fmt.Sprintf("reverse backfill: %d records copied back to old", res.Counters[migration.Written])
 	}
-	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.DualWrite, Who: o.Who, Why: why, Rules: rules})
+	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.DualWrite, Who: o.Who, Why: why, Rules: rules, ReverseCopied: true})
 	if err != nil {
 		return j, res, nil, fmt.Errorf("the reverse backfill ran, but its cohorts were not moved to dual_write: %w", err)
 	}
 	fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
 	return j, res, &a, nil
+}
+
+// holdReadNew waits until cohorts have been in read_new for rules' hold
+// (DualWriteHold), in the store's time.
+func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, rules cutover.Rules, out io.Writer) error {
+	m, err := st.Load(ctx, migrationName)
+	if err != nil {
+		return err
+	}
+	now, err := cutover.StoreTime(ctx, st)
+	if err != nil {
+		return err
+	}
+	var until time.Time
+	for _, rg := range cohort.Merge(cohorts) {
+		for _, seg := range m.Segments(rg) {
+			if seg.Phase != cutover.ReadNew {
+				continue // forced: the caller's choice
+			}
+			if t := seg.Since.Add(rules.DualWriteHold); t.After(until) {
+				until = t
+			}
+		}
+	}
+	wait := until.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "rekey: waiting %s for every instance to write old too (read_new held %s)\n", wait.Round(time.Millisecond), rules.DualWriteHold)
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // clearMissedOld clears the repair log's entries of cohorts, logged
