@@ -26,9 +26,15 @@ the Cloud Spanner emulator and the Firestore emulator in Datastore mode
 (google-cloud-sdk components cloud-spanner-emulator and
 cloud-firestore-emulator, the latter with Java 17+).
 
-  eval "$(rekey emulators up -c migration.yaml)"
+  eval "$(rekey emulators up -c migration.yaml --seed)"
   rekey run -c migration.yaml --create-target
   rekey emulators down
+
+Each bundled config (configs/*.yaml) says in its comment the two commands
+that run it, e.g. for configs/jsonl-to-spanner.yaml:
+
+  eval "$(rekey emulators up -c configs/jsonl-to-spanner.yaml --seed)"
+  rekey run -c configs/jsonl-to-spanner.yaml
 
 "up" starts both emulators in the background, where they outlive it, and
 prints the shell's export lines on standard output (its notes go to
@@ -43,7 +49,8 @@ both answer; and prints, on standard output and nothing else there,
   export DATASTORE_PROJECT_ID=PROJECT
 
 for eval "$(rekey emulators up ...)": the Google client libraries, and so
-rekey, go to the emulators while these are set.
+rekey, go to the emulators while these are set. PROJECT is the config's
+Datastore project, else rekey-demo (the bundled configs' project).
 
 With -c FILE, what the config's source and target name is made ready:
 a Spanner endpoint's instance and database are created (empty: tables are
@@ -51,6 +58,15 @@ not created; a Spanner source's tables and rows are yours to create, and
 'rekey run --create-target' creates the target's tables from a Spanner
 source). A Datastore endpoint needs nothing created (databases, namespaces
 and kinds exist once an entity is written); DATASTORE_PROJECT_ID is its project.
+
+With --seed (and -c), also what a run needs to find there: a Spanner
+source table is created (if missing) and loaded with the bundled
+access-log sample (2,000 rows keyed by LastAccess, UserId); a Datastore
+source gets the bundled customer sample (1,000 entities of its kind, ids
+1..1000, each with Order children); a Spanner target that rekey cannot
+derive from its source (a files or Datastore source) is created, keyed by
+the rewritten source.key, with a column for each field of the source's
+records. What exists is kept; rows and entities are upserted.
 
 What was started (process groups, ports, logs) is recorded in the state
 file rekey-emulators.json in --state DIR (default: $XDG_RUNTIME_DIR, else
@@ -79,6 +95,9 @@ type EmulatorsUpOptions struct {
 	// Ports, per emulator; 0 chooses a free port.
 	Ports    map[emulator.Kind]int
 	StateDir string
+	// Seed also loads the samples into the config's source and creates
+	// the Spanner target tables rekey cannot derive (seedStores).
+	Seed bool
 }
 
 // EmulatorsDownOptions are the parsed flags of `rekey emulators down`.
@@ -107,11 +126,12 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 	opts := &EmulatorsUpOptions{IO: f.IO, Ports: map[emulator.Kind]int{}}
 	var spannerPort, datastorePort int
 	cmd := &cobra.Command{
-		Use:     "up [-c FILE] [--spanner-port P] [--datastore-port P] [--state DIR]",
-		Short:   "start both emulators (or reuse those running), create the config's Spanner database, print export lines",
-		Long:    emulatorsUpLong,
-		Example: `  eval "$(rekey emulators up -c migration.yaml)"`,
-		Args:    noArgs,
+		Use:   "up [-c FILE [--seed]] [--spanner-port P] [--datastore-port P] [--state DIR]",
+		Short: "start both emulators (or reuse those running), create the config's Spanner database, print export lines",
+		Long:  emulatorsUpLong,
+		Example: `  eval "$(rekey emulators up -c migration.yaml)"
+  eval "$(rekey emulators up -c configs/spanner-to-spanner.yaml --seed)"`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for name, p := range map[string]int{"--spanner-port": spannerPort, "--datastore-port": datastorePort} {
 				if p < 0 || p > 65535 {
@@ -119,6 +139,9 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 				}
 			}
 			opts.Ports[emulator.Spanner], opts.Ports[emulator.Datastore] = spannerPort, datastorePort
+			if opts.Seed && opts.Config == "" {
+				return usagef("emulators up: --seed needs -c FILE (what to seed is the config's source and target)")
+			}
 			return runEmulatorsUp(cmd.Context(), opts)
 		},
 	}
@@ -127,6 +150,7 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 	fl.IntVar(&spannerPort, "spanner-port", 0, "the Spanner emulator's port (0: a free port)")
 	fl.IntVar(&datastorePort, "datastore-port", 0, "the Datastore emulator's port (0: a free port)")
 	fl.StringVar(&opts.StateDir, "state", "", "directory of the state file (default: $XDG_RUNTIME_DIR, else the temporary directory)")
+	fl.BoolVar(&opts.Seed, "seed", false, "with -c: load the bundled samples into the config's source (a Spanner table, a Datastore kind) and create a Spanner target table rekey cannot derive from its source")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("state")
 	return cmd
@@ -241,12 +265,17 @@ func runEmulatorsUp(ctx context.Context, o *EmulatorsUpOptions) error {
 		return err
 	}
 	spanner, datastore := st.Emulators[emulator.Spanner], st.Emulators[emulator.Datastore]
-	project := emulator.DefaultProject
+	project := bundledProject
 	if cfg != nil {
 		// The admin clients read the emulator's address from the
 		// environment (this process's only; the command ends soon after).
 		os.Setenv(emulator.EnvSpannerHost, spanner.Host)
-		if err := prepareStores(ctx, cfg, o.IO.err); err != nil {
+		os.Setenv(emulator.EnvDatastoreHost, datastore.Host)
+		err := prepareStores(ctx, cfg, o.IO.err, o.Seed)
+		if err == nil && o.Seed {
+			err = seedStores(ctx, cfg, o.IO.err)
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %w (the emulators keep running; 'rekey emulators down%s' stops them)", o.Config, err, stateFlag(o.StateDir))
 		}
 		project = datastoreProject(cfg)
@@ -318,13 +347,13 @@ func endpoints(cfg *config.Config) []endpointRole {
 // prepareStores creates the Spanner instances and databases cfg names on
 // the emulator (SPANNER_EMULATOR_HOST) and says, on w, what each endpoint
 // still needs.
-func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer) error {
+func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer, seed bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	done := map[string]bool{}
 	for _, e := range endpoints(cfg) {
 		if e.ep.Type != config.TypeSpanner {
-			io.WriteString(w, storeNote(cfg, e, false, false))
+			io.WriteString(w, storeNote(cfg, e, false, false, seed))
 			continue
 		}
 		path := spannerdb.DatabasePath(e.ep.Project, e.ep.Instance, e.ep.Database)
@@ -335,7 +364,7 @@ func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer) error {
 				return fmt.Errorf("%s: %w", e.role, err)
 			}
 		}
-		io.WriteString(w, storeNote(cfg, e, created, done[path]))
+		io.WriteString(w, storeNote(cfg, e, created, done[path], seed))
 		done[path] = true
 	}
 	return nil
@@ -343,8 +372,8 @@ func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer) error {
 
 // storeNote says what up did for endpoint e and what it still needs:
 // created says the Spanner database was created now, again that it was
-// handled for the other endpoint already.
-func storeNote(cfg *config.Config, e endpointRole, created, again bool) string {
+// handled for the other endpoint already, seed that --seed follows.
+func storeNote(cfg *config.Config, e endpointRole, created, again, seed bool) string {
 	var b strings.Builder
 	say := func(format string, args ...any) {
 		fmt.Fprintf(&b, "rekey: %s: "+format+"\n", append([]any{e.role}, args...)...)
@@ -362,16 +391,21 @@ func storeNote(cfg *config.Config, e endpointRole, created, again bool) string {
 			say("the Spanner database %s exists", db)
 		}
 		switch {
+		case seed && (e.role == "source" || cfg.Source.Type != config.TypeSpanner):
+			// seedStores says what it does.
 		case e.role == "source":
-			say("create the table %s there and load its rows (up creates no tables)", ep.Table)
+			say("create the table %s there and load its rows, or run up again with --seed to load the bundled access-log sample into it", ep.Table)
 		case cfg.Source.Type == config.TypeSpanner:
 			say("'rekey run --create-target' creates the table %s from the source's schema", ep.Table)
 		default:
-			say("create the table %s there yourself, with the primary key 'rekey run' names (rekey derives tables only from a Spanner source)", ep.Table)
+			say("create the table %s there with the primary key 'rekey run' names (rekey derives tables only from a Spanner source), or run up again with --seed to create it from the rewritten key and the source's records", ep.Table)
 		}
 	case config.TypeDatastore:
 		say("Datastore project %s, %s, %s, kind %s: nothing to create (databases, namespaces and kinds exist once an entity is written)",
 			ep.Project, orDefault("database", ep.Database), orDefault("namespace", ep.Namespace), ep.Kind)
+		if e.role == "source" && !seed {
+			say("run up again with --seed to write the bundled customer sample there")
+		}
 	default:
 		say("%s files at %s: nothing to do on the emulators", ep.Type, ep.Path)
 	}
@@ -402,7 +436,7 @@ func orDefault(what, v string) string {
 
 // datastoreProject is the project DATASTORE_PROJECT_ID is set to: the
 // config's Datastore source's, else its Datastore target's, else
-// emulator.DefaultProject. (Each Datastore endpoint names its project;
+// bundledProject. (Each Datastore endpoint names its project;
 // the variable is the default of clients that name none.)
 func datastoreProject(cfg *config.Config) string {
 	for _, e := range endpoints(cfg) {
@@ -410,8 +444,13 @@ func datastoreProject(cfg *config.Config) string {
 			return e.ep.Project
 		}
 	}
-	return emulator.DefaultProject
+	return bundledProject
 }
+
+// bundledProject is the project of the bundled configs (configs/) and of
+// the demo: what up exports as DATASTORE_PROJECT_ID without -c, so they
+// agree.
+const bundledProject = "rekey-demo"
 
 // exportVars are the variables up exports and down unsets.
 var exportVars = []string{emulator.EnvSpannerHost, emulator.EnvDatastoreHost, emulator.EnvDatastoreProject}

@@ -112,14 +112,14 @@ func TestEmulatorsNotes(t *testing.T) {
 		again         []bool
 		wantDSProject string
 	}{
-		{"spanner to spanner, one database", config.Config{Source: spanner("demo", "Logs"), Target: spanner("demo", "LogsByUser")}, []bool{true, false}, []bool{false, true}, emulator.DefaultProject},
-		{"spanner to spanner, existing databases", config.Config{Source: spanner("old", "Logs"), Target: spanner("new", "Logs")}, []bool{false, false}, []bool{false, false}, emulator.DefaultProject},
+		{"spanner to spanner, one database", config.Config{Source: spanner("demo", "Logs"), Target: spanner("demo", "LogsByUser")}, []bool{true, false}, []bool{false, true}, bundledProject},
+		{"spanner to spanner, existing databases", config.Config{Source: spanner("old", "Logs"), Target: spanner("new", "Logs")}, []bool{false, false}, []bool{false, false}, bundledProject},
 		{"datastore to spanner", config.Config{Source: ds, Target: spanner("demo", "Customers")}, []bool{false, true}, []bool{false, false}, "dp"},
 		{"jsonl to datastore, named database", config.Config{Source: config.Endpoint{Type: config.TypeJSONL, Path: "in.jsonl"}, Target: config.Endpoint{Type: config.TypeDatastore, Project: "tp", Database: "other-db", Kind: "K"}}, []bool{false, false}, []bool{false, false}, "tp"},
 	} {
 		b.WriteString("# " + tc.name + "\n")
 		for i, e := range endpoints(&tc.cfg) {
-			b.WriteString(storeNote(&tc.cfg, e, tc.created[i], tc.again[i]))
+			b.WriteString(storeNote(&tc.cfg, e, tc.created[i], tc.again[i], false))
 		}
 		if got := datastoreProject(&tc.cfg); got != tc.wantDSProject {
 			t.Errorf("%s: DATASTORE_PROJECT_ID %s, want %s", tc.name, got, tc.wantDSProject)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +50,9 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkInputFiles(cfg); err != nil {
+		return usagef("%s: %w", o.Config, err)
+	}
 	if o.Connect {
 		if err := checkConnect(ctx, cfg); err != nil {
 			if migration.IsConfigError(err) {
@@ -57,6 +62,19 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 		}
 	}
 	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
+	return nil
+}
+
+// checkInputFiles refuses a local source path that matches no file, as
+// run would (a gs:// path is checked with --connect).
+func checkInputFiles(cfg *config.Config) error {
+	src := cfg.Source
+	if !src.IsFile() || strings.Contains(src.Path, "://") {
+		return nil
+	}
+	if m, err := filepath.Glob(src.Path); err != nil || len(m) == 0 {
+		return fmt.Errorf("source.path: %s matches no file (a relative path is the config file's folder's)", src.Path)
+	}
 	return nil
 }
 

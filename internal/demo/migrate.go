@@ -126,11 +126,33 @@ type demoEnv struct {
 // runs the file-to-file migration instead. It ends saying where its files
 // (and kept configs) are. Beam must be initialised.
 func Migrate(ctx context.Context, w io.Writer, o Options) error {
-	env, err := newEnv(w, o)
+	d, err := Prepare(w, o)
 	if err != nil {
 		return err
 	}
-	err = env.migrate(ctx, o.FilesOnly)
+	return d.Migrate(ctx)
+}
+
+// Demo is a demo whose folders are claimed (Prepare), to run (Migrate).
+type Demo struct {
+	env       *demoEnv
+	filesOnly bool
+}
+
+// Prepare claims the demo's folders, refusing one that holds files the
+// demo did not write, before anything else is done or printed.
+func Prepare(w io.Writer, o Options) (*Demo, error) {
+	env, err := newEnv(w, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Demo{env: env, filesOnly: o.FilesOnly}, nil
+}
+
+// Migrate runs the demo (see Migrate).
+func (d *Demo) Migrate(ctx context.Context) error {
+	env := d.env
+	err := env.migrate(ctx, d.filesOnly)
 	env.where()
 	if err == nil && env.failures > 0 {
 		err = fmt.Errorf("%d demo checks failed", env.failures)
@@ -375,21 +397,7 @@ func write(out storewrite.Outcome, err error) error {
 }
 
 // sampleRecords reads a bundled sample as records.
-func sampleRecords(name string) ([]record.Record, error) {
-	data, err := sampleBytes(name)
-	if err != nil {
-		return nil, err
-	}
-	var out []record.Record
-	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		r, err := record.ParseJSON([]byte(line))
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", name, i+1, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
+func sampleRecords(name string) ([]record.Record, error) { return configs.SampleRecords(name) }
 
 func sampleBytes(name string) ([]byte, error) { return fs.ReadFile(configs.Samples, name) }
 
