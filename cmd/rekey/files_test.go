@@ -122,7 +122,7 @@ func TestRunSummary(t *testing.T) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("%v:\n%s", err, b)
 	}
-	if s.Command != "run" || s.Status != "partial" || s.Runner != "direct" || s.Counters["written"] != 2 || s.Counters["read"] != 2 ||
+	if s.Command != "run" || s.Status != "partial" || s.Runner != "direct" || s.Counters["written"] != 2 || s.Counters["read"] != 3 || // read = written + dead-lettered
 		s.DeadLetters.Total != 1 || s.DeadLetters.ByStage["read"] != 1 || len(s.DeadLetters.Reasons) != 1 || s.DeadLetters.Reasons[0].Count != 1 ||
 		s.ElapsedSeconds <= 0 || s.Finished.Before(s.Started) || s.Target != "jsonl "+filepath.Join(dir, "out.jsonl") {
 		t.Errorf("summary:\n%s", b)
