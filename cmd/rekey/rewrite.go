@@ -251,10 +251,13 @@ func (m *keyMapper) explainSchema() *rewrite.KeySchema {
 	return &m.fixed.in
 }
 
+// maxKeyLine bounds one line of keys on stdin.
+const maxKeyLine = 16 << 20
+
 // run maps stdin to stdout, one output line per input line.
 func (m *keyMapper) run(io stdio, keepGoing bool) error {
 	sc := bufio.NewScanner(io.in)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxKeyLine)
 	w := bufio.NewWriter(io.out)
 	defer w.Flush()
 	failed, n := 0, 0
@@ -278,6 +281,9 @@ func (m *keyMapper) run(io stdio, keepGoing bool) error {
 	}
 	if err := sc.Err(); err != nil {
 		w.Flush()
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("stdin: line %d is longer than %d MiB, the most one key may take (one key per line)", n+1, maxKeyLine>>20)
+		}
 		return fmt.Errorf("reading stdin after line %d: %w", n, err)
 	}
 	if failed > 0 {

@@ -310,3 +310,13 @@ func TestRewriteWithAConfigFromDatastoreToSpanner(t *testing.T) {
 		t.Errorf("-c: %v, flags: %v", got, want)
 	}
 }
+
+// A line too long for a key says which and how long a line may be (it
+// said "after line 0: bufio.Scanner: token too long").
+func TestRewriteLineTooLong(t *testing.T) {
+	in := "\"a\"\n\"" + strings.Repeat("x", maxKeyLine+1) + "\"\n"
+	out, errs, code := rekey(t, in, "rewrite", "--strategy", "hashprefix")
+	if code == exitOK || !strings.Contains(errs, "line 2 is longer than 16 MiB") || strings.Count(out, "\n") != 1 {
+		t.Errorf("exit %d, stdout %.80q, stderr %.300q; want line 1 mapped and line 2 named as too long", code, out, errs)
+	}
+}
