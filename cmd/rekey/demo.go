@@ -55,11 +55,20 @@ func newCmdDemo(f *factory, runF func(*DemoOptions) error) *cobra.Command {
 
 func runDemo(ctx context.Context, o *DemoOptions) error {
 	io := o.IO
-	if err := demo.Keys(io.out); err != nil || o.KeysOnly {
+	if o.KeysOnly {
+		return demo.Keys(io.out)
+	}
+	// The folders first: one holding the user's files is refused before
+	// anything is printed.
+	d, err := demo.Prepare(io.out, demo.Options{Runner: o.Runner, FilesOnly: o.Files, Out: o.Out, KeepConfigs: o.KeepConfigs})
+	if err != nil {
+		return err
+	}
+	if err := demo.Keys(io.out); err != nil {
 		return err
 	}
 	flag.CommandLine.Parse(nil)
 	beam.Init()
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	return demo.Migrate(ctx, io.out, demo.Options{Runner: o.Runner, FilesOnly: o.Files, Out: o.Out, KeepConfigs: o.KeepConfigs})
+	return d.Migrate(ctx)
 }

@@ -49,9 +49,12 @@ func TestDemoFilesOutKeepConfigs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(users, "notes.txt"), []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errs, code = rekey(t, "", "demo", "--files", "--out", users)
+	stdout, errs, code = rekey(t, "", "demo", "--files", "--out", users)
 	if code == 0 || !strings.Contains(errs, "--out "+users+": the folder holds notes.txt, which the demo did not write") {
 		t.Errorf("demo --out into a user's folder: exit %d, %s", code, errs)
+	}
+	if stdout != "" { // refused before the key table is shown
+		t.Errorf("demo --out into a user's folder printed %.200q before refusing", stdout)
 	}
 	if entries, _ := os.ReadDir(users); len(entries) != 1 {
 		t.Errorf("the refused folder changed: %v", entries)
