@@ -134,9 +134,23 @@ func checkCSVHeader(header []string, cfg FilesConfig) error {
 		if len(missing) > 1 {
 			columns += "s"
 		}
-		return fmt.Errorf("CSV header %s has no key %s %s (source.key: %s)", quoted(), columns, strings.Join(missing, ", "), strings.Join(cfg.Key, ", "))
+		return fmt.Errorf("CSV header %s has no key %s %s (source.key: %s)%s", quoted(), columns, strings.Join(missing, ", "), strings.Join(cfg.Key, ", "), delimiterHint(header, cfg.Delimiter))
 	}
 	return nil
+}
+
+// delimiterHint suggests source.delimiter for a header read as one column
+// that another common delimiter would split ("" if none).
+func delimiterHint(header []string, delim string) string {
+	if len(header) != 1 {
+		return ""
+	}
+	for _, d := range []string{";", "\t", "|"} {
+		if d != cmp.Or(delim, ",") && strings.Contains(header[0], d) {
+			return fmt.Sprintf("; the header reads as one column, which %q would split: is the file separated by it? (source.delimiter: %q)", d, d)
+		}
+	}
+	return ""
 }
 
 // CheckFiles checks, before a pipeline reads cfg's files, what would

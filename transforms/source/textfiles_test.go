@@ -170,6 +170,9 @@ func TestCSVHeaderRefused(t *testing.T) {
 		{"duplicate in another case", "LastAccess,UserId,userid", []string{`"UserId" and "userid" name the same column`, "columns 2 and 3"}},
 		{"no key column", "Last Access,UserId,Note", []string{`CSV header "Last Access,UserId,Note" has no key column LastAccess (source.key: LastAccess, UserId)`}},
 		{"no key columns", "A;B", []string{`"A;B" has no key columns LastAccess, UserId`}},
+		// A file separated by '|' read with the default ',': the hint
+		// names source.delimiter.
+		{"another delimiter", "LastAccess|UserId|Note", []string{`has no key columns LastAccess, UserId`, `which "|" would split`, `(source.delimiter: "|")`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := []string{tc.header}
