@@ -255,3 +255,12 @@ func TestParseDatastoreKeyText(t *testing.T) {
 		}
 	}
 }
+
+// A key far too long is not echoed whole by its error.
+func TestKeyErrorShort(t *testing.T) {
+	k := rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", Name: strings.Repeat("é", 2<<20)}}}
+	err := rewrite.ValidateDatastoreKey(k)
+	if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "bytes, more than 1500") || !strings.Contains(err.Error(), "(4194308 bytes)") {
+		t.Errorf("%.500v (%d bytes)", err, len(err.Error()))
+	}
+}

@@ -34,7 +34,23 @@ type KeyError struct {
 	Rule string // what is wrong, e.g. `name contains "/"`
 }
 
-func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %s", e.Key, e.Rule) }
+func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %s", shortKey(e.Key), e.Rule) }
+
+// maxKeyText bounds a key as an error shows it: a key too long to be one
+// is shown by its start and its size, not echoed whole (a 4 MB name
+// filled stderr twice over).
+const maxKeyText = 256
+
+func shortKey(k string) string {
+	if len(k) <= maxKeyText {
+		return k
+	}
+	cut := maxKeyText
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", k[:cut], len(k))
+}
 
 // Is makes errors.Is(err, ErrInvalidKey) true.
 func (e *KeyError) Is(target error) bool { return target == ErrInvalidKey }
@@ -73,7 +89,7 @@ func ValidateDatastoreKey(k DatastoreKey) error {
 	size := len(k.Namespace)
 	for i, e := range k.Path {
 		if err := validateElement(e); err != "" {
-			return bad("path element %d (%s): %s", i+1, e, err)
+			return bad("path element %d (%s): %s", i+1, shortKey(e.String()), err)
 		}
 		size += len(e.Kind) + len(e.Name) + 8
 	}
