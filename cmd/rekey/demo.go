@@ -69,6 +69,6 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	}
 	flag.CommandLine.Parse(nil)
 	beam.Init()
-	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	slog.SetDefault(slog.New(quietWhenStopping{slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: slog.LevelWarn})}))
 	return d.Migrate(ctx)
 }

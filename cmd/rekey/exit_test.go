@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -441,5 +442,19 @@ dead_letter: dead.jsonl`)
 	}
 	if _, errs, code := rekey(t, "", "run", "-c", cfg, "--runner", "direct", "--overwrite"); code != 0 {
 		t.Errorf("--overwrite: exit %d: %s", code, errs)
+	}
+}
+
+// After a SIGINT or SIGTERM the runner's logs are dropped (prism logged
+// "Bundle Failed" errors for the bundles the stop cancelled).
+func TestQuietWhenStopping(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(quietWhenStopping{slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelWarn})}).With("job", "j")
+	log.Error("before the stop")
+	stopping.Store(true)
+	t.Cleanup(func() { stopping.Store(false) })
+	log.Error("Bundle Failed.")
+	if !strings.Contains(b.String(), "before the stop") || strings.Contains(b.String(), "Bundle Failed") {
+		t.Errorf("logged %q; want the record before the stop only", b.String())
 	}
 }

@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -29,6 +31,27 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
+// stopping is set once a SIGINT or SIGTERM has come: the run is being
+// cancelled, and the runner's logs of the bundles it cancels (prism's
+// "Bundle Failed" errors) say nothing the user did not ask for.
+var stopping atomic.Bool
+
+// quietWhenStopping drops every log record once stopping is set (rekey's
+// own lines do not go through slog).
+type quietWhenStopping struct{ slog.Handler }
+
+func (h quietWhenStopping) Enabled(ctx context.Context, l slog.Level) bool {
+	return !stopping.Load() && h.Handler.Enabled(ctx, l)
+}
+
+func (h quietWhenStopping) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietWhenStopping{h.Handler.WithAttrs(as)}
+}
+
+func (h quietWhenStopping) WithGroup(name string) slog.Handler {
+	return quietWhenStopping{h.Handler.WithGroup(name)}
+}
+
 // interruptible returns a context cancelled by the first SIGINT or
 // SIGTERM, and a function that says which one came (nil: none). A second
 // signal is not caught: it ends the process at once.
@@ -40,6 +63,7 @@ func interruptible() (context.Context, func() os.Signal) {
 	go func() {
 		s := <-sigs
 		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		stopping.Store(true)
 		got <- s
 		cancel()
 	}()

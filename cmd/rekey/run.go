@@ -182,7 +182,11 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 	if o.Verbose {
 		level = slog.LevelInfo
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})))
+	var h slog.Handler = slog.NewTextHandler(io.err, &slog.HandlerOptions{Level: level})
+	if !o.Verbose {
+		h = quietWhenStopping{h}
+	}
+	slog.SetDefault(slog.New(h))
 	if b.translateOnly {
 		// The translated job, logged by Beam as one JSON message, is the
 		// only thing on standard output (jobPrinter).
