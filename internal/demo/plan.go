@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/plan/detect"
 )
 
 // planRows is the table the demo's plan stands its 2,000 access-log rows
@@ -23,7 +24,7 @@ func (e *demoEnv) plan(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.w, "\n4. rekey plan for migration 1: its %s rows stand for a table of %d, loaded into 3 nodes (writes nothing):\n", "2,000", planRows)
+	fmt.Fprintf(e.w, "\n4. rekey plan for migration 1: its %s rows stand for a table of %s, loaded into 3 nodes (writes nothing):\n", "2,000", detect.Thousands(planRows))
 	p, files, err := pipeline.Plan(ctx, e.logs, pipeline.PlanRequest{Out: out, Sample: 100_000, Rows: planRows, PreSplitPerNode: 10}, pipeline.Runner{Runner: e.runner})
 	if err != nil {
 		return err
