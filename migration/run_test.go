@@ -78,8 +78,14 @@ func TestRunReturnsTheJobWhenTheRunFails(t *testing.T) {
 }
 
 func TestResolveRefusesABadRewriteAsAConfigError(t *testing.T) {
-	cfg := filesConfig(t, "Id FLOAT64")
-	cfg.Rewrite = config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 4}}
+	// Not through filesConfig: its Validate refuses this config already.
+	cfg := &config.Config{
+		Source:     config.Endpoint{Type: config.TypeJSONL, Path: "in.jsonl", Key: "Id FLOAT64", Table: "Logs"},
+		Target:     config.Endpoint{Type: config.TypeJSONL, Path: "out.jsonl"},
+		Rewrite:    config.RewriteConfig{Strategy: "shard", Params: map[string]any{"n": 4}},
+		DeadLetter: "dead.jsonl",
+	}
+	cfg.SetDefaults()
 	r := &fakeRunner{}
 	_, _, err := Run(context.Background(), cfg, Options{}, r)
 	if !IsConfigError(err) || r.got != nil {
