@@ -32,8 +32,32 @@ const portableDDL = `CREATE TABLE Visits (
 // scripts/test.sh, the way Flink and Spark job servers run), the SDK
 // worker in this process (LOOPBACK): the counters come from the job
 // server's metrics and the target holds exactly the expected rows.
+//
+// With the worker pool, the same job runs with its SDK worker in another
+// process, started by the pool in a folder and TMPDIR of its own from the
+// binary the job staged (no --worker_binary: rekey stages its own), as a
+// Flink or Spark job server runs it; write.shuffle: always sends every
+// record through the global shuffle between the processes' stages.
 func TestMigrateOnJobServer(t *testing.T) {
-	beamtest.UseJobServer(t)
+	for _, env := range []string{"loopback", "worker pool"} {
+		t.Run(env, func(t *testing.T) {
+			var pool *beamtest.Pool
+			if env == "loopback" {
+				beamtest.UseJobServer(t)
+			} else {
+				pool = beamtest.UseWorkerPool(t)
+			}
+			migrateOnJobServer(t, env == "worker pool")
+			if pool != nil {
+				for _, w := range pool.Started(t) {
+					t.Logf("worker %s ran as process %d in %s", w.ID, w.PID, w.Dir)
+				}
+			}
+		})
+	}
+}
+
+func migrateOnJobServer(t *testing.T, shuffle bool) {
 	const n = 600
 	sr := spannerRewriter(t, rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"n": 8, "mode": "abs", "columns": []any{"UserId"}}},
 		"UserId STRING(36), VisitId INT64")
@@ -63,7 +87,8 @@ source: {type: jsonl, path: %q, table: Visits, key: "UserId STRING(36), VisitId 
 target: {type: spanner, project: %s, instance: %s, database: %s, table: Visits}
 rewrite: {strategy: shard, params: {n: 8, mode: abs, columns: [UserId]}}
 dead_letter: %q
-`, in, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, filepath.Join(t.TempDir(), "dead.jsonl")))
+write: {shuffle: %s}
+`, in, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, filepath.Join(t.TempDir(), "dead.jsonl"), map[bool]string{false: "auto", true: "always"}[shuffle]))
 	start := time.Now()
 	res := migrate(t, cfg, "universal")
 	t.Logf("%s in %s (job %s)", res.Counters.String(), time.Since(start).Round(time.Millisecond), res.JobID)

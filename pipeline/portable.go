@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -195,14 +196,8 @@ func submit(ctx context.Context, runner string, p *beam.Pipeline) (_ *portableJo
 		bin = f.Name()
 		cleanups = append(cleanups, func() { _ = os.Remove(bin) })
 	case bin == "":
-		if self, ok := runnerlib.IsWorkerCompatibleBinary(); ok {
-			bin = self
-		} else {
-			if bin, err = runnerlib.BuildTempWorkerBinary(ctx, runnerlib.CompileOpts{}); err != nil {
-				return nil, err
-			}
-			worker := bin
-			cleanups = append(cleanups, func() { _ = os.Remove(worker) })
+		if bin, err = selfWorker(runtime.GOOS, runtime.GOARCH); err != nil {
+			return nil, err
 		}
 	}
 	if err := runnerlib.UpdateGoEnvironmentWorker(bin, j.pipe); err != nil {
@@ -233,4 +228,42 @@ func environmentURN(envType string) string {
 	default:
 		return graphx.URNEnvDocker
 	}
+}
+
+// WorkerPlatform is the platform of the SDK workers of Beam's Go
+// containers, Dataflow's and a job server's worker pool: the binary a job
+// stages must run there.
+const WorkerPlatform = "linux/amd64"
+
+// selfWorker is the worker binary a job stages when --worker_binary is
+// not given: this program's own executable, which serves as a worker
+// when started with --worker (rekey's main, or a test binary whose
+// TestMain calls beam.Init), if it runs on the workers' platform. Beam
+// would otherwise compile the program from its source folder, which a
+// rekey installed with go install does not have.
+func selfWorker(goos, goarch string) (string, error) {
+	if goos+"/"+goarch != WorkerPlatform {
+		return "", fmt.Errorf("the job's workers run %s and this rekey was built for %s/%s: build rekey for them (GOOS=linux GOARCH=amd64 go build -o rekey-linux-amd64 ./cmd/rekey) and pass --worker_binary=rekey-linux-amd64", WorkerPlatform, goos, goarch)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding this program to stage as the job's worker binary: %w (pass --worker_binary=PATH)", err)
+	}
+	return self, nil
+}
+
+// SetWorkerBinary sets Beam's --worker_binary to this program's own
+// executable (selfWorker) for a runner that stages one (dataflow) when
+// it is not set, so that Beam does not try to compile the program from
+// source.
+func SetWorkerBinary(runner string) error {
+	if runner != "dataflow" || *jobopts.WorkerBinary != "" {
+		return nil
+	}
+	bin, err := selfWorker(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return err
+	}
+	*jobopts.WorkerBinary = bin
+	return nil
 }

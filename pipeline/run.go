@@ -134,6 +134,9 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 		if r.Progress != nil {
 			fmt.Fprintf(r.Progress, "rekey: no live progress on the %s runner; the counters follow at the end\n", r.Runner)
 		}
+		if err := SetWorkerBinary(r.Runner); err != nil {
+			return nil, err
+		}
 		var pr beam.PipelineResult
 		pr, err = beam.Run(ctx, r.Runner, p)
 		if pr != nil {

@@ -9,7 +9,8 @@
 # version of go.mod) and starts it as a standalone job server on a third
 # port, the way Flink and Spark job servers run, for the tests of the
 # universal runner (REKEY_JOB_ENDPOINT=localhost:PORT, read by
-# internal/beamtest); runs the tests, stops everything it started (even
+# internal/beamtest), and a Go SDK worker pool beside it for tests whose
+# workers run in processes of their own (REKEY_WORKER_POOL); runs the tests, stops everything it started (even
 # when the tests fail or the script is interrupted) and exits with go
 # test's status.
 #
@@ -195,6 +196,7 @@ firestore_cmd() {
 	CMD=("$FIRESTORE_EMULATOR_BIN" start --host=127.0.0.1 "--port=$1" --database-mode=datastore-mode)
 }
 prism_cmd() { CMD=("$BIN_DIR/prism" "-job_port=$1" -serve_http=false); }
+workerpool_cmd() { CMD=("$BIN_DIR/workerpool" "-port=$1" "-boot=$BIN_DIR/boot" "-root=$REKEY_WORKER_POOL_DIR"); }
 
 if [[ -n "${SPANNER_EMULATOR_HOST:-}" ]]; then
 	log "reusing the Spanner emulator at SPANNER_EMULATOR_HOST=$SPANNER_EMULATOR_HOST"
@@ -227,6 +229,23 @@ fi
 export DATASTORE_PROJECT_ID="${DATASTORE_PROJECT_ID:-rekey-test}"
 export SPANNER_PROJECT_ID="${SPANNER_PROJECT_ID:-rekey-test}"
 export SPANNER_INSTANCE_ID="${SPANNER_INSTANCE_ID:-rekey-test}"
+
+# A Go SDK worker pool beside the job server, for the tests that run jobs
+# with their workers in other processes (--environment_type EXTERNAL), as
+# Flink, Spark and Dataflow do: Beam's boot program (sdks/go/container)
+# starts each worker from the binary the job staged, in a folder and
+# TMPDIR of its own under REKEY_WORKER_POOL_DIR (internal/testkit/workerpool),
+# with the environment above (the emulators' addresses and projects).
+if [[ -n "${REKEY_WORKER_POOL:-}" ]]; then
+	log "reusing the Go SDK worker pool at REKEY_WORKER_POOL=$REKEY_WORKER_POOL"
+else
+	log "building Beam's Go SDK boot program and the worker pool"
+	go build -o "$BIN_DIR/boot" github.com/apache/beam/sdks/v2/go/container || die "building Beam's boot program failed"
+	go build -o "$BIN_DIR/workerpool" ./internal/testkit/workerpool || die "building the worker pool failed"
+	export REKEY_WORKER_POOL_DIR="$LOG_DIR/workers"
+	start_retry worker-pool tcp_open workerpool_cmd
+	export REKEY_WORKER_POOL="localhost:$PORT"
+fi
 
 # Packages: "./..." unless the arguments name some: a pattern ending in
 # "/...", a directory, or an import path of this module.

@@ -18,13 +18,18 @@ package beamtest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
@@ -67,8 +72,108 @@ func JobEndpoint(t testing.TB) string {
 // in parallel with other pipelines.
 func UseJobServer(t testing.TB) {
 	t.Helper()
+	setFlags(t, map[string]string{"endpoint": JobEndpoint(t), "environment_type": "LOOPBACK"})
+}
+
+// EnvWorkerPool is the address of a Go SDK worker pool beside the job
+// server, host:port, and EnvWorkerPoolDir the folder under which it gives
+// each worker a folder of its own (internal/testkit/workerpool; started
+// by scripts/test.sh).
+const (
+	EnvWorkerPool    = "REKEY_WORKER_POOL"
+	EnvWorkerPoolDir = "REKEY_WORKER_POOL_DIR"
+)
+
+// UseWorkerPool points Beam's universal runner at the job server for the
+// rest of the test with the SDK workers in other processes, started by
+// the worker pool (--endpoint, --environment_type=EXTERNAL,
+// --environment_config=POOL), as a Flink or Spark job server runs them:
+// the job stages this test binary (which must call beam.Init in its
+// TestMain, so that it serves as a worker) and each worker runs it in a
+// folder and TMPDIR of its own. It returns the pool's log of workers
+// (Workers). Without a pool it fails the test, or skips it with
+// REKEY_SKIP_EMULATOR=1.
+func UseWorkerPool(t testing.TB) *Pool {
+	t.Helper()
 	ep := JobEndpoint(t)
-	for name, v := range map[string]string{"endpoint": ep, "environment_type": "LOOPBACK"} {
+	pool, dir := os.Getenv(EnvWorkerPool), os.Getenv(EnvWorkerPoolDir)
+	if pool == "" || dir == "" {
+		msg := fmt.Sprintf("%s or %s is not set; run the tests through scripts/test.sh, which starts a Go SDK worker pool beside the job server (set %s=1 to skip tests that need one instead)", EnvWorkerPool, EnvWorkerPoolDir, emulator.EnvSkip)
+		if os.Getenv(emulator.EnvSkip) == "1" {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	setFlags(t, map[string]string{"endpoint": ep, "environment_type": "EXTERNAL", "environment_config": pool})
+	p := &Pool{Dir: dir}
+	p.seen = len(p.all(t))
+	return p
+}
+
+// A Pool is the worker pool a test uses.
+type Pool struct {
+	Dir  string
+	seen int // events before the test
+}
+
+// A WorkerEvent is a line of the pool's log: a worker started or exited.
+type WorkerEvent struct {
+	Event string    `json:"event"` // "start" or "exit"
+	ID    string    `json:"id"`
+	PID   int       `json:"pid"`
+	Dir   string    `json:"dir"`
+	Time  time.Time `json:"time"`
+}
+
+// Workers returns the pool's events since UseWorkerPool.
+func (p *Pool) Workers(t testing.TB) []WorkerEvent {
+	t.Helper()
+	return p.all(t)[p.seen:]
+}
+
+func (p *Pool) all(t testing.TB) []WorkerEvent {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(p.Dir, "workers.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []WorkerEvent
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e WorkerEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("worker pool log %s: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Started returns the workers started since UseWorkerPool, failing the
+// test if none was, or if one ran in this process.
+func (p *Pool) Started(t testing.TB) []WorkerEvent {
+	t.Helper()
+	var started []WorkerEvent
+	for _, e := range p.Workers(t) {
+		if e.Event == "start" {
+			if e.PID == os.Getpid() {
+				t.Fatalf("worker %s ran in the test's own process", e.ID)
+			}
+			started = append(started, e)
+		}
+	}
+	if len(started) == 0 {
+		t.Fatal("the worker pool started no worker: the job ran elsewhere")
+	}
+	return started
+}
+
+// setFlags sets Beam's flags on flag.CommandLine for the rest of the test.
+func setFlags(t testing.TB, flags map[string]string) {
+	t.Helper()
+	for name, v := range flags {
 		f := flag.Lookup(name)
 		if f == nil {
 			t.Fatalf("no Beam flag --%s", name)
