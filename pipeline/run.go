@@ -105,7 +105,7 @@ const namespace = "rekey"
 // scratch directory for the run (migration.Job.ScratchDir, see
 // newScratch), removed when Run returns.
 func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migration.Result, error) {
-	if j != nil && inProcess(r.Runner) {
+	if j != nil && InProcess(r.Runner) {
 		dir, err := newScratch()
 		if err != nil {
 			return nil, fmt.Errorf("scratch directory: %w", err)
@@ -203,10 +203,10 @@ func newScratch() (string, error) {
 	return os.MkdirTemp("", fmt.Sprintf("%s%d-", scratchPrefix, os.Getpid()))
 }
 
-// inProcess reports whether the runner's SDK workers run in this process,
+// InProcess reports whether the runner's SDK workers run in this process,
 // and so share its disk: direct, and prism or universal with the loopback
 // environment (prism's default without --endpoint).
-func inProcess(runner string) bool {
+func InProcess(runner string) bool {
 	env := strings.ToLower(*jobopts.EnvironmentType)
 	switch runner {
 	case "direct":

@@ -49,6 +49,7 @@ func newCmdLoad(f *factory) *cobra.Command {
 			return usagef("load: --format must be jsonl, csv or avro, got %q", lo.Format)
 		}
 		beamFlagErrorsReturn()
+		opts.WorkerPaths = map[string]*string{"--from": &opts.From}
 		return runLoad(cmd.Context(), opts, lo, opts.IO)
 	})
 }

@@ -4,12 +4,28 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 )
+
+// TestMain serves as a job's SDK worker when a worker pool starts this
+// test binary as one (beamtest.UseWorkerPool: the job stages the
+// launching binary, as rekey's own main does), and runs the tests
+// otherwise.
+func TestMain(m *testing.M) {
+	if isWorker(os.Args[1:]) {
+		flag.Parse()
+		beam.Init() // runs the worker harness and exits
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // rekey runs the CLI in-process and returns stdout, stderr and the exit code.
 func rekey(t *testing.T, stdin string, args ...string) (string, string, int) {

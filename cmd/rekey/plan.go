@@ -81,6 +81,7 @@ func newCmdPlan(f *factory) *cobra.Command {
 			return err
 		}
 		beamFlagErrorsReturn()
+		opts.WorkerPaths = map[string]*string{"--keys": &o.Keys}
 		return runPlan(cmd, opts, o)
 	})
 }
@@ -128,6 +129,19 @@ func runPlan(cmd *cobra.Command, opts *RunOptions, o *PlanOptions) error {
 	defer done()
 	if err != nil {
 		return err
+	}
+	// The workers write the sampled keys, by default into a folder in
+	// --out: a path they must find from their own working folders, on a
+	// disk they see.
+	if abs, err := filepath.Abs(o.Out); err == nil {
+		o.Out = abs
+	}
+	if o.Keys == "" && !pipeline.InProcess(opts.Runner) && (!opts.SharedDisk || opts.Runner == "dataflow") {
+		hint := ""
+		if opts.Runner != "dataflow" {
+			hint = ", or pass --shared-disk if every worker sees this machine's files at the same paths"
+		}
+		return usagef("plan: the job's workers are not this process and write the sampled keys: give --keys gs://BUCKET/DIR%s", hint)
 	}
 	params := sim.Params{Nodes: o.Nodes, SplitWrites: o.SplitWrites, LoadSplitDelay: o.SplitDelay}
 	if o.MultiRegion {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +44,14 @@ type RunOptions struct {
 	// Summary, if set, is a file the run's summary is written to as JSON
 	// when it ends (runSummary).
 	Summary string
+	// SharedDisk says that every worker sees this machine's files at the
+	// same paths (--shared-disk): local paths are then accepted on
+	// runners whose workers are other processes.
+	SharedDisk bool
+	// WorkerPaths are the command's own paths its workers read or write
+	// (--keys, --report, --from), by flag, checked as the config's are
+	// (checkWorkerPaths) and made absolute.
+	WorkerPaths map[string]*string
 }
 
 const runLong = `Reads the source, rewrites every record's key and writes the target, as one
@@ -100,6 +110,7 @@ func runLikeCommand(f *factory, cmd *cobra.Command, runF func(*RunOptions) error
 			return runF(opts)
 		}
 		beamFlagErrorsReturn()
+		opts.WorkerPaths = map[string]*string{"--from": &opts.From}
 		return runMigration(cmd.Context(), opts, opts.IO)
 	})
 }
@@ -116,6 +127,7 @@ func pipelineCommand(cmd *cobra.Command, opts *RunOptions, run func(cmd *cobra.C
 	fl.StringVar(&opts.Runner, "runner", "prism", "Beam runner: "+strings.Join(pipeline.Runners, ", "))
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "show the runner's own log")
 	fl.BoolVar(&helpBeam, "help-beam", false, "list Beam's flags (--project, --region, ...) and exit")
+	fl.BoolVar(&opts.SharedDisk, "shared-disk", false, "every worker sees this machine's files at the same paths (workers on this machine, a shared file system): allow local paths with --runner universal or an --environment_type other than LOOPBACK")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("runner", cobra.FixedCompletions(pipeline.Runners, cobra.ShellCompDirectiveNoFileComp))
 	beamFlags := beamFlagSet(&opts.BeamArgs, fl)
@@ -201,10 +213,8 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 	if b.cfg, err = loadConfig(o.Config, io.err); err != nil {
 		return b, done, err
 	}
-	if o.Runner == "dataflow" {
-		if err := b.cfg.ValidateRemote(); err != nil {
-			return b, done, usagef("%s: %w", o.Config, joinLines(err))
-		}
+	if err := checkWorkerPaths(o, b.cfg); err != nil {
+		return b, done, err
 	}
 	b.runner = pipeline.Runner{Runner: o.Runner, Progress: io.err}
 	return b, done, nil
@@ -387,4 +397,37 @@ func countsNote(runner string, cohorts bool, c migration.Counters) string {
 		return ""
 	}
 	return fmt.Sprintf("rekey: note: the counts do not add up (read %d, written + dead-lettered %d): the %s job server drops the counts of bundles of one step that finish at the same moment early in a job (Beam's prism, jobservices/metrics.go); the records themselves are not affected. Count the target to be sure, or run again with --runner direct for exact counts", c[migration.Read], accounted, runner)
+}
+
+// checkWorkerPaths refuses local paths (the config's and the command's
+// WorkerPaths) where the job's workers may not see this machine's disk:
+// on Dataflow always, and on the other runners when the workers are not
+// this process (pipeline.InProcess) unless --shared-disk says they see
+// its files. The command's own local paths are made absolute, so that a
+// worker in another working folder finds them.
+func checkWorkerPaths(o *RunOptions, cfg *config.Config) error {
+	for _, p := range o.WorkerPaths {
+		if *p != "" && !strings.Contains(*p, "://") {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
+	}
+	if pipeline.InProcess(o.Runner) || o.SharedDisk && o.Runner != "dataflow" {
+		return nil
+	}
+	var errs []error
+	if err := cfg.ValidateRemote(o.Runner != "dataflow"); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", o.Config, joinLines(err)))
+	}
+	flags := slices.Sorted(maps.Keys(o.WorkerPaths))
+	for _, f := range flags {
+		if p := *o.WorkerPaths[f]; p != "" && !strings.HasPrefix(p, "gs://") {
+			errs = append(errs, fmt.Errorf("%s %s: %s", f, p, config.RemoteHint(o.Runner != "dataflow")))
+		}
+	}
+	if len(errs) > 0 {
+		return usagef("%w", errors.Join(errs...))
+	}
+	return nil
 }

@@ -82,6 +82,7 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 			o.Report = defaultReport(name, opts.Migration, time.Now())
 		}
 		beamFlagErrorsReturn()
+		opts.WorkerPaths = map[string]*string{"--report": &o.Report}
 		return runVerify(cmd.Context(), opts, o, repair)
 	})
 }

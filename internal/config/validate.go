@@ -740,15 +740,17 @@ func duplicate(list []string, fold bool) (i, j int, ok bool) {
 	return 0, 0, false
 }
 
-// ValidateRemote reports the paths remote workers (Dataflow's) cannot
-// read or write: every file path of the config must be a gs:// path, since
-// the workers do not see the launching machine's disk. The dead-letter
-// path must be given (its default is a local file).
-func (c *Config) ValidateRemote() error {
+// ValidateRemote reports the paths remote workers (Dataflow's, or a job
+// server's in other processes) cannot read or write: every file path of
+// the config must be a gs:// path, since the workers do not see the
+// launching machine's disk. The dead-letter path must be given (its
+// default is a local file). sharedDisk adds that --shared-disk allows
+// local paths (not on Dataflow).
+func (c *Config) ValidateRemote(sharedDisk bool) error {
 	var p problems
 	local := func(path, s string) {
 		if !strings.HasPrefix(s, "gs://") {
-			p.add(path, "%q is a local path, which workers on other machines cannot read or write; give a gs://bucket/... path (or override it with REKEY_%s)", s, strings.ToUpper(strings.ReplaceAll(path, ".", "_")))
+			p.add(path, "%q %s (or override it with REKEY_%s)", s, RemoteHint(sharedDisk), strings.ToUpper(strings.ReplaceAll(path, ".", "_")))
 		}
 	}
 	for _, e := range []struct {
@@ -765,4 +767,14 @@ func (c *Config) ValidateRemote() error {
 		local("dead_letter", c.DeadLetter)
 	}
 	return errors.Join(p...)
+}
+
+// RemoteHint says why a local path is refused for workers that may not
+// see this machine's disk, and what to give instead.
+func RemoteHint(sharedDisk bool) string {
+	s := "is a local path, which workers on other machines cannot read or write; give a gs://bucket/... path"
+	if sharedDisk {
+		s += ", or pass --shared-disk if every worker sees this machine's files at the same paths"
+	}
+	return s
 }
