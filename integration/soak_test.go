@@ -624,6 +624,12 @@ func trim(s string, n int) string {
 type soakHistory struct {
 	writes, reads []*soakOp
 	supAt         map[*soakOp]time.Time
+	// done are the successful reads that some write allows, by when they
+	// completed, and floor[i] the latest of their earliest candidates'
+	// invocations among done[:i+1]: what a read beginning after done[i]
+	// completed must not be older than (monotonic).
+	done  []*soakOp
+	floor []time.Time
 }
 
 // never is a time after every call.
@@ -646,6 +652,26 @@ func newSoakHistory(ops []*soakOp) *soakHistory {
 			}
 		}
 		h.supAt[w] = at
+	}
+	for _, r := range h.reads {
+		if r.ok && len(h.candidates(r)) > 0 {
+			h.done = append(h.done, r)
+		}
+	}
+	sort.Slice(h.done, func(i, j int) bool { return h.done[i].ret.Before(h.done[j].ret) })
+	var floor time.Time
+	for _, r := range h.done {
+		c := h.candidates(r)
+		earliest := c[0].inv
+		for _, w := range c {
+			if w.inv.Before(earliest) {
+				earliest = w.inv
+			}
+		}
+		if earliest.After(floor) {
+			floor = earliest
+		}
+		h.floor = append(h.floor, floor)
 	}
 	return h
 }
@@ -691,23 +717,25 @@ func (h *soakHistory) judge(r *soakOp) string {
 }
 
 // monotonic checks r (whose candidates completed by latest at the
-// latest) against the reads that completed before it began.
+// latest) against the reads that completed before it began: none may
+// have returned a write that r's candidates all precede. (The floor of
+// those reads is kept by newSoakHistory, so a read costs a binary search,
+// not a pass over every earlier read and its candidates.)
 func (h *soakHistory) monotonic(r *soakOp, latest time.Time, res string) string {
-	for _, r1 := range h.reads {
-		if r1 == r || !r1.ok || !r1.ret.Before(r.inv) {
-			continue
-		}
+	n := sort.Search(len(h.done), func(i int) bool { return !h.done[i].ret.Before(r.inv) })
+	if n == 0 || !latest.Before(h.floor[n-1]) {
+		return ""
+	}
+	// Name the earlier read that sets the floor.
+	for _, r1 := range h.done[:n] {
 		c1 := h.candidates(r1)
-		if len(c1) == 0 {
-			continue // judged on its own
-		}
 		earliest := c1[0].inv
 		for _, w := range c1 {
 			if w.inv.Before(earliest) {
 				earliest = w.inv
 			}
 		}
-		if latest.Before(earliest) {
+		if r1 != r && latest.Before(earliest) {
 			return fmt.Sprintf("read %d of %s at %s returned %s, older than what read %d returned before it began (%q, found %v): a read went back in time", r.id, r.key, r.phase, res, r1.id, r1.val, r1.found)
 		}
 	}
@@ -738,4 +766,49 @@ func (h *soakHistory) finals() string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// The soak's checker flags what it is there to flag, and only that: a
+// read of a superseded value, of a deleted record, one that goes back in
+// time behind an earlier read, and a final state no write leaves; a read
+// overlapping a write may return either side of it.
+func TestSoakCheckerCatches(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1000, int64(ms)*int64(time.Millisecond)) }
+	id := 0
+	op := func(kind byte, val string, found bool, inv, ret int) *soakOp {
+		id++
+		return &soakOp{id: id, key: "u/1", kind: kind, val: val, found: found, inv: at(inv), ret: at(ret), ok: true}
+	}
+	w1, w2 := op('w', "a", false, 0, 10), op('w', "b", false, 20, 30)
+	del := op('d', "", false, 40, 50)
+	for _, c := range []struct {
+		name  string
+		read  *soakOp
+		extra []*soakOp
+		bad   bool
+	}{
+		{"the latest write", op('r', "b", true, 32, 35), nil, false},
+		{"a write overlapping the read", op('r', "b", true, 15, 25), nil, false},
+		{"the value before an overlapping write", op('r', "a", true, 15, 25), nil, false},
+		{"a superseded value", op('r', "a", true, 32, 35), nil, true},
+		{"a deleted record", op('r', "b", true, 55, 60), nil, true},
+		{"nothing after the delete", op('r', "", false, 55, 60), nil, false},
+		{"a value never written", op('r', "z", true, 32, 35), nil, true},
+		// Both reads overlap w2; the first returned b, so the second,
+		// which began after it, must not return a.
+		{"back in time", op('r', "a", true, 27, 29), []*soakOp{op('r', "b", true, 21, 26)}, true},
+		{"either side, in order", op('r', "b", true, 27, 29), []*soakOp{op('r', "a", true, 21, 26)}, false},
+	} {
+		ops := append([]*soakOp{w1, w2, del}, c.extra...)
+		ops = append(ops, c.read)
+		h := newSoakHistory(ops)
+		why := h.judge(c.read)
+		if (why != "") != c.bad {
+			t.Errorf("%s: judged %q, want a violation: %v", c.name, why, c.bad)
+		}
+	}
+	h := newSoakHistory([]*soakOp{w1, w2, del})
+	if !h.finalOK("", false) || h.finalOK("b", true) {
+		t.Errorf("final state: after the delete only nothing is allowed")
+	}
 }
