@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rekeyio/rekey/internal/beamtest"
+	"github.com/rekeyio/rekey/internal/emulator"
 )
 
 // TestInterruptStopsCleanly stops `rekey run` (JSON Lines -> JSON Lines,
@@ -85,5 +88,91 @@ dead_letter: %q
 				t.Errorf("part files left behind: %v", parts)
 			}
 		})
+	}
+}
+
+// TestInterruptOnWorkerPool stops a JSON Lines → Spanner run whose worker
+// is another process (the worker pool, --environment_type EXTERNAL, as a
+// Flink or Spark job server runs it) with SIGINT once rows have landed.
+// rekey does not claim a stop that has not happened: it cancels the job,
+// waits for the job server to report it ended, and says so (or that it
+// could not confirm it) before it exits; its --summary says
+// "interrupted". Judged by the store: once rekey has exited, the table
+// does not grow any more (the engine stopped the worker).
+func TestInterruptOnWorkerPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a large input")
+	}
+	endpoint := beamtest.JobEndpoint(t)
+	workers := beamtest.UseWorkerPool(t) // for its log; the job is rekey's, in its own process
+	pool := os.Getenv(beamtest.EnvWorkerPool)
+	bin := buildRekey(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	const n = 300_000
+	for i := range n {
+		fmt.Fprintf(w, `{"Id": "u%07d", "Page": "/p/%d"}`+"\n", i, i)
+	}
+	if err := w.Flush(); err != nil || f.Close() != nil {
+		t.Fatal(err)
+	}
+	dbID, db := newSpannerTarget(t, "intpool", "CREATE TABLE Logs (Id STRING(MAX) NOT NULL, Page STRING(MAX)) PRIMARY KEY (Id)")
+	summary := filepath.Join(dir, "summary.json")
+	cfg := writeConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: %q, table: Logs, key: "Id STRING(MAX)"}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: Logs}
+rewrite: {strategy: hashprefix}
+dead_letter: %q
+`, in, emulator.SpannerProject(), emulator.SpannerInstance(), dbID, filepath.Join(dir, "dead.jsonl")))
+	p := startRekey(t, bin, cfg, "--runner", "universal", "--endpoint", endpoint, "--environment_type", "EXTERNAL",
+		"--environment_config", pool, "--shared-disk", "--summary", summary)
+	deadline := time.Now().Add(2 * time.Minute)
+	for countRows(t, db, "Logs") == 0 {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("no row landed before the run ended or within 2 minutes:\n%s", p.out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatal("still running a minute after SIGINT")
+	}
+	atExit := countRows(t, db, "Logs")
+	text := p.out.String()
+	if p.exitCode != 130 {
+		t.Errorf("exit code %d, want 130:\n%s", p.exitCode, text)
+	}
+	if !strings.Contains(text, "the job server reports the job CANCELLED") || !strings.Contains(text, "may still commit until the engine stops those workers") {
+		t.Errorf("rekey does not say what the job server reported of the stop and what may still land:\n%s", text)
+	}
+	// What may still land are the commits in flight when the engine
+	// stopped the worker; after that, nothing.
+	started := workers.Started(t)
+	for _, w := range started {
+		workers.WaitExit(t, w.ID)
+	}
+	time.Sleep(2 * time.Second) // a commit sent before the worker died
+	stopped := countRows(t, db, "Logs")
+	time.Sleep(5 * time.Second)
+	later := countRows(t, db, "Logs")
+	t.Logf("%d rows when rekey exited, %d once its worker had stopped, %d five seconds later, of %d", atExit, stopped, later, n)
+	if later != stopped {
+		t.Errorf("the table grew from %d to %d rows after the job's worker had stopped", stopped, later)
+	}
+	if atExit >= n {
+		t.Errorf("the whole input landed (%d rows): the run was not stopped half way", atExit)
+	}
+	b, err := os.ReadFile(summary)
+	if err != nil || !strings.Contains(string(b), `"status": "interrupted"`) || !strings.Contains(string(b), `"stopped": "`) {
+		t.Errorf("summary (%v):\n%s", err, b)
 	}
 }

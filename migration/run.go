@@ -62,6 +62,31 @@ type Result struct {
 	// Sample is, for a dry run, the first records' keys before and after
 	// the rewrite, "old -> new" (or "old: reason" where it is refused).
 	Sample []string
+	// Stop is, for a run stopped before its end (its context cancelled),
+	// what the runner said of the stop; nil otherwise.
+	Stop *Stop
+}
+
+// Stop is what a runner said when a run was stopped: whether its job
+// reached an end (State, e.g. "CANCELLED") within Waited, and whether its
+// workers are this process (InProcess: they stop when it exits).
+type Stop struct {
+	State     string
+	Confirmed bool
+	Waited    time.Duration
+	InProcess bool
+}
+
+// String says in a sentence what a stopped run may still do.
+func (s *Stop) String() string {
+	switch {
+	case s.Confirmed && s.InProcess:
+		return fmt.Sprintf("the job was cancelled (%s after %s); its workers were this process, so nothing of it writes once rekey has exited", s.State, s.Waited.Round(time.Millisecond))
+	case s.Confirmed:
+		return fmt.Sprintf("the job server reports the job %s after %s; bundles its workers had started may still commit until the engine stops those workers", s.State, s.Waited.Round(time.Millisecond))
+	default:
+		return fmt.Sprintf("the job server did not confirm the stop within %s (last state: %s): its workers may still be writing; check the job on the engine", s.Waited.Round(time.Millisecond), s.State)
+	}
 }
 
 // WouldWrite is the prefix of a dry run's counters of records per target

@@ -54,13 +54,7 @@ func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Tim
 	err = <-waited
 	stop()
 	if ctx.Err() != nil {
-		// Cancel the job and wait (a few seconds at most) until it has
-		// stopped, so nothing of it writes after Run returns.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if _, cerr := j.client.Cancel(cctx, &jobpb.CancelJobRequest{JobId: j.id}); cerr == nil {
-			_ = runnerlib.WaitForCompletion(cctx, j.client, j.id)
-		}
-		cancel()
+		res.Stop = j.stop(ctx, r.Runner)
 	}
 	c, merr := j.counters(context.WithoutCancel(ctx), 30*time.Second, false)
 	res.Counters = c
@@ -68,6 +62,41 @@ func runPortable(ctx context.Context, r Runner, p *beam.Pipeline, start time.Tim
 		res.Counters = migration.Counters{}
 	}
 	return errors.Join(err, merr)
+}
+
+// stopWait bounds how long a stopped run waits for its job to end.
+const stopWait = 30 * time.Second
+
+// stop cancels the job and waits, stopWait at most, until the job server
+// reports it ended (DONE, CANCELLED or FAILED), saying what it reported.
+// A job server may report the job cancelled while bundles are still in
+// flight on its workers (prism does): that is said too (migration.Stop).
+func (j *portableJob) stop(ctx context.Context, runner string) *migration.Stop {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopWait)
+	defer cancel()
+	s := &migration.Stop{State: "unknown", InProcess: InProcess(runner)}
+	defer func() { s.Waited = time.Since(start) }()
+	if _, err := j.client.Cancel(ctx, &jobpb.CancelJobRequest{JobId: j.id}); err != nil {
+		s.State = "cancel refused: " + err.Error()
+		return s
+	}
+	for {
+		resp, err := j.client.GetState(ctx, &jobpb.GetJobStateRequest{JobId: j.id})
+		if err == nil {
+			s.State = resp.GetState().String()
+			switch resp.GetState() {
+			case jobpb.JobState_DONE, jobpb.JobState_CANCELLED, jobpb.JobState_FAILED:
+				s.Confirmed = true
+				return s
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return s
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // portableJob is a job submitted to a job service.

@@ -343,6 +343,9 @@ func printRun(io stdio, o *RunOptions, job *migration.Job, res *migration.Result
 	if res != nil && job.DryRun {
 		printDryRun(io.out, job, res, wouldPrefix, done)
 	}
+	if res != nil && res.Stop != nil {
+		fmt.Fprintf(io.err, "rekey: %s; the counters below count what finished bundles reported\n", res.Stop)
+	}
 	if res != nil {
 		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
 		if res.Counters[migration.DeadLettered] > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,10 +25,12 @@ type runSummary struct {
 	Runner  string `json:"runner"`
 	JobID   string `json:"job_id,omitempty"`
 	DryRun  bool   `json:"dry_run"`
-	// Status is "ok", "partial" (some records were dead-lettered) or
-	// "failed" (Error says why).
+	// Status is "ok", "partial" (some records were dead-lettered),
+	// "interrupted" (a SIGINT or SIGTERM stopped it; Stopped says what
+	// the runner reported of the stop) or "failed" (Error says why).
 	Status         string           `json:"status"`
 	Error          string           `json:"error,omitempty"`
+	Stopped        string           `json:"stopped,omitempty"`
 	Started        time.Time        `json:"started"`
 	Finished       time.Time        `json:"finished"`
 	ElapsedSeconds float64          `json:"elapsed_seconds"`
@@ -63,6 +66,12 @@ func newSummary(command string, o *RunOptions, job *migration.Job, res *migratio
 	switch {
 	case errors.Is(err, errPartial):
 		s.Status = "partial"
+	case errors.Is(err, context.Canceled):
+		s.Status = "interrupted"
+		s.Stopped = "the run was stopped before its end; what was committed stays and a re-run of the same config converges"
+		if res != nil && res.Stop != nil {
+			s.Stopped = res.Stop.String() + "; " + s.Stopped
+		}
 	case err != nil:
 		s.Status, s.Error = "failed", err.Error()
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rekeyio/rekey/internal/beamtest"
 	"github.com/rekeyio/rekey/internal/emulator"
@@ -111,7 +110,7 @@ dead_letter: %q`, filepath.Join(dir, "access.csv"), emulator.SpannerProject(), e
 		t.Fatal("plan: the worker pool started no worker")
 	}
 	for _, w := range planWorkers {
-		waitExit(t, pool, w.ID)
+		pool.WaitExit(t, w.ID)
 		var left []string
 		filepath.Walk(w.Dir, func(path string, info os.FileInfo, err error) error {
 			rel, _ := filepath.Rel(w.Dir, path)
@@ -124,21 +123,6 @@ dead_letter: %q`, filepath.Join(dir, "access.csv"), emulator.SpannerProject(), e
 			t.Errorf("plan: worker %s left %v in its folder", w.ID, left)
 		}
 	}
-}
-
-// waitExit waits up to 30 s for the pool to log worker id's exit.
-func waitExit(t *testing.T, pool *beamtest.Pool, id string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, e := range pool.Workers(t) {
-			if e.ID == id && e.Event == "exit" {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Errorf("worker %s did not exit within 30 s of its job", id)
 }
 
 // readLines reads a file's non-empty lines.

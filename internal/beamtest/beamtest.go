@@ -170,6 +170,22 @@ func (p *Pool) Started(t testing.TB) []WorkerEvent {
 	return started
 }
 
+// WaitExit waits up to 30 s for the pool to log worker id's exit,
+// failing the test if it does not.
+func (p *Pool) WaitExit(t testing.TB, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, e := range p.Workers(t) {
+			if e.ID == id && e.Event == "exit" {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("worker %s did not exit within 30 s of its job", id)
+}
+
 // setFlags sets Beam's flags on flag.CommandLine for the rest of the test.
 func setFlags(t testing.TB, flags map[string]string) {
 	t.Helper()
