@@ -145,6 +145,9 @@ func (s *Spanner) markOp(ctx context.Context, r rowReader, tk string) (markID, e
 // repairsOld refuses to repair old for a call not routed as read_new
 // (new written first, old not stale).
 func repairsOld(c *call) error {
+	if c.route.oldStale {
+		return fmt.Errorf("cutover: %s: cohort %d is %s, back from new_only: old lacks the writes made in new_only until the reverse backfill copies them, so there is nothing to repair in old yet; run the reverse backfill again (rekey run --reverse --cohorts %d), which then moves the cohort to dual_write", c.key, c.cohort, c.phase, c.cohort)
+	}
 	if c.route.read != newSide || len(c.route.writes) != 2 || c.route.writes[0] != newSide || c.route.oldStale {
 		return fmt.Errorf("cutover: %s: cohort %d is %s: writes old missed are repaired while the cohort is in read_new (new written first); move it there and repair again", c.key, c.cohort, c.phase)
 	}

@@ -453,6 +453,13 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
 			}
+			if sp.Prev == cutover.NewOnly {
+				// A reverse backfill moved the cohorts here from new_only
+				// and did not finish (a fault): only it goes on from here.
+				_, _, _, err = pipeline.RunReverse(ctx, s.cfg, opts, runner)
+				s.event("group %d: reverse backfill (again): %v", g, err)
+				break
+			}
 			if !late && rnd.IntN(4) == 0 {
 				err = move(cutover.DualWrite)
 				break

@@ -81,6 +81,7 @@ type rechecker struct {
 	rk         *rekeyer.Rekeyer
 	oldS, newS *spanner.Client
 	oldD, newD *datastore.Client
+	releases   []func() // the shared clients' (sharedClient)
 }
 
 func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*rechecker, error) {
@@ -90,11 +91,11 @@ func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*re
 	}
 	r := &rechecker{spec: spec, side: side, rk: rk}
 	open := func(e config.Endpoint, s **spanner.Client, d **datastore.Client) error {
+		var release func()
 		var err error
-		if e.Type == config.TypeSpanner {
-			*s, err = spanner.NewClient(ctx, spannerdb.DatabasePath(e.Project, e.Instance, e.Database))
-		} else {
-			*d, err = datastoredb.Client(ctx, e.Project, e.Database)
+		*s, *d, release, err = sharedClient(e)
+		if err == nil {
+			r.releases = append(r.releases, release)
 		}
 		return err
 	}
@@ -109,16 +110,10 @@ func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*re
 }
 
 func (r *rechecker) close() {
-	for _, c := range []*spanner.Client{r.oldS, r.newS} {
-		if c != nil {
-			c.Close()
-		}
+	for _, release := range r.releases {
+		release()
 	}
-	for _, c := range []*datastore.Client{r.oldD, r.newD} {
-		if c != nil {
-			c.Close()
-		}
-	}
+	r.releases = nil
 }
 
 // recheckItem is a finding waiting to be read again: its record's old

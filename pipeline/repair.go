@@ -170,29 +170,35 @@ type repairDeleteFn struct {
 	Table    *spannerdb.Table `json:"table,omitempty"`
 	Backfill cutover.Backfill `json:"backfill"`
 
-	sc   *spanner.Client
-	dc   *datastore.Client
-	recs []record.Record
+	sc      *spanner.Client
+	dc      *datastore.Client
+	release func()
+	recs    []record.Record
 }
 
 func (f *repairDeleteFn) Setup(ctx context.Context) error {
 	var err error
-	t := f.Target
-	if f.Store == config.TypeSpanner {
-		f.sc, err = spanner.NewClient(ctx, spannerdb.DatabasePath(t.Project, t.Instance, t.Database))
-	} else {
-		f.dc, err = datastoredb.Client(ctx, t.Project, t.Database)
-	}
+	f.sc, f.dc, f.release, err = sharedClient(f.Target)
 	return err
 }
 
 func (f *repairDeleteFn) Teardown() {
-	if f.sc != nil {
-		f.sc.Close()
+	if f.release != nil {
+		f.release()
 	}
-	if f.dc != nil {
-		f.dc.Close()
+	f.sc, f.dc, f.release = nil, nil, nil
+}
+
+// sharedClient is this process's client of e's database, Spanner's or
+// Datastore's, and its release (spannerdb.Shared, datastoredb.Shared).
+func sharedClient(e config.Endpoint) (*spanner.Client, *datastore.Client, func(), error) {
+	if e.Type == config.TypeSpanner {
+		db := spannerdb.DatabasePath(e.Project, e.Instance, e.Database)
+		c, release, err := spannerdb.Shared(db, "", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
+		return c, nil, release, err
 	}
+	c, release, err := datastoredb.Shared(e.Project, e.Database, "", nil)
+	return nil, c, release, err
 }
 
 func (f *repairDeleteFn) StartBundle(context.Context, func(string)) { f.recs = f.recs[:0] }

@@ -141,6 +141,8 @@ type datastoreWriteFn struct {
 	// client's database.
 	cond  func(ctx context.Context, ents []datastore.Entity) (int, error)
 	other *datastore.Client
+	// releases give the shared clients back (datastoredb.Shared).
+	releases []func()
 
 	// With Parallelism > 1 and CommitPerElement, batches are committed by
 	// goroutines, each with a Writer of its own from idle and an outcome
@@ -178,20 +180,23 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if err := f.Cfg.check(); err != nil {
 		return err
 	}
-	c, err := datastoredb.Client(ctx, f.Cfg.Project, f.Cfg.Database)
+	c, release, err := datastoredb.Shared(f.Cfg.Project, f.Cfg.Database, "", nil)
 	if err != nil {
 		return err
 	}
 	f.client = c
+	f.releases = append(f.releases, release)
 	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: f.Cfg.Namespace}); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
 	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil {
 		newC := c
 		if r := b.Reverse; r.NewProject != f.Cfg.Project || r.NewDatastoreDB != f.Cfg.Database {
-			if newC, err = datastoredb.Client(ctx, r.NewProject, r.NewDatastoreDB); err != nil {
+			var release func()
+			if newC, release, err = datastoredb.Shared(r.NewProject, r.NewDatastoreDB, "", nil); err != nil {
 				return err
 			}
+			f.releases = append(f.releases, release)
 			f.other = newC
 		}
 		if f.cond, err = cutover.DatastoreReverse(c, newC, *b.Reverse); err != nil {
@@ -234,16 +239,11 @@ func (f *datastoreWriteFn) parallel() bool { return f.Cfg.CommitPerElement && f.
 
 func (f *datastoreWriteFn) Teardown() error {
 	f.inflight.Wait()
-	if f.other != nil {
-		f.other.Close()
-		f.other = nil
+	for _, release := range f.releases {
+		release()
 	}
-	if f.client == nil {
-		return nil
-	}
-	err := f.client.Close()
-	f.client = nil
-	return err
+	f.releases, f.client, f.other = nil, nil, nil
+	return nil
 }
 
 func (f *datastoreWriteFn) StartBundle(_ context.Context, _ func(string)) {

@@ -187,6 +187,8 @@ type spannerWriteFn struct {
 	// other is the client of new a reverse backfill reads, when it is
 	// not client's database.
 	other *spanner.Client
+	// releases give the shared clients back (spannerdb.Shared).
+	releases []func()
 	// w converts and batches on the bundle's goroutine (Add, Cut); its
 	// batches commit on goroutines of their own (WriteBatch), at most
 	// spannerAhead per bundle (ahead), each returning its Outcome. Beam's
@@ -221,9 +223,9 @@ func spannerMetrics(ctx context.Context, o *storewrite.Outcome) {
 }
 
 func (f *spannerWriteFn) Setup(ctx context.Context) error {
-	c, err := spanner.NewClient(ctx, f.Cfg.DatabasePath(), attempts.DialOption()) // the client's own commit retries, counted apart
+	c, err := f.shared(f.Cfg.DatabasePath())
 	if err != nil {
-		return fmt.Errorf("spanner sink: client for %s: %w", f.Cfg.DatabasePath(), err)
+		return err
 	}
 	f.client = c
 	f.newW = func(ctx context.Context) (*spannerdb.Writer, error) {
@@ -257,8 +259,8 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 			newC := f.client
 			if db := b.Reverse.NewDatabase; db != f.Cfg.DatabasePath() {
 				if f.other == nil {
-					if f.other, err = spanner.NewClient(ctx, db, attempts.DialOption()); err != nil {
-						return nil, fmt.Errorf("spanner sink: client for %s: %w", db, err)
+					if f.other, err = f.shared(db); err != nil {
+						return nil, err
 					}
 				}
 				newC = f.other
@@ -279,14 +281,25 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 	return w, nil
 }
 
+// shared is this process's sink client of db (spannerdb.Shared), with
+// the client's own commit retries counted apart (attempts).
+func (f *spannerWriteFn) shared(db string) (*spanner.Client, error) {
+	c, release, err := spannerdb.Shared(db, "sink", func(ctx context.Context) (*spanner.Client, error) {
+		return spanner.NewClient(ctx, db, attempts.DialOption())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spanner sink: client for %s: %w", db, err)
+	}
+	f.releases = append(f.releases, release)
+	return c, nil
+}
+
 func (f *spannerWriteFn) Teardown() {
 	f.inflight.Wait()
-	if f.other != nil {
-		f.other.Close()
+	for _, release := range f.releases {
+		release()
 	}
-	if f.client != nil {
-		f.client.Close()
-	}
+	f.releases, f.client, f.other = nil, nil, nil
 }
 
 // StartBundle drops rows and outcomes a failed earlier bundle left

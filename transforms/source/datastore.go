@@ -177,19 +177,31 @@ func decodeDatastoreRange(s string) (start, end *datastore.Key, err error) {
 type datastoreSplitFn struct {
 	Cfg DatastoreConfig `json:"cfg"`
 
-	client *datastore.Client
+	client  *datastore.Client
+	release func()
 }
 
 func (f *datastoreSplitFn) Setup(ctx context.Context) error {
 	if err := f.Cfg.check(); err != nil {
 		return err
 	}
-	c, err := datastoreClient(ctx, f.Cfg)
+	c, release, err := sharedDatastoreClient(f.Cfg)
 	if err != nil {
 		return err
 	}
-	f.client = c
+	f.client, f.release = c, release
 	return nil
+}
+
+// sharedDatastoreClient is this process's client for cfg's reads
+// (datastoreClient's), one per read time, and its release
+// (datastoredb.Shared).
+func sharedDatastoreClient(cfg DatastoreConfig) (*datastore.Client, func(), error) {
+	variant := "live"
+	if !cfg.ReadTime.IsZero() {
+		variant = "at " + cfg.ReadTime.UTC().Format(time.RFC3339Nano)
+	}
+	return datastoredb.Shared(cfg.Project, cfg.Database, variant, func(ctx context.Context) (*datastore.Client, error) { return datastoreClient(ctx, cfg) })
 }
 
 // datastoreClient is a client for cfg's reads: at cfg.ReadTime if set.
@@ -218,12 +230,11 @@ func (c DatastoreConfig) readTimeHint(err error) string {
 }
 
 func (f *datastoreSplitFn) Teardown() error {
-	if f.client == nil {
-		return nil
+	if f.release != nil {
+		f.release()
 	}
-	err := f.client.Close()
-	f.client = nil
-	return err
+	f.client, f.release = nil, nil
+	return nil
 }
 
 func (f *datastoreSplitFn) ProcessElement(ctx context.Context, _ []byte, emit func(int, string)) error {
@@ -359,25 +370,25 @@ func sampleDatastoreKeys(ctx context.Context, c *datastore.Client, cfg Datastore
 type datastoreReadFn struct {
 	Cfg DatastoreConfig `json:"cfg"`
 
-	client *datastore.Client
+	client  *datastore.Client
+	release func()
 }
 
 func (f *datastoreReadFn) Setup(ctx context.Context) error {
-	c, err := datastoreClient(ctx, f.Cfg)
+	c, release, err := sharedDatastoreClient(f.Cfg)
 	if err != nil {
 		return err
 	}
-	f.client = c
+	f.client, f.release = c, release
 	return nil
 }
 
 func (f *datastoreReadFn) Teardown() error {
-	if f.client == nil {
-		return nil
+	if f.release != nil {
+		f.release()
 	}
-	err := f.client.Close()
-	f.client = nil
-	return err
+	f.client, f.release = nil, nil
+	return nil
 }
 
 func (f *datastoreReadFn) ProcessElement(ctx context.Context, _ int, ranges func(*string) bool, emit func([]byte), dead func(string)) error {

@@ -89,20 +89,22 @@ func (f *datastoreSampleKeysFn) ProcessElement(ctx context.Context, _ []byte, em
 type datastoreGetFn struct {
 	Cfg DatastoreConfig `json:"cfg"`
 
-	client *datastore.Client
+	client  *datastore.Client
+	release func()
 }
 
 func (f *datastoreGetFn) Setup(ctx context.Context) error {
-	c, err := datastoredb.Client(ctx, f.Cfg.Project, f.Cfg.Database)
-	f.client = c
+	c, release, err := datastoredb.Shared(f.Cfg.Project, f.Cfg.Database, "", nil)
+	f.client, f.release = c, release
 	return err
 }
 
 func (f *datastoreGetFn) Teardown() error {
-	if f.client == nil {
-		return nil
+	if f.release != nil {
+		f.release()
 	}
-	return f.client.Close()
+	f.client, f.release = nil, nil
+	return nil
 }
 
 func (f *datastoreGetFn) ProcessElement(ctx context.Context, _ int, encoded func(*string) bool, emit func([]byte), dead func(string)) error {
