@@ -54,7 +54,7 @@ func TestPhaseAwareLoad(t *testing.T) {
 			if err := os.WriteFile(path, lines, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, res, err := pipeline.RunLoad(ctx, e.cfg, path, "jsonl", ",", e.migration, pipeline.Runner{Runner: "prism"})
+			_, res, err := pipeline.RunLoad(ctx, e.cfg, path, "jsonl", ",", e.migration, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatal(err)
 			}

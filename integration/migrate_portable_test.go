@@ -202,3 +202,40 @@ func openWhenRead(t *testing.T, fifo string, readerDone <-chan struct{}) *os.Fil
 		}
 	}
 }
+
+// TestOnWorkerPool runs the pipeline commands' integration tests again
+// with their jobs' SDK workers in processes of their own (the worker
+// pool: --environment_type EXTERNAL on the prism job server, each worker
+// in a folder and TMPDIR of its own, from the binary the job staged), as
+// Flink and Spark run them: migrations with the global shuffle and
+// interleaved children, dry runs, redrives, and the whole staged cutover
+// (backfill, verify, repair, reverse backfill, cleanup, with the
+// application writing) and the phase-aware load. Each worker is another
+// process: nothing the test process holds is there.
+func TestOnWorkerPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: every job on the worker pool")
+	}
+	pool := beamtest.UseWorkerPool(t)
+	old, oldCohort := runners, cohortRunner
+	runners, cohortRunner = []string{"universal"}, "universal"
+	t.Cleanup(func() { runners, cohortRunner = old, oldCohort })
+	for _, c := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"spanner to spanner, interleaved children", TestMigrateSpannerToSpanner},
+		{"datastore to datastore", TestMigrateDatastoreToDatastore},
+		{"dry run", TestDryRunWritesNothing},
+		{"redrive", TestRedriveAfterFixingTheTarget},
+		{"staged cutover", TestStagedMigrationEndToEnd},
+		{"load", TestPhaseAwareLoad},
+	} {
+		before := len(pool.Workers(t))
+		t.Run(c.name, c.test)
+		if ran := len(pool.Workers(t)) - before; ran == 0 && !t.Failed() {
+			t.Errorf("%s: no job ran on the worker pool", c.name)
+		}
+	}
+	pool.Started(t)
+}

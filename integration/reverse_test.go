@@ -38,7 +38,7 @@ func TestReverseBackfill(t *testing.T) {
 			users, rs := stagedSeed(t, e, "rv-user", 10, 3)
 			e.move(t, rs, cutover.DualWrite)
 			waitHold()
-			if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
+			if _, _, err := e.backfill(t, cohortRunner, rs, false); err != nil {
 				t.Fatal(err)
 			}
 			e.walkToNewOnly(t, rs)
@@ -86,7 +86,7 @@ func TestReverseBackfill(t *testing.T) {
 					}
 				}
 			}()
-			_, res, a, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: rs, Who: "test-reverse"}, pipeline.Runner{Runner: "prism"})
+			_, res, a, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: rs, Who: "test-reverse"}, pipeline.Runner{Runner: cohortRunner})
 			time.Sleep(200 * time.Millisecond)
 			close(stop)
 			wg.Wait()

@@ -246,13 +246,13 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			verified := func(rs []cohort.Range) {
 				t.Helper()
 				faultsMode(transientFaults)
-				if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
+				if _, _, err := e.backfill(t, cohortRunner, rs, false); err != nil {
 					t.Fatalf("backfill %s: %v", cohort.Format(rs), err)
 				}
 				faults(false)
 				defer faults(true)
 				for attempt := 1; ; attempt++ {
-					if _, _, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: "prism"}); err != nil {
+					if _, _, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("repair %s: %v", cohort.Format(rs), err)
 					}
 					by, _, err := e.verify(t, rs, true)
@@ -276,7 +276,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				t.Helper()
 				faultsMode(transientFaults)
 				defer faults(true)
-				_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: "prism"})
+				_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
 				if err != nil {
 					t.Fatalf("repair in read_new %s: %v", cohort.Format(rs), err)
 				}
@@ -305,7 +305,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				waitHold()
 				if i == 3 { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
-					if _, res, _, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: "prism"}); err != nil {
+					if _, res, _, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("reverse backfill of cohort %d: %v", fromNewOnly, err)
 					} else {
 						t.Logf("reverse backfill of cohort %d: %s", fromNewOnly, res.Counters)
@@ -338,7 +338,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			waitHold()
 			// Every cohort is done: the old records go, while the
 			// application goes on (done neither reads nor writes old).
-			_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: "prism"})
+			_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatalf("cleanup: %v", err)
 			}

@@ -266,6 +266,11 @@ cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 }
 
 // stagedEnvs are the two stores' envs, by name.
+// cohortRunner is the runner the staged tests' cohort jobs run on: prism
+// (its SDK worker in the test process), or universal with the workers in
+// processes of their own (TestOnWorkerPool).
+var cohortRunner = "prism"
+
 var stagedEnvs = []struct {
 	name string
 	make func(t *testing.T) *stagedEnv

@@ -38,7 +38,7 @@ func stagedSeed(t *testing.T, e *stagedEnv, prefix string, n, seqs int) ([]strin
 // verify runs RunVerify of rs and returns the report by cohort.
 func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]pipeline.VerifyCohort, *cutover.Audit, error) {
 	t.Helper()
-	report, _, a, err := pipeline.RunVerify(context.Background(), e.cfg, pipeline.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: filepath.Join(t.TempDir(), "verify.jsonl"), Mark: mark, Who: "test-verify"}, pipeline.Runner{Runner: "prism"})
+	report, _, a, err := pipeline.RunVerify(context.Background(), e.cfg, pipeline.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: filepath.Join(t.TempDir(), "verify.jsonl"), Mark: mark, Who: "test-verify"}, pipeline.Runner{Runner: cohortRunner})
 	by := map[int]pipeline.VerifyCohort{}
 	for _, v := range report {
 		by[v.Cohort] = v
@@ -66,7 +66,7 @@ func TestVerify(t *testing.T) {
 			users, rs := stagedSeed(t, e, "vf-user", 12, seqs)
 			e.move(t, rs, cutover.DualWrite)
 			waitHold()
-			if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
+			if _, _, err := e.backfill(t, cohortRunner, rs, false); err != nil {
 				t.Fatal(err)
 			}
 			by, _, err := e.verify(t, rs, false)
@@ -154,7 +154,7 @@ func TestVerify(t *testing.T) {
 				// new missed: the soak, seed 2).
 				cfg := *e.cfg
 				cfg.Cohort.Skew = time.Hour
-				_, res, err := pipeline.RunRepair(ctx, &cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: "prism"})
+				_, res, err := pipeline.RunRepair(ctx, &cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,7 +176,7 @@ func TestVerify(t *testing.T) {
 
 			// Repair puts it all right; a verify after it is clean, and
 			// marks.
-			_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: "prism"})
+			_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatal(err)
 			}
