@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/spanner"
+
+	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/migration"
 )
 
 // connectionsTo counts this process's established TCP connections to
@@ -68,13 +72,44 @@ target: {type: spanner, project: %s, instance: %s, database: %s, table: Logs}
 rewrite: {strategy: hashprefix}
 dead_letter: %q
 `, in, emulator.SpannerProject(), emulator.SpannerInstance(), dbID, filepath.Join(dir, "dead.jsonl")))
-	var after []int
-	for range 5 {
-		migrate(t, cfg, "prism")
-		after = append(after, connectionsTo(t, host))
+	// And a Spanner source with an interleaved child table, into another
+	// database.
+	srcID, src := newSpannerTarget(t, "leaksrc",
+		"CREATE TABLE P (Id STRING(MAX) NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)",
+		"CREATE TABLE C (Id STRING(MAX) NOT NULL, N INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id, N), INTERLEAVE IN PARENT P ON DELETE CASCADE")
+	var ms []*spanner.Mutation
+	for i := range 100 {
+		id := fmt.Sprintf("p%03d", i)
+		ms = append(ms, spanner.Insert("P", []string{"Id", "V"}, []any{id, "v"}), spanner.Insert("C", []string{"Id", "N", "V"}, []any{id, int64(1), "c"}))
 	}
-	t.Logf("connections to the Spanner emulator after each job: %v", after)
-	if after[4] > after[0] {
-		t.Errorf("connections grew from %d after the first job to %d after the fifth: %v", after[0], after[4], after)
+	if _, err := src.Apply(t.Context(), ms); err != nil {
+		t.Fatal(err)
+	}
+	dstID, _ := newSpannerTarget(t, "leakdst")
+	fromSpanner := loadYAML(t, fmt.Sprintf(`
+source: {type: spanner, project: %s, instance: %s, database: %s, table: P}
+target: {type: spanner, project: %s, instance: %s, database: %s, table: P2}
+rewrite: {strategy: hashprefix}
+interleaved: [C]
+dead_letter: %q
+`, emulator.SpannerProject(), emulator.SpannerInstance(), srcID, emulator.SpannerProject(), emulator.SpannerInstance(), dstID, filepath.Join(dir, "dead2.jsonl")))
+	for _, c := range []struct {
+		name string
+		cfg  *config.Config
+	}{{"files to Spanner", cfg}, {"Spanner with a child table to Spanner", fromSpanner}} {
+		var after []int
+		var last string
+		for range 5 {
+			res := migrate(t, c.cfg, "prism")
+			last = res.Counters.String()
+			if res.Counters[migration.Written] == 0 {
+				t.Fatalf("%s: nothing written: %s", c.name, res.Counters)
+			}
+			after = append(after, connectionsTo(t, host))
+		}
+		t.Logf("%s: connections to the Spanner emulator after each job: %v (the last: %s)", c.name, after, last)
+		if after[4] > after[0] {
+			t.Errorf("%s: connections grew from %d after the first job to %d after the fifth: %v", c.name, after[0], after[4], after)
+		}
 	}
 }

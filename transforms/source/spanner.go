@@ -152,7 +152,21 @@ func SelectSQL(t *spannerdb.Table, cfg SpannerConfig) (string, error) {
 	return sql, nil
 }
 
-// newClient opens a client for a DoFn. Partitions are executed on the
+// sharedClient is this process's client of db for the DoFns of reads
+// in configuration variant (newClient's), and its release
+// (spannerdb.Shared). The planning of a table's read has a client of its
+// own per table: it reads the schema with single-use reads on pooled
+// sessions and begins the batch transaction, whose session Close gives
+// back to the pool; on a client shared with another table's planning, a
+// schema read could take that session and begin a transaction on it,
+// which ends the batch transaction the readers still use (the emulator:
+// "Invalid transaction ID"). The readers and the cleanup only use the
+// batch transactions by their ids.
+func sharedClient(db, variant string) (*spanner.Client, func(), error) {
+	return spannerdb.Shared(db, variant, func(ctx context.Context) (*spanner.Client, error) { return newClient(ctx, db) })
+}
+
+// newClient opens a client for a read. Partitions are executed on the
 // batch transaction's own session, so the client keeps no idle sessions.
 func newClient(ctx context.Context, db string) (*spanner.Client, error) {
 	c, err := spanner.NewClientWithConfig(ctx, db, spanner.ClientConfig{
@@ -166,19 +180,20 @@ func newClient(ctx context.Context, db string) (*spanner.Client, error) {
 
 // partitionSpannerFn plans the read: transaction, query, partitions.
 type partitionSpannerFn struct {
-	Cfg    SpannerConfig `json:"cfg"`
-	client *spanner.Client
+	Cfg     SpannerConfig `json:"cfg"`
+	client  *spanner.Client
+	release func()
 }
 
 func (f *partitionSpannerFn) Setup(ctx context.Context) error {
-	c, err := newClient(ctx, f.Cfg.DatabasePath())
-	f.client = c
+	c, release, err := sharedClient(f.Cfg.DatabasePath(), "source-partition\x00"+f.Cfg.Table)
+	f.client, f.release = c, release
 	return err
 }
 
 func (f *partitionSpannerFn) Teardown() {
-	if f.client != nil {
-		f.client.Close()
+	if f.release != nil {
+		f.release()
 	}
 }
 
@@ -255,19 +270,20 @@ func decodePartition(b []byte) (partition, error) {
 
 // readSpannerFn executes partitions.
 type readSpannerFn struct {
-	Cfg    SpannerConfig `json:"cfg"`
-	client *spanner.Client
+	Cfg     SpannerConfig `json:"cfg"`
+	client  *spanner.Client
+	release func()
 }
 
 func (f *readSpannerFn) Setup(ctx context.Context) error {
-	c, err := newClient(ctx, f.Cfg.DatabasePath())
-	f.client = c
+	c, release, err := sharedClient(f.Cfg.DatabasePath(), "source")
+	f.client, f.release = c, release
 	return err
 }
 
 func (f *readSpannerFn) Teardown() {
-	if f.client != nil {
-		f.client.Close()
+	if f.release != nil {
+		f.release()
 	}
 }
 
@@ -346,19 +362,20 @@ func keyForCleanup(txn []byte, emit func(int, []byte)) { emit(0, txn) }
 // cleanupSpannerFn cleans up the batch transaction once all partitions
 // are read.
 type cleanupSpannerFn struct {
-	Cfg    SpannerConfig `json:"cfg"`
-	client *spanner.Client
+	Cfg     SpannerConfig `json:"cfg"`
+	client  *spanner.Client
+	release func()
 }
 
 func (f *cleanupSpannerFn) Setup(ctx context.Context) error {
-	c, err := newClient(ctx, f.Cfg.DatabasePath())
-	f.client = c
+	c, release, err := sharedClient(f.Cfg.DatabasePath(), "source")
+	f.client, f.release = c, release
 	return err
 }
 
 func (f *cleanupSpannerFn) Teardown() {
-	if f.client != nil {
-		f.client.Close()
+	if f.release != nil {
+		f.release()
 	}
 }
 
