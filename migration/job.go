@@ -265,6 +265,8 @@ func canonical(p string) string {
 // Ramp is the job's ramp-up for run (zero when there is none): whoever
 // builds the pipeline names the run once and gives the same ramp to every
 // sink; the ramp starts at the run's first data commit (see throttle).
+// A ramp.run in the config names it instead, for every job that gives
+// it: those jobs' processes share one budget.
 func (j *Job) Ramp(run string) throttle.Ramp {
 	r := j.Config.Ramp
 	ramp := throttle.Ramp{Profile: r.Profile, Base: r.Base, Growth: r.Growth, IntervalSeconds: r.IntervalSeconds}
@@ -272,6 +274,9 @@ func (j *Job) Ramp(run string) throttle.Ramp {
 		return throttle.Ramp{}
 	}
 	ramp.Run = run
+	if r.Run != "" {
+		ramp.Run = r.Run
+	}
 	return ramp
 }
 

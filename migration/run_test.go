@@ -207,3 +207,23 @@ dead_letter: gs://b/dead`)
 		t.Errorf("the spec does not build: %v", err)
 	}
 }
+
+// TestRampRun: a job's ramp-up is the run its pipeline names, unless
+// ramp.run names one that several jobs share; without a ramp-up there is
+// none, whatever the name.
+func TestRampRun(t *testing.T) {
+	cfg := filesConfig(t, "UserId STRING(36)")
+	if r := (&Job{Config: cfg}).Ramp("r1"); !r.Off() || r.Run != "" {
+		t.Errorf("no ramp-up configured: got %+v", r)
+	}
+	cfg.Ramp = config.RampConfig{Profile: config.RampDatastore}
+	cfg.SetDefaults()
+	j := &Job{Config: cfg}
+	if r := j.Ramp("r1"); r.Off() || r.Run != "r1" || r.Base != 500 {
+		t.Errorf("the pipeline's run: got %+v", r)
+	}
+	cfg.Ramp.Run = "nightly-1"
+	if a, b := j.Ramp("r1"), j.Ramp("r2"); a.Run != "nightly-1" || a != b {
+		t.Errorf("ramp.run shared by two pipelines' runs: got %+v and %+v", a, b)
+	}
+}

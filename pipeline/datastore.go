@@ -38,7 +38,7 @@ func datastoreSources(j *migration.Job) []source.DatastoreConfig {
 // target's; a delete's key is the source's, as read).
 func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollection {
 	tgt, wc := w.endpoint(), w.job.Config.Write
-	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, Mode: wc.Mode,
+	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, LeaseNamespace: tgt.Namespace, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
 	if w.deletes {

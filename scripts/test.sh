@@ -245,6 +245,9 @@ else
 	export REKEY_WORKER_POOL_DIR="$LOG_DIR/workers"
 	start_retry worker-pool tcp_open workerpool_cmd
 	export REKEY_WORKER_POOL="localhost:$PORT"
+	# Tests whose workers must see what this pool's do not (a commit tap
+	# in front of an emulator) start a pool of their own from these.
+	export REKEY_WORKER_POOL_BIN="$BIN_DIR/workerpool" REKEY_WORKER_BOOT="$BIN_DIR/boot"
 fi
 
 # Packages: "./..." unless the arguments name some: a pattern ending in

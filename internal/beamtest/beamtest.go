@@ -17,17 +17,20 @@
 package beamtest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,11 +59,7 @@ func JobEndpoint(t testing.TB) string {
 	t.Helper()
 	ep := os.Getenv(EnvJobEndpoint)
 	if ep == "" {
-		msg := fmt.Sprintf("%s is not set; run the tests through scripts/test.sh, which starts prism as a Beam job server (set %s=1 to skip tests that need one instead)", EnvJobEndpoint, emulator.EnvSkip)
-		if os.Getenv(emulator.EnvSkip) == "1" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
+		missing(t, "%s is not set; run the tests through scripts/test.sh, which starts prism as a Beam job server", "one", EnvJobEndpoint)
 	}
 	return ep
 }
@@ -98,16 +97,67 @@ func UseWorkerPool(t testing.TB) *Pool {
 	ep := JobEndpoint(t)
 	pool, dir := os.Getenv(EnvWorkerPool), os.Getenv(EnvWorkerPoolDir)
 	if pool == "" || dir == "" {
-		msg := fmt.Sprintf("%s or %s is not set; run the tests through scripts/test.sh, which starts a Go SDK worker pool beside the job server (set %s=1 to skip tests that need one instead)", EnvWorkerPool, EnvWorkerPoolDir, emulator.EnvSkip)
-		if os.Getenv(emulator.EnvSkip) == "1" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
+		missing(t, "%s or %s is not set; run the tests through scripts/test.sh, which starts a Go SDK worker pool beside the job server", "one", EnvWorkerPool, EnvWorkerPoolDir)
 	}
 	setFlags(t, map[string]string{"endpoint": ep, "environment_type": "EXTERNAL", "environment_config": pool})
 	p := &Pool{Dir: dir}
 	p.seen = len(p.all(t))
 	return p
+}
+
+// EnvWorkerPoolBin and EnvWorkerBoot are the worker pool's program and
+// Beam's boot program (scripts/test.sh builds both), for tests that start
+// a pool of their own (StartWorkerPool).
+const (
+	EnvWorkerPoolBin = "REKEY_WORKER_POOL_BIN"
+	EnvWorkerBoot    = "REKEY_WORKER_BOOT"
+)
+
+// StartWorkerPool starts a worker pool of the test's own, its workers'
+// environment this process's with env (KEY=VALUE) added, and points
+// Beam's universal runner at it as UseWorkerPool does; the pool stops
+// when the test ends. Tests use it when the workers must see what the
+// shared pool's do not, such as a commit tap in front of an emulator
+// (SPANNER_EMULATOR_HOST). Without the programs (EnvWorkerPoolBin,
+// EnvWorkerBoot) it fails the test, or skips it with REKEY_SKIP_EMULATOR=1.
+func StartWorkerPool(t testing.TB, env ...string) *Pool {
+	t.Helper()
+	ep := JobEndpoint(t)
+	bin, boot := os.Getenv(EnvWorkerPoolBin), os.Getenv(EnvWorkerBoot)
+	if bin == "" || boot == "" {
+		missing(t, "%s or %s is not set; run the tests through scripts/test.sh, which builds the worker pool and Beam's boot program", "them", EnvWorkerPoolBin, EnvWorkerBoot)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "-port=0", "-boot="+boot, "-root="+dir)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the worker pool: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		setFlags(t, map[string]string{"endpoint": ep, "environment_type": "EXTERNAL", "environment_config": a})
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker pool did not say where it listens within 30 s")
+	}
+	return &Pool{Dir: dir}
 }
 
 // A Pool is the worker pool a test uses.
@@ -381,4 +431,16 @@ func (f *collectFn) ProcessElement(x beam.X) {
 		x = append([]byte(nil), b...) // the runner may reuse the buffer
 	}
 	collected[f.ID] = append(collected[f.ID], x)
+}
+
+// missing fails the test for what is not set (format and args, "... is
+// not set; run the tests through scripts/test.sh, which ..."), or skips
+// it with REKEY_SKIP_EMULATOR=1, saying so.
+func missing(t testing.TB, format, need string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + fmt.Sprintf(" (set %s=1 to skip tests that need %s instead)", emulator.EnvSkip, need)
+	if os.Getenv(emulator.EnvSkip) == "1" {
+		t.Skip(msg)
+	}
+	t.Fatal(msg)
 }

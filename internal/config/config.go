@@ -457,6 +457,14 @@ type RampConfig struct {
 	Growth float64 `mapstructure:"growth"`
 	// IntervalSeconds is the time between increases, in seconds.
 	IntervalSeconds float64 `mapstructure:"interval_seconds"`
+	// Run names the ramp-up so that several jobs writing one target at
+	// once (say, one per source namespace or key range) spend one budget:
+	// every job naming the same run shares it with the others' processes.
+	// Empty (the default): each job's ramp-up is its own. The run's start
+	// is kept in the target's lease, so a name used again continues that
+	// ramp where it stands; give each migration a new one. Letters,
+	// digits, '.', '_' and '-', at most 100.
+	Run string `mapstructure:"run"`
 }
 
 // SetDefaults normalizes enumerated values to lower case and fills in

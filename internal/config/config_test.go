@@ -525,6 +525,26 @@ ramp: {base: 100}
 				`ramp.base: set to 100 but ramp.profile is none; choose a profile (datastore, gcs or custom)`,
 			},
 		},
+		{
+			name: "ramp run without a ramp",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+ramp: {run: nightly-1}
+`,
+			want: []string{
+				`ramp.run: set to "nightly-1" but ramp.profile is none; a shared run needs a ramp-up (datastore, gcs or custom)`,
+			},
+		},
+		{
+			name: "ramp run name",
+			yaml: spannerPair + `
+rewrite: {strategy: shard}
+ramp: {profile: datastore, run: "night/1"}
+`,
+			want: []string{
+				`ramp.run: "night/1": use letters, digits, '.', '_' and '-', at most 100`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

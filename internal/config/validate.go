@@ -611,6 +611,12 @@ func (c *Config) validateRetry(p *problems) {
 	}
 }
 
+// maxRampRun and rampRunChars bound ramp.run, a key in the lease table
+// or kind.
+const maxRampRun = 100
+
+var rampRunChars = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
 func (c *Config) validateRamp(p *problems) {
 	r := c.Ramp
 	if !p.enum("ramp.profile", r.Profile, Enums["ramp.profile"]...) {
@@ -625,6 +631,13 @@ func (c *Config) validateRamp(p *problems) {
 		{"base", r.Base, 0, "writes per second at the start"},
 		{"growth", r.Growth, 1, "the rate is multiplied by it every interval"},
 		{"interval_seconds", r.IntervalSeconds, 0, "seconds between increases"},
+	}
+	switch {
+	case r.Run == "":
+	case r.Profile == RampNone:
+		p.add("ramp.run", "set to %q but ramp.profile is none; a shared run needs a ramp-up (datastore, gcs or custom)", r.Run)
+	case len(r.Run) > maxRampRun || !rampRunChars.MatchString(r.Run):
+		p.add("ramp.run", "%q: use letters, digits, '.', '_' and '-', at most %d", r.Run, maxRampRun)
 	}
 	for _, q := range params {
 		path := "ramp." + q.key

@@ -27,6 +27,10 @@ type DatastoreSinkConfig struct {
 	// Namespace, when set, replaces the namespace of every record's key;
 	// empty keeps each key's own namespace.
 	Namespace string `json:"namespace"`
+	// LeaseNamespace is where the ramp-up's lease is kept
+	// (datastoredb.RampLease): the endpoint's namespace, next to its
+	// manifest (empty: Namespace).
+	LeaseNamespace string `json:"lease_namespace,omitempty"`
 	// Mode is "upsert" (the default: replace or create, so re-runs
 	// converge), "insert" (create only; an existing key with the same
 	// content counts as written, with other content it is dead-lettered)
@@ -186,7 +190,11 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	}
 	f.client = c
 	f.releases = append(f.releases, release)
-	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: f.Cfg.Namespace}); err != nil {
+	leaseNS := f.Cfg.LeaseNamespace
+	if leaseNS == "" {
+		leaseNS = f.Cfg.Namespace
+	}
+	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: leaseNS}); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
 	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil {
