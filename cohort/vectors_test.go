@@ -17,7 +17,7 @@ import (
 	farm "github.com/dgryski/go-farm"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 var update = flag.Bool("update", false, "recompute "+vectorsFile+" with the Spanner emulator's FARM_FINGERPRINT (needs SPANNER_EMULATOR_HOST; see scripts/test.sh)")

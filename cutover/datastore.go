@@ -10,7 +10,7 @@ import (
 	"cloud.google.com/go/datastore"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 )
 
 // The Datastore kinds of the phase store: an entity per migration (named

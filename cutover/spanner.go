@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 )
 
 // The Spanner tables of the phase store: a row per migration (its

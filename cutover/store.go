@@ -9,8 +9,8 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 )
 
 // Store keeps migrations' phase maps and their audit, next to the target

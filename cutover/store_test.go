@@ -6,7 +6,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/internal/storetest"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 func TestSpannerStore(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -10,9 +10,9 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/committap"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"

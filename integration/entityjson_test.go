@@ -15,16 +15,16 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
 // entityExport is an export as Google's "Datastore to Cloud Storage Text"
-// template writes it, with every value type (see internal/datastoredb).
-const entityExport = "../internal/datastoredb/testdata/entityjson/export.json"
+// template writes it, with every value type (see internal/store/datastoredb).
+const entityExport = "../internal/store/datastoredb/testdata/entityjson/export.json"
 
 // entityJSONInput writes an export in two files, as the template writes
 // its shards: the golden export's entities plus n more made with protojson

@@ -7,7 +7,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

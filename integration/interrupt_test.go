@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 )
 
 // TestInterruptStopsCleanly stops `rekey run` (JSON Lines -> JSON Lines,

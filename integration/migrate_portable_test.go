@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"

@@ -13,9 +13,9 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/plan"
 	"github.com/rekeyio/rekey/plan/rules"

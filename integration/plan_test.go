@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/committap"
-	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

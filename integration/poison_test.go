@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/hamba/avro/v2/ocf"
 
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
-	"github.com/rekeyio/rekey/internal/spannerexport"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/store/spannerexport"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"

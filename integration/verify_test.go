@@ -13,7 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/committap"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )

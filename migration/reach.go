@@ -11,7 +11,7 @@ import (
 	"cloud.google.com/go/datastore"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 )
 
 // ReachTimeout bounds how long Reach waits for a store to answer.

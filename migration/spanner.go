@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/plan/keys"
 	"github.com/rekeyio/rekey/record"

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/plan"
 	"github.com/rekeyio/rekey/plan/keys"

@@ -23,7 +23,7 @@ import (
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
-	"github.com/rekeyio/rekey/internal/spannerexport"
+	"github.com/rekeyio/rekey/internal/store/spannerexport"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"

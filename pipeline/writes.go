@@ -9,8 +9,8 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/throttle"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/write/throttle"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 	"github.com/rekeyio/rekey/plan"
 	"github.com/rekeyio/rekey/plan/keys"
 	"github.com/rekeyio/rekey/plan/rules"

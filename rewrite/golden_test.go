@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

@@ -5,11 +5,11 @@
 # Starts the Cloud Spanner emulator and the Firestore emulator in Datastore
 # mode on two free loopback ports, exports SPANNER_EMULATOR_HOST,
 # DATASTORE_EMULATOR_HOST and the project variables the clients and
-# internal/emulator read; builds prism (Beam's portable runner, the Beam
+# internal/store/emulator read; builds prism (Beam's portable runner, the Beam
 # version of go.mod) and starts it as a standalone job server on a third
 # port, the way Flink and Spark job servers run, for the tests of the
 # universal runner (REKEY_JOB_ENDPOINT=localhost:PORT, read by
-# internal/beamtest), and a Go SDK worker pool beside it for tests whose
+# internal/testkit/beamtest), and a Go SDK worker pool beside it for tests whose
 # workers run in processes of their own (REKEY_WORKER_POOL); runs the tests, stops everything it started (even
 # when the tests fail or the script is interrupted) and exits with go
 # test's status.

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 const targetDDL = `CREATE TABLE UserAccessLogs (

@@ -54,8 +54,8 @@ import (
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

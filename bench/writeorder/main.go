@@ -1,6 +1,6 @@
 // Command writeorder measures the write order of migrations from outside
 // the writer: each writer talks to the local emulator through a commit tap
-// (internal/committap), which records every Commit's keys in arrival
+// (internal/testkit/committap), which records every Commit's keys in arrival
 // order, and the figures are computed from those keys alone:
 //
 //   - busiest: over consecutive windows of 5% of all writes, the busiest of
@@ -39,10 +39,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/spannerio"
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
-	"github.com/rekeyio/rekey/internal/committap"
-	"github.com/rekeyio/rekey/internal/emulator"
 	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

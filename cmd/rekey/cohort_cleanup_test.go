@@ -12,7 +12,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 // TestCohortCleanupFlags: the flags and Beam's reach the options; what is

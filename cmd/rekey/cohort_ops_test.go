@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 // TestCohortOps moves cohorts with `rekey cohort advance` and `rollback`

@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 // phaseStoreConfigs writes a config for each phase store, a Spanner

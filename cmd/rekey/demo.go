@@ -8,7 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/spf13/cobra"
 
-	"github.com/rekeyio/rekey/internal/demo"
+	"github.com/rekeyio/rekey/cmd/rekey/internal/demo"
 )
 
 // DemoOptions are the parsed flags of `rekey demo`.

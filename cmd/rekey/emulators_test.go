@@ -17,8 +17,8 @@ import (
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 )
 
 func TestEmulatorsStateFile(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"cloud.google.com/go/spanner"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -14,8 +14,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 )
 
 // checkGolden compares got with testdata/lint/name (-update-golden rewrites it).

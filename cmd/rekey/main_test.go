@@ -199,7 +199,7 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(out, "FAILED") {
 		t.Errorf("a round trip failed:\n%s", out)
 	}
-	// The table's exact text is internal/demo's golden file.
+	// The table's exact text is cmd/rekey/internal/demo's golden file.
 	for _, want := range []string{"\nnone (copy) ", "12.80x", "2000 Customer entities", "becf-Customer1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

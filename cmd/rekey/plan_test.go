@@ -11,7 +11,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 // planDir is a fresh --out directory holding the given files.

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/golden"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 )
 
 // Where the job's workers are not this process (a job server's

@@ -22,12 +22,12 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/retry"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/storewrite"
-	"github.com/rekeyio/rekey/internal/throttle"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/write/retry"
+	"github.com/rekeyio/rekey/internal/write/storewrite"
+	"github.com/rekeyio/rekey/internal/write/throttle"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -93,7 +93,7 @@ const (
 	// DefaultMaxBytes (Beam's Datastore connector's: at most 500 entities
 	// and about 9 MB a commit).
 
-	// Write planning (internal/writeorder): the least number of random
+	// Write planning (internal/write/writeorder): the least number of random
 	// shard keys, and how many records a shard sorts at once.
 	DefaultWriteShards = writeorder.DefaultShards
 	DefaultWriteBuffer = writeorder.DefaultBuffer

@@ -17,11 +17,11 @@ var NonConfigEnv = map[string]string{
 	"REKEY_JOB_ENDPOINT":    "host:port of a running Beam job server for the universal runner (tests, scripts/test.sh)",
 	"REKEY_WORKER_POOL":     "host:port of a Go SDK worker pool beside that job server (tests, scripts/test.sh)",
 	"REKEY_WORKER_POOL_DIR": "the folder under which that worker pool gives each worker its own (tests, scripts/test.sh)",
-	"REKEY_WORKER_POOL_BIN": "the worker pool's program, for tests that start a pool of their own (internal/beamtest, scripts/test.sh)",
-	"REKEY_WORKER_BOOT":     "Beam's Go SDK boot program those pools run (internal/beamtest, scripts/test.sh)",
-	"REKEY_SKIP_EMULATOR":   "skip the tests that need the Spanner and Datastore emulators (internal/emulator)",
+	"REKEY_WORKER_POOL_BIN": "the worker pool's program, for tests that start a pool of their own (internal/testkit/beamtest, scripts/test.sh)",
+	"REKEY_WORKER_BOOT":     "Beam's Go SDK boot program those pools run (internal/testkit/beamtest, scripts/test.sh)",
+	"REKEY_SKIP_EMULATOR":   "skip the tests that need the Spanner and Datastore emulators (internal/store/emulator)",
 	"REKEY_CHART_LOOK":      "a folder where the chart tests keep the images they draw, for a look (plan/chart)",
-	"REKEY_FAKE_EMULATOR":   "makes internal/emulator's test binary act as a fake emulator process (its tests set it)",
+	"REKEY_FAKE_EMULATOR":   "makes internal/store/emulator's test binary act as a fake emulator process (its tests set it)",
 }
 
 // EnvName is the environment variable that overrides the key at path:

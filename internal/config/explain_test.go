@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/viper"
 
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 )
 
 // loadFileText writes text to a config file and loads it as the CLI does.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

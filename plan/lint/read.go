@@ -7,8 +7,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/record"
 )

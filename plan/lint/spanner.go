@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/rules"
 	"github.com/rekeyio/rekey/rewrite"

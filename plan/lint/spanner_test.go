@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/plan/rules"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/golden"
+	"github.com/rekeyio/rekey/internal/testkit/golden"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -17,7 +17,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local" // local paths
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/rekeyio/rekey/internal/retry"
+	"github.com/rekeyio/rekey/internal/write/retry"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )

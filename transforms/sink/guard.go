@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/retry"
-	"github.com/rekeyio/rekey/internal/storewrite"
-	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/write/retry"
+	"github.com/rekeyio/rekey/internal/write/storewrite"
+	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/transforms"
 )
 

@@ -12,10 +12,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/attempts"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/storewrite"
-	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/write/attempts"
+	"github.com/rekeyio/rekey/internal/write/storewrite"
+	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -153,7 +153,7 @@ func init() {
 // is cut in halves, and halves of those, so the good rows land and each
 // refused row is dead-lettered alone with Spanner's error as the reason; a
 // commit refused for access dead-letters its rows at once; any other error
-// fails the bundle (internal/storewrite has the table).
+// fails the bundle (internal/write/storewrite has the table).
 //
 // Upsert commits use ApplyAtLeastOnce (one RPC; a replay rewrites the same
 // values). Insert commits use Apply's replay protection, so an insert is

@@ -10,11 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/retry"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
-	"github.com/rekeyio/rekey/internal/throttle"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
+	"github.com/rekeyio/rekey/internal/write/retry"
+	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/record"
 )
 

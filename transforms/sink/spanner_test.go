@@ -10,11 +10,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/spannerdb/spannerdbtest"
-	"github.com/rekeyio/rekey/internal/storewrite"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
+	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 )

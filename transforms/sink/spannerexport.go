@@ -21,9 +21,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/rekeyio/rekey/internal/retry"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/spannerexport"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerexport"
+	"github.com/rekeyio/rekey/internal/write/retry"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 )

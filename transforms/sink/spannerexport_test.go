@@ -14,9 +14,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/hamba/avro/v2/ocf"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/spannerdb"
-	"github.com/rekeyio/rekey/internal/spannerexport"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerexport"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"

@@ -11,7 +11,7 @@ import (
 	pb "cloud.google.com/go/datastore/apiv1/datastorepb"
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 )
 
 // Counts and estimates of a source's records outside a pipeline, for a

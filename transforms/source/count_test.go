@@ -12,8 +12,8 @@ import (
 	"cloud.google.com/go/datastore"
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/emulator"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 func writeLinesFile(t *testing.T, path string, n int, line func(i int) string) {

@@ -1,6 +1,6 @@
 package source_test
 
-// The Datastore source tests run their pipelines through internal/beamtest;
+// The Datastore source tests run their pipelines through internal/testkit/beamtest;
 // these names keep the tests short.
 
 import (
@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 )
 
 var dsRunners = beamtest.Runners

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/record"
 )
 

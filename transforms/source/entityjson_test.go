@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/record"
 )
 
 // exportFile holds entities as Google's "Datastore to Cloud Storage Text"
-// template writes them (see internal/datastoredb's tests).
-const exportFile = "../../internal/datastoredb/testdata/entityjson/export.json"
+// template writes them (see internal/store/datastoredb's tests).
+const exportFile = "../../internal/store/datastoredb/testdata/entityjson/export.json"
 
 type badLine struct {
 	line int

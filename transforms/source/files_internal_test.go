@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/record"
 )
 

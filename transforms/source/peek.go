@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	"google.golang.org/api/iterator"
 
-	"github.com/rekeyio/rekey/internal/datastoredb"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/record"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"

@@ -39,7 +39,7 @@
 // buffer instead of after the whole input has been read and shuffled.
 //
 // With Spill set (a local directory the workers share, see
-// internal/spill), what goes through the shuffle stays on that disk: the
+// internal/write/spill), what goes through the shuffle stays on that disk: the
 // records are written there as they come and as they are dealt, and only
 // references to them pass through the runner, which on a local runner
 // would otherwise hold the whole input in memory several times over.
@@ -66,8 +66,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 
-	"github.com/rekeyio/rekey/internal/spill"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/write/spill"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -147,7 +147,7 @@ func batchLen(batch []byte) int64 {
 }
 
 // spillFn writes each batch to a file in Dir and passes its reference on
-// (see internal/spill).
+// (see internal/write/spill).
 type spillFn struct {
 	Dir string `json:"dir"`
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/internal/beamtest"
-	"github.com/rekeyio/rekey/internal/committap"
 	"github.com/rekeyio/rekey/internal/hotspot"
-	"github.com/rekeyio/rekey/internal/writeorder"
+	"github.com/rekeyio/rekey/internal/testkit/beamtest"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
+	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms/writeplan"

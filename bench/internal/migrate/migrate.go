@@ -13,8 +13,8 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/emulator"
-	"github.com/rekeyio/rekey/internal/spannerdb"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
