@@ -32,9 +32,18 @@ type phaseCache struct {
 	done chan struct{}
 }
 
+// openReadTimeout bounds the first read of the phases, when the library
+// opens: it may take longer than a refresh (ttl/3) may, since the
+// connection to the store is new (the first RPC dials it) and the store
+// may only just have started. Waiting longer for it is safe: the map's
+// age counts from the read's start, so a read that took longer than the
+// TTL leaves the cache refusing every call (ErrStalePhases) until a
+// refresh succeeds. The caller's context may cut it shorter.
+const openReadTimeout = 10 * time.Second
+
 func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
 	c := &phaseCache{store: st, migration: migration, ttl: ttl, now: time.Now, onRefresh: onRefresh, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := c.refresh(ctx); err != nil {
+	if err := c.read(ctx, max(ttl/3, openReadTimeout)); err != nil {
 		return nil, err
 	}
 	go c.run()
@@ -54,10 +63,14 @@ func (c *phaseCache) maxStaleness() time.Duration {
 	return min(c.ttl/10, time.Second)
 }
 
-// refresh reads the map once.
-func (c *phaseCache) refresh(ctx context.Context) error {
+// refresh reads the map once, within a third of the TTL (the refresh
+// period), so that one slow read never delays the next.
+func (c *phaseCache) refresh(ctx context.Context) error { return c.read(ctx, c.ttl/3) }
+
+// read reads the map once, within timeout.
+func (c *phaseCache) read(ctx context.Context, timeout time.Duration) error {
 	started := c.now()
-	rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var m *Map
 	var err error

@@ -79,3 +79,44 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 		t.Errorf("after the store came back: %s, %v", sp.Phase, err)
 	}
 }
+
+// slowFirstStore takes first to answer its first Load (a new connection,
+// a store that has only just started), then answers at once.
+type slowFirstStore struct {
+	Store
+	m     *Map
+	first time.Duration
+	loads atomic.Int64
+}
+
+func (s *slowFirstStore) Load(ctx context.Context, _ string) (*Map, error) {
+	if s.loads.Add(1) == 1 {
+		select {
+		case <-time.After(s.first):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.m, nil
+}
+
+// TestPhaseCacheOpensOnASlowFirstRead: the library's first read of the
+// phases may take longer than a refresh may (TTL/3): with a TTL of 300 ms
+// a first read of 400 ms opens the cache (it failed with "context
+// deadline exceeded", so an application could not start against a store
+// slow to answer its first RPC); a caller's context still cuts it short.
+func TestPhaseCacheOpensOnASlowFirstRead(t *testing.T) {
+	m := &Map{Migration: "m", Buckets: 100}
+	const ttl = 300 * time.Millisecond
+	st := &slowFirstStore{m: m, first: 400 * time.Millisecond}
+	c, err := newPhaseCache(context.Background(), st, "m", ttl, nil)
+	if err != nil {
+		t.Fatalf("open with a first read of 400 ms and a TTL of 300 ms: %v", err)
+	}
+	c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := newPhaseCache(ctx, &slowFirstStore{m: m, first: time.Second}, "m", ttl, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("open under a 50 ms context with a first read of 1 s: %v, want the deadline exceeded", err)
+	}
+}

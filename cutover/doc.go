@@ -92,6 +92,12 @@
 // CacheTTL and Skew, and the operator's hold (Rules.DualWriteHold) must be
 // at least CacheTTL + Skew.
 //
+// The first read, when the library opens, may take up to ten seconds
+// (its connection is new; the store may have just started), where a
+// refresh gets CacheTTL/3: waiting longer for it is safe, since the map's
+// age counts from the read's start, so a map that took longer than the
+// TTL to read serves nothing until a refresh succeeds.
+//
 // The map's read time is the time of the snapshot read. On Spanner the
 // refresh is one single-use query at a bounded staleness (at most
 // CacheTTL/10, at most a second; SpannerStore.LoadStale): it takes no
