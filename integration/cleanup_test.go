@@ -100,8 +100,8 @@ func TestCohortCleanup(t *testing.T) {
 			table := map[string]string{"spanner": "Logs", "datastore": "Log"}[e.store]
 			cleanup := func(rs []cohort.Range, dry, force bool) (*migration.Result, *cutover.Audit, error) {
 				t.Helper()
-				var out bytes.Buffer
-				_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-cleanup", Run: migration.Options{Out: &out, DryRun: dry}}, pipeline.Runner{Runner: cohortRunner})
+				var out runNotes
+				_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-cleanup", Run: migration.Options{Notes: out.Say, DryRun: dry}}, pipeline.Runner{Runner: cohortRunner})
 				t.Logf("cleanup of %s (dry run %v, force %v):\n%s", cohort.Format(rs), dry, force, out.String())
 				return res, a, err
 			}

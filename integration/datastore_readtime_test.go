@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -64,7 +63,7 @@ func TestDatastoreReadTime(t *testing.T) {
 	put(key("a99"), "after")
 	put(child("a00", "e2"), "after")
 
-	run := func(readTime string) (string, []string) {
+	run := func(readTime string) (*runNotes, []string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out.jsonl")
 		yaml := fmt.Sprintf(`
@@ -74,8 +73,8 @@ descendants: [Entry]
 rewrite: {strategy: hashprefix}
 dead_letter: %q
 `, emulator.DatastoreProject(), ns, readTime, out, filepath.Join(t.TempDir(), "dead.jsonl"))
-		var printed bytes.Buffer
-		if _, _, err := migration.Run(ctx, loadYAML(t, yaml), migration.Options{Out: &printed}, pipeline.Runner{Runner: "prism"}); err != nil {
+		printed := &runNotes{}
+		if _, _, err := migration.Run(ctx, loadYAML(t, yaml), migration.Options{Notes: printed.Say}, pipeline.Runner{Runner: "prism"}); err != nil {
 			t.Fatalf("read_time %q: %v", readTime, err)
 		}
 		var got []string
@@ -86,7 +85,7 @@ dead_letter: %q
 			got = append(got, last.Kind+":"+name+"="+v.Str)
 		}
 		sort.Strings(got)
-		return printed.String(), got
+		return printed, got
 	}
 	want := func(changed bool) []string {
 		var w []string
@@ -111,14 +110,14 @@ dead_letter: %q
 	if strings.Join(got, " ") != strings.Join(want(false), " ") {
 		t.Errorf("at read time %s:\n got %v\nwant %v", at.Format(time.RFC3339Nano), got, want(false))
 	}
-	if !strings.Contains(printed, "reading the source as it was at "+at.Format(time.RFC3339Nano)) {
-		t.Errorf("the run does not say its read time:\n%s", printed)
+	if ats := printed.readingAt(); len(ats) != 1 || !ats[0].Equal(at) {
+		t.Errorf("the run does not say its read time %s:\n%s", at.Format(time.RFC3339Nano), printed)
 	}
 	if _, got := run(", read_time: none"); strings.Join(got, " ") != strings.Join(want(true), " ") {
 		t.Errorf("read_time none:\n got %v\nwant %v", got, want(true))
 	}
 	printed, got = run("")
-	if strings.Join(got, " ") != strings.Join(want(true), " ") || !strings.Contains(printed, "reading the source as it was at ") {
+	if strings.Join(got, " ") != strings.Join(want(true), " ") || len(printed.readingAt()) != 1 {
 		t.Errorf("default read time:\n got %v\nwant %v\n%s", got, want(true), printed)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -283,4 +285,71 @@ func (m *mismatches) done(compared int) {
 		return
 	}
 	m.t.Logf("%s: %d keys compared, all equal", m.what, compared)
+}
+
+// runNotes collects the notes a run hands over (migration.Options.Notes,
+// the library's facts that cmd/rekey words as lines).
+type runNotes struct {
+	mu   sync.Mutex
+	list []migration.Note
+}
+
+// Say is the run's migration.Notes.
+func (r *runNotes) Say(n migration.Note) {
+	r.mu.Lock()
+	r.list = append(r.list, n)
+	r.mu.Unlock()
+}
+
+// notes is what was said so far.
+func (r *runNotes) notes() []migration.Note {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]migration.Note(nil), r.list...)
+}
+
+// String lists the notes, one a line (a DDL note as its text), for a
+// failure's message.
+func (r *runNotes) String() string {
+	var b strings.Builder
+	for _, n := range r.notes() {
+		if d, ok := n.(migration.TargetDDL); ok {
+			b.WriteString(d.Text)
+			continue
+		}
+		fmt.Fprintf(&b, "%T %+v\n", n, n)
+	}
+	return b.String()
+}
+
+// ddl is the text of every TargetDDL note.
+func (r *runNotes) ddl() string {
+	var b strings.Builder
+	for _, n := range r.notes() {
+		if d, ok := n.(migration.TargetDDL); ok {
+			b.WriteString(d.Text)
+		}
+	}
+	return b.String()
+}
+
+// readingAt is the read times the run said it reads the source at.
+func (r *runNotes) readingAt() []time.Time {
+	var at []time.Time
+	for _, n := range r.notes() {
+		if a, ok := n.(migration.ReadingAt); ok {
+			at = append(at, a.At)
+		}
+	}
+	return at
+}
+
+// index is the position of the first note that match accepts, or -1.
+func (r *runNotes) index(match func(migration.Note) bool) int {
+	for i, n := range r.notes() {
+		if match(n) {
+			return i
+		}
+	}
+	return -1
 }

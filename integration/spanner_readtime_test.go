@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -55,7 +54,7 @@ func TestSpannerReadTime(t *testing.T) {
 	apply(spanner.Delete("Account", spanner.Key{int64(2)}))
 	apply(account(99, "after"), entry(0, 2, "after"))
 
-	run := func(readTime string) (string, []string, error) {
+	run := func(readTime string) (*runNotes, []string, error) {
 		t.Helper()
 		dstID, dst := newSpannerTarget(t, "readtime")
 		yaml := fmt.Sprintf(`
@@ -66,9 +65,9 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %q
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(src), readTime,
 			emulator.SpannerProject(), emulator.SpannerInstance(), dstID, filepath.Join(t.TempDir(), "dead.jsonl"))
-		var printed bytes.Buffer
-		if _, _, err := migration.Run(ctx, loadYAML(t, yaml), migration.Options{Out: &printed, CreateTarget: true}, pipeline.Runner{Runner: "prism"}); err != nil {
-			return printed.String(), nil, err
+		printed := &runNotes{}
+		if _, _, err := migration.Run(ctx, loadYAML(t, yaml), migration.Options{Notes: printed.Say, CreateTarget: true}, pipeline.Runner{Runner: "prism"}); err != nil {
+			return printed, nil, err
 		}
 		var got []string
 		for _, table := range []string{"Account", "Entry"} {
@@ -86,7 +85,7 @@ dead_letter: %q
 			}
 		}
 		sort.Strings(got)
-		return printed.String(), got, nil
+		return printed, got, nil
 	}
 	want := func(changed bool) []string {
 		var w []string
@@ -114,21 +113,21 @@ dead_letter: %q
 	if strings.Join(got, " ") != strings.Join(want(false), " ") {
 		t.Errorf("at read time %s:\n got %v\nwant %v", at.Format(time.RFC3339Nano), got, want(false))
 	}
-	if !strings.Contains(printed, "reading the source as it was at "+at.Format(time.RFC3339Nano)) {
-		t.Errorf("the run does not say its read time:\n%s", printed)
+	if ats := printed.readingAt(); len(ats) != 1 || !ats[0].Equal(at) {
+		t.Errorf("the run does not say its read time %s:\n%s", at.Format(time.RFC3339Nano), printed)
 	}
 	printed, got, err = run(", read_time: none")
 	if err != nil {
 		t.Fatalf("read_time none: %v", err)
 	}
-	if strings.Join(got, " ") != strings.Join(want(true), " ") || strings.Contains(printed, "reading the source as it was at") {
+	if strings.Join(got, " ") != strings.Join(want(true), " ") || len(printed.readingAt()) != 0 {
 		t.Errorf("read_time none:\n got %v\nwant %v\n%s", got, want(true), printed)
 	}
 	printed, got, err = run("")
 	if err != nil {
 		t.Fatalf("default read time: %v", err)
 	}
-	if strings.Join(got, " ") != strings.Join(want(true), " ") || !strings.Contains(printed, "reading the source as it was at ") {
+	if strings.Join(got, " ") != strings.Join(want(true), " ") || len(printed.readingAt()) != 1 {
 		t.Errorf("default read time:\n got %v\nwant %v\n%s", got, want(true), printed)
 	}
 	old := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Second)

@@ -78,8 +78,8 @@ dead_letter: %[5]q
 		t.Fatalf("the dry run made %s (%v)", dir, err)
 	}
 
-	var out bytes.Buffer
-	_, res, err := migration.Run(ctx, loadYAML(t, exportYAML), migration.Options{Out: &out}, pipeline.Runner{Runner: "prism"})
+	var out runNotes
+	_, res, err := migration.Run(ctx, loadYAML(t, exportYAML), migration.Options{Notes: out.Say}, pipeline.Runner{Runner: "prism"})
 	if err != nil {
 		t.Fatalf("export: %v\n%s", err, out.String())
 	}
@@ -87,8 +87,8 @@ dead_letter: %[5]q
 		t.Errorf("export counters %s, want 90 written", res.Counters)
 	}
 	for _, want := range []string{"Spanner export in " + dir, "PRIMARY KEY (ShardId, CustomerId)", "CREATE INDEX OrdersByTotal ON Orders (ShardId, CustomerId, Total DESC)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("run output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out.ddl(), want) {
+			t.Errorf("the run's DDL lacks %q:\n%s", want, out.String())
 		}
 	}
 	dstID, dst := newSpannerTarget(t, "exp-dst")

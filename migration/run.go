@@ -3,7 +3,6 @@ package migration
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
@@ -21,9 +20,10 @@ type Options struct {
 	// RedriveFrom re-submits this dead-letter file instead of reading the
 	// source (see Job.Redrive).
 	RedriveFrom string
-	// Out receives what a run says before it starts: the target DDL, the
-	// job's summary, how writes are planned (nil: discarded).
-	Out io.Writer
+	// Notes receives what a run has to tell before it starts (the target
+	// DDL, the job's summary, how writes are planned) and while it runs,
+	// as facts for the command to word (nil: none are wanted).
+	Notes Notes
 	// DryRun runs the job as Job.DryRun says: the target is neither
 	// prepared nor written; the DDL it would run is printed.
 	DryRun bool
@@ -148,13 +148,10 @@ func (c Counters) String() string {
 // Run is the one migration sequence: it checks that the stores can be
 // reached (Reach; not for a translate-only run), resolves cfg (Resolve), prepares
 // the target (Job.Prepare: DDL, manifest), sets up a redrive if asked,
-// says what it will do on o.Out, and runs the job on r. The job is
+// says what it will do (o.Notes), and runs the job on r. The job is
 // returned as soon as it is resolved, so a caller can report where dead
 // letters went even when the run fails. cfg must be validated.
 func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *Result, error) {
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
 	if !o.TranslateOnly {
 		if err := Reach(ctx, cfg); err != nil {
 			return nil, nil, err
@@ -165,28 +162,28 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 		return nil, nil, err
 	}
 	if j.TargetUnread != nil {
-		fmt.Fprintf(o.Out, "rekey: the target database could not be read (%v); its tables are taken to be missing\n", j.TargetUnread)
+		o.Notes.Say(TargetUnread{Err: j.TargetUnread})
 	}
 	if o.DryRun || o.TranslateOnly {
 		j.DryRun = o.DryRun
-		j.PrintDDL(o.Out, "target DDL a run with --create-target would execute")
+		j.sayDDL(o, "target DDL a run with --create-target would execute")
 	} else if err := j.Prepare(ctx, o); err != nil {
 		return j, nil, err
 	}
 	j.Overwrite, j.TranslateOnly = o.Overwrite, o.TranslateOnly
 	if o.RedriveFrom != "" {
 		j.Redrive(o.RedriveFrom)
-		fmt.Fprintf(o.Out, "rekey: redriving %s\n", o.RedriveFrom)
+		o.Notes.Say(Redriving{From: o.RedriveFrom})
 	}
-	fmt.Fprintf(o.Out, "rekey: %s on %s\n", j.Describe(), r.Name())
+	o.Notes.Say(Starting{What: j.Describe(), Runner: r.Name()})
 	if !j.ReadTime.IsZero() && j.RedriveFrom == "" {
-		fmt.Fprintf(o.Out, "rekey: reading the source as it was at %s (source.read_time; none reads without one)\n", j.ReadTime.Format(time.RFC3339Nano))
+		o.Notes.Say(ReadingAt{At: j.ReadTime})
 	}
 	if j.DryRun {
-		fmt.Fprintf(o.Out, "rekey: dry run: reading, rewriting and planning every record; writing nothing but the dead letters (%s)\n", j.DeadLetterPath)
+		o.Notes.Say(DryRunning{DeadLetters: j.DeadLetterPath})
 	}
 	if d := r.Describe(j); d != "" {
-		fmt.Fprintf(o.Out, "rekey: %s\n", d)
+		o.Notes.Say(WritePlan{Text: d})
 	}
 	res, err := r.Migrate(ctx, j)
 	if err == nil && j.Config.Target.Type == config.TypeSpanner {

@@ -1,11 +1,12 @@
 package migration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,9 +43,9 @@ func filesConfig(t *testing.T, key string) *config.Config {
 }
 
 func TestRunIsResolvePrepareRedriveRun(t *testing.T) {
-	var out bytes.Buffer
+	var notes []Note
 	r := &fakeRunner{}
-	j, res, err := Run(context.Background(), filesConfig(t, "Id STRING(MAX)"), Options{RedriveFrom: "dead.jsonl", Out: &out}, r)
+	j, res, err := Run(context.Background(), filesConfig(t, "Id STRING(MAX)"), Options{RedriveFrom: "dead.jsonl", Notes: func(n Note) { notes = append(notes, n) }}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +60,9 @@ func TestRunIsResolvePrepareRedriveRun(t *testing.T) {
 	if j.Spec.SourceStore != record.Spanner || j.Spec.Key != "Id STRING(MAX)" || j.Spec.Table != "Logs" {
 		t.Errorf("spec %+v", j.Spec)
 	}
-	for _, want := range []string{"rekey: redriving dead.jsonl", "rekey: jsonl Logs -> jsonl out.jsonl with hashprefix on fake", "rekey: writes as they come"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
+	want := []Note{Redriving{From: "dead.jsonl"}, Starting{What: "jsonl Logs -> jsonl out.jsonl with hashprefix", Runner: "fake"}, WritePlan{Text: "writes as they come"}}
+	if !reflect.DeepEqual(notes, want) {
+		t.Errorf("notes %#v, want %#v", notes, want)
 	}
 }
 
@@ -104,17 +104,17 @@ func TestCountersString(t *testing.T) {
 }
 
 func TestRunDryRunMarksTheJobAndSaysSo(t *testing.T) {
-	var out bytes.Buffer
+	var notes []Note
 	r := &fakeRunner{}
-	j, _, err := Run(context.Background(), filesConfig(t, ""), Options{DryRun: true, Out: &out}, r)
+	j, _, err := Run(context.Background(), filesConfig(t, ""), Options{DryRun: true, Notes: func(n Note) { notes = append(notes, n) }}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.got.DryRun || !j.DryRun {
 		t.Error("the runner got a job that is not a dry run")
 	}
-	if !strings.Contains(out.String(), "writing nothing but the dead letters (dead.jsonl)") {
-		t.Errorf("output does not say it is a dry run:\n%s", out.String())
+	if !slices.Contains(notes, Note(DryRunning{DeadLetters: "dead.jsonl"})) {
+		t.Errorf("the notes do not say it is a dry run: %#v", notes)
 	}
 }
 

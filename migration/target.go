@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -87,9 +86,16 @@ func (j *Job) IndexDDL() []string {
 // indexesAfter reports whether the indexes are created after the load.
 func (j *Job) indexesAfter() bool { return j.Config.Write.Indexes != config.IndexesBefore }
 
-// PrintDDL writes the DDL Prepare runs with --create-target: the missing
-// tables (and database), and the missing indexes, saying when.
-func (j *Job) PrintDDL(w io.Writer, header string) {
+// DDLText is the DDL Prepare runs with --create-target: the missing
+// tables (and database), and the missing indexes, saying when, each part
+// under a comment (header heads the tables'); "" when there is none.
+func (j *Job) DDLText(header string) string {
+	var w strings.Builder
+	j.writeDDL(&w, header)
+	return w.String()
+}
+
+func (j *Job) writeDDL(w *strings.Builder, header string) {
 	if j.Spanner == nil {
 		return
 	}
@@ -122,22 +128,19 @@ func (j *Job) PrintDDL(w io.Writer, header string) {
 }
 
 // CreateIndexesAfter creates the indexes left for after the load (see
-// IndexDDL), saying so on out; nothing unless write.indexes is after and
+// IndexDDL), saying so (o.Notes); nothing unless write.indexes is after and
 // the job created its target (o.CreateTarget).
 func (j *Job) CreateIndexesAfter(ctx context.Context, o Options) error {
 	ddl := j.IndexDDL()
 	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly || j.Config.Target.Type != config.TypeSpanner {
 		return nil
 	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
 	admin, err := database.NewDatabaseAdminClient(ctx)
 	if err != nil {
 		return fmt.Errorf("spanner admin: %w", err)
 	}
 	defer admin.Close()
-	fmt.Fprintf(o.Out, "rekey: creating %d secondary indexes after the load (write.indexes: after)\n", len(ddl))
+	o.Notes.Say(CreatingIndexes{N: len(ddl)})
 	start := time.Now()
 	if err := updateDDL(ctx, admin, endpointPath(j.Config.Target), ddl); err != nil {
 		return fmt.Errorf("creating the target's indexes (the data is written; a re-run of the same config creates them): %w", err)
@@ -145,23 +148,27 @@ func (j *Job) CreateIndexesAfter(ctx context.Context, o Options) error {
 	for _, ix := range j.Spanner.TargetIndexes {
 		j.Spanner.indexes[strings.ToLower(ix.Name)] = true
 	}
-	fmt.Fprintf(o.Out, "rekey: indexes created in %s\n", time.Since(start).Round(time.Millisecond))
+	o.Notes.Say(IndexesCreated{Took: time.Since(start)})
 	return nil
 }
 
-// Prepare prints (and with o.CreateTarget runs) the target DDL, and checks
+// sayDDL gives the DDL (DDLText) to o.Notes, if there is any.
+func (j *Job) sayDDL(o Options, header string) {
+	if ddl := j.DDLText(header); ddl != "" {
+		o.Notes.Say(TargetDDL{Text: ddl})
+	}
+}
+
+// Prepare shows (o.Notes) and with o.CreateTarget runs the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
 func (j *Job) Prepare(ctx context.Context, o Options) error {
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
 	switch j.Config.Target.Type {
 	case config.TypeSpanner:
 		return prepareSpanner(ctx, j, o)
 	case config.TypeDatastore:
 		return prepareDatastore(ctx, j, o)
 	case config.TypeAvro:
-		j.PrintDDL(o.Out, "")
+		j.sayDDL(o, "")
 	}
 	return nil
 }
@@ -176,7 +183,7 @@ func prepareSpanner(ctx context.Context, j *Job, o Options) error {
 	defer admin.Close()
 	indexes := j.IndexDDL()
 	if len(missing) > 0 || len(indexes) > 0 && o.CreateTarget {
-		j.PrintDDL(o.Out, "target DDL")
+		j.sayDDL(o, "target DDL")
 	}
 	if len(missing) > 0 {
 		if !o.CreateTarget {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -146,12 +145,9 @@ type BackfillOptions = CohortOptions
 
 // start checks o and cfg's target for a run (what it is, for messages),
 // checks that the stores can be reached (not for a translate-only run),
-// and opens the phase store at the target; out is o.Run.Out, never nil.
-func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (out io.Writer, st cutover.Store, closeStore func(), err error) {
-	out = o.Run.Out
-	if out == nil {
-		out = io.Discard
-	}
+// and opens the phase store at the target; say is o.Run.Notes.Say.
+func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (say func(migration.Note), st cutover.Store, closeStore func(), err error) {
+	say = o.Run.Notes.Say
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
 	}
@@ -166,7 +162,12 @@ func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what strin
 	if st, closeStore, err = cutover.OpenStore(ctx, cfg.Target, false); err != nil {
 		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
-	return out, st, closeStore, nil
+	return say, st, closeStore, nil
+}
+
+// moved is the note of a move.
+func moved(a cutover.Audit) migration.Note {
+	return migration.Moved{Cohorts: a.Cohorts, From: a.From, To: string(a.To), Version: a.Version}
 }
 
 // ErrBackfillIncomplete is wrapped by RunBackfill's error when the
@@ -183,7 +184,7 @@ var ErrBackfillIncomplete = errors.New("backfill incomplete")
 // run plans and reads but neither writes nor moves. The audit record of
 // the move is returned (nil when there was none).
 func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r Runner) (*migration.Job, *migration.Result, *cutover.Audit, error) {
-	out, st, closeStore, err := o.start(ctx, cfg, "backfill")
+	say, st, closeStore, err := o.start(ctx, cfg, "backfill")
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -198,8 +199,7 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 		return nil, nil, nil, err
 	}
 	n := cohort.Count(b.Cohorts())
-	fmt.Fprintf(out, "rekey: backfilling cohorts %s of migration %s (%d of %d cohorts, %.2f%% of the users; phase map version %d)\n",
-		cohort.Format(b.Cohorts()), o.Migration, n, cfg.Cohort.Buckets, 100*float64(n)/float64(cfg.Cohort.Buckets), m.Version)
+	say(migration.CohortJob{Kind: "backfill", Migration: o.Migration, Cohorts: cohort.Format(b.Cohorts()), N: n, Buckets: cfg.Cohort.Buckets, Version: m.Version})
 	r.Backfill = &b
 	// The backfill reads old live, not at one read time: its argument
 	// (cutover's package doc) needs its reads to see every write that
@@ -207,7 +207,7 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 	// from this machine's clock would not promise.
 	live := *cfg
 	if rt := strings.TrimSpace(cfg.Source.ReadTime); rt != "" && rt != config.ReadTimeNone {
-		fmt.Fprintf(out, "rekey: source.read_time %s is not used by a cohort backfill, which reads the source live\n", rt)
+		say(migration.ReadTimeIgnored{ReadTime: rt})
 	}
 	live.Source.ReadTime = config.ReadTimeNone
 	job, res, err := migration.Run(ctx, &live, o.Run, r)
@@ -226,6 +226,6 @@ func RunBackfill(ctx context.Context, cfg *config.Config, o BackfillOptions, r R
 	if err != nil {
 		return job, res, nil, fmt.Errorf("the backfill ran, but its cohorts were not moved to backfilled: %w", err)
 	}
-	fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+	say(moved(a))
 	return job, res, &a, nil
 }

@@ -145,7 +145,7 @@ func RunCleanup(ctx context.Context, cfg *config.Config, o CleanupOptions, r Run
 	if o.Run.RedriveFrom != "" {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a cohort cleanup reads the source, not a dead-letter file")}
 	}
-	out, st, closeStore, err := o.start(ctx, cfg, "cleanup")
+	say, st, closeStore, err := o.start(ctx, cfg, "cleanup")
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -173,14 +173,14 @@ func RunCleanup(ctx context.Context, cfg *config.Config, o CleanupOptions, r Run
 	}
 	src := cfg.Source
 	n := cohort.Count(o.Cohorts)
-	fmt.Fprintf(out, "rekey: deleting the old records of cohorts %s of migration %s (%d of %d cohorts, %.2f%% of the users; %s; phase map version %d) from %s %s on %s\n",
-		cohort.Format(o.Cohorts), o.Migration, n, buckets, 100*float64(n)/float64(buckets), m.PhasesOf(o.Cohorts), m.Version, src.Type, src.Name(), r.Name())
+	say(migration.CohortJob{Kind: "cleanup", Migration: o.Migration, Cohorts: cohort.Format(o.Cohorts), N: n, Buckets: buckets, Version: m.Version,
+		Phases: m.PhasesOf(o.Cohorts), SourceType: src.Type, SourceName: src.Name(), Runner: r.Name()})
 	if j.DryRun {
-		fmt.Fprintf(out, "rekey: dry run: reading and planning the deletes; deleting nothing but writing the dead letters (%s)\n", j.DeadLetterPath)
+		say(migration.DryRunning{DeadLetters: j.DeadLetterPath, Deletes: true})
 	}
 	w := writes{job: j, ramp: j.Ramp(""), deletes: true}
 	if d := w.describe(); d != "" {
-		fmt.Fprintf(out, "rekey: %s\n", d)
+		say(migration.WritePlan{Text: d})
 	}
 	res, err := Run(ctx, j, r, Cleanup(o.Cohorts))
 	if err != nil || j.DryRun || j.TranslateOnly {
@@ -195,7 +195,7 @@ func RunCleanup(ctx context.Context, cfg *config.Config, o CleanupOptions, r Run
 	if a.Version == 0 {
 		return j, res, nil, fmt.Errorf("the cleanup ran (%d old records deleted), but it was not recorded in the audit: %w", deleted, err)
 	}
-	fmt.Fprintf(out, "rekey: recorded the cleanup of cohorts %s (%s) in the audit (version %d)\n", a.Cohorts, a.From, a.Version)
+	say(migration.CleanupRecorded{Cohorts: a.Cohorts, From: a.From, Version: a.Version})
 	if err != nil {
 		return j, res, &a, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -178,10 +177,7 @@ func (f *invertFn) ProcessElement(ctx context.Context, batch []byte, emit func([
 // again, holding every write. On failure the cohorts stay in read_new,
 // where both stores are written and new is read: safe to run again.
 func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Runner) (*migration.Job, *migration.Result, *cutover.Audit, error) {
-	out := o.Run.Out
-	if out == nil {
-		out = io.Discard
-	}
+	say := o.Run.Notes.Say
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a reverse backfill needs the migration's name and the cohorts")}
 	}
@@ -227,13 +223,13 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 		if err != nil {
 			return j, nil, nil, err
 		}
-		fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+		say(moved(a))
 	}
 	// The copy reads new once every instance writes old too: the cohorts
 	// held read_new for the hold, measured from when they entered it (a
 	// re-run after a move whose response was lost may find them there
 	// only just now).
-	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, out); err != nil {
+	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, say); err != nil {
 		return j, nil, nil, err
 	}
 	rev, err := cutover.NewReverse(j.Spec)
@@ -254,7 +250,8 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Phase: cutover.ReadNew})
 	}
-	fmt.Fprintf(out, "rekey: copying cohorts %s of migration %s back from new to old\n", cohort.Format(b.Cohorts()), o.Migration)
+	n := cohort.Count(b.Cohorts())
+	say(migration.CohortJob{Kind: "reverse", Migration: o.Migration, Cohorts: cohort.Format(b.Cohorts()), N: n, Buckets: cfg.Cohort.Buckets})
 	copyStart := time.Now()
 	res, err := Run(ctx, j, r, Reverse(b))
 	if err != nil {
@@ -278,13 +275,13 @@ func RunReverse(ctx context.Context, cfg *config.Config, o BackfillOptions, r Ru
 	if err != nil {
 		return j, res, nil, fmt.Errorf("the reverse backfill ran, but its cohorts were not moved to dual_write: %w", err)
 	}
-	fmt.Fprintf(out, "rekey: moved cohorts %s from %s to %s (version %d)\n", a.Cohorts, a.From, a.To, a.Version)
+	say(moved(a))
 	return j, res, &a, nil
 }
 
 // holdReadNew waits until cohorts have been in read_new for rules' hold
 // (DualWriteHold), in the store's time.
-func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, rules cutover.Rules, out io.Writer) error {
+func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, rules cutover.Rules, say func(migration.Note)) error {
 	m, err := st.Load(ctx, migrationName)
 	if err != nil {
 		return err
@@ -308,7 +305,7 @@ func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, co
 	if wait <= 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "rekey: waiting %s for every instance to write old too (read_new held %s)\n", wait.Round(time.Millisecond), rules.DualWriteHold)
+	say(migration.WaitingForOld{Wait: wait, Hold: rules.DualWriteHold})
 	select {
 	case <-time.After(wait):
 		return nil

@@ -39,11 +39,13 @@ type Graph func(s beam.Scope, j *migration.Job) error
 // Runner runs jobs on a Beam runner: Name is one of Runners. While a job
 // runs on prism, universal or direct, a progress line is written to
 // Progress every second (see the package doc for where its counts come
-// from); on dataflow a note says the counts come at the end. It is the
-// migration.Runner of Beam.
+// from); on dataflow a note (to Notes) says the counts come at the end.
+// It is the migration.Runner of Beam.
 type Runner struct {
 	Runner   string
 	Progress io.Writer
+	// Notes receives what the runner has to tell (nil: none are wanted).
+	Notes migration.Notes
 	// Backfill, if set, makes Migrate run the cohort backfill (Backfill)
 	// instead of the whole migration (RunBackfill sets it).
 	Backfill *cutover.Backfill
@@ -131,9 +133,7 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 	case "direct":
 		err = runDirect(ctx, r, p, start, res)
 	default:
-		if r.Progress != nil {
-			fmt.Fprintf(r.Progress, "rekey: no live progress on the %s runner; the counters follow at the end\n", r.Runner)
-		}
+		r.Notes.Say(migration.NoLiveProgress{Runner: r.Runner})
 		if err := SetWorkerBinary(r.Runner); err != nil {
 			return nil, err
 		}

@@ -72,7 +72,7 @@ func runCohortCleanup(ctx context.Context, o *RunOptions, io stdio) error {
 		return usagef("--cohorts: %v", err)
 	}
 	job, res, a, err := pipeline.RunCleanup(ctx, b.cfg, pipeline.CleanupOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why,
-		Run: migration.Options{Out: io.out, DryRun: b.dryRun, TranslateOnly: b.translateOnly}}, b.runner)
+		Run: migration.Options{Notes: notesTo(io.out), DryRun: b.dryRun, TranslateOnly: b.translateOnly}}, b.runner)
 	if stop, err := printRun(io, o, job, res, err, b.translateOnly, migration.WouldDelete, "deleted"); stop {
 		return err
 	}

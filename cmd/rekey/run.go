@@ -216,7 +216,7 @@ func startBeam(o *RunOptions, io stdio) (b beamRun, done func(), err error) {
 	if err := checkWorkerPaths(o, b.cfg); err != nil {
 		return b, done, err
 	}
-	b.runner = pipeline.Runner{Runner: o.Runner, Progress: io.err}
+	b.runner = pipeline.Runner{Runner: o.Runner, Progress: io.err, Notes: notesTo(io.err)}
 	return b, done, nil
 }
 
@@ -275,7 +275,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 	}
 	cfg, runner, translateOnly := b.cfg, b.runner, b.translateOnly
 	io = b.statusIO(io)
-	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Out: io.out, DryRun: b.dryRun, TranslateOnly: translateOnly}
+	mo := migration.Options{CreateTarget: o.CreateTarget, Force: o.Force, Overwrite: o.Overwrite, RedriveFrom: o.From, Notes: notesTo(io.out), DryRun: b.dryRun, TranslateOnly: translateOnly}
 	if o.Cohorts != "" {
 		rs, perr := cohort.Parse(o.Cohorts, cfg.Cohort.Buckets)
 		if perr != nil {
