@@ -43,8 +43,17 @@ const openReadTimeout = 10 * time.Second
 
 func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
 	c := &phaseCache{store: st, migration: migration, ttl: ttl, now: time.Now, onRefresh: onRefresh, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := c.read(ctx, max(ttl/3, openReadTimeout)); err != nil {
-		return nil, err
+	// A first read that took longer than the TTL leaves a map too old to
+	// serve: read again (within the open's time) so that the library
+	// opens ready to route, if the store allows.
+	deadline := c.now().Add(max(ttl/3, openReadTimeout))
+	for {
+		if err := c.read(ctx, max(ttl/3, deadline.Sub(c.now()))); err != nil {
+			return nil, err
+		}
+		if _, _, err := c.span(0); err == nil || !c.now().Before(deadline) {
+			break
+		}
 	}
 	go c.run()
 	return c, nil

@@ -95,8 +95,10 @@
 // The first read, when the library opens, may take up to ten seconds
 // (its connection is new; the store may have just started), where a
 // refresh gets CacheTTL/3: waiting longer for it is safe, since the map's
-// age counts from the read's start, so a map that took longer than the
-// TTL to read serves nothing until a refresh succeeds.
+// age counts from the read's start; a first map already older than the
+// TTL is read again within those seconds, so the library opens ready to
+// route (or, if the store stays that slow, refusing calls until a refresh
+// succeeds).
 //
 // The map's read time is the time of the snapshot read. On Spanner the
 // refresh is one single-use query at a bounded staleness (at most
