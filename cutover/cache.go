@@ -36,9 +36,9 @@ type phaseCache struct {
 // opens: it may take longer than a refresh (ttl/3) may, since the
 // connection to the store is new (the first RPC dials it) and the store
 // may only just have started. Waiting longer for it is safe: the map's
-// age counts from the read's start, so a read that took longer than the
-// TTL leaves the cache refusing every call (ErrStalePhases) until a
-// refresh succeeds. The caller's context may cut it shorter.
+// age counts from the read's start, so a map that took longer than the
+// TTL to read serves nothing (ErrStalePhases); the open then reads again
+// within the same bound. The caller's context may cut it shorter.
 const openReadTimeout = 10 * time.Second
 
 func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
