@@ -14,6 +14,7 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/keys"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -94,7 +95,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 	pr := &PlanRun{Job: j, Method: "all records read", Rows: o.Rows}
 	filter := ""
 	if o.Sample > 0 {
-		pr.Method = fmt.Sprintf("uniform random sample of %d records (bottom-k of random priorities over everything read)", o.Sample)
+		pr.Method = fmt.Sprintf("uniform random sample of %s records (bottom-k of random priorities over everything read)", detect.Thousands(int64(o.Sample)))
 		if j.Config.Source.Type == config.TypeSpanner {
 			rows, err := source.CountSpanner(ctx, spannerSource(j, ""))
 			if err != nil {
@@ -104,7 +105,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 			if rows > int64(o.Sample) {
 				frac := math.Min(1, 1.2*float64(o.Sample)/float64(rows))
 				filter = sampleFilter(j.SourceKey, frac)
-				pr.Method = fmt.Sprintf("uniform random sample of %d of %d rows: the query read the rows whose key's FARM_FINGERPRINT falls in %.4g%% of its range, then bottom-k of random priorities", o.Sample, rows, 100*frac)
+				pr.Method = fmt.Sprintf("uniform random sample of %s of %s rows: the query read the rows whose key's FARM_FINGERPRINT falls in %.4g%% of its range, then bottom-k of random priorities", detect.Thousands(int64(o.Sample)), detect.Thousands(int64(rows)), 100*frac)
 			}
 		}
 	}
@@ -154,9 +155,9 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		if pr.Result.Counters["datastore_sample_scanned"] > 0 {
 			how = "a reservoir sample of a keys-only scan (no __scatter__ values: the emulator, or a small kind)"
 		}
-		pr.Method = fmt.Sprintf("random sample of up to %d entities by key, from %s, read with GetMulti", o.Sample, how)
+		pr.Method = fmt.Sprintf("random sample of up to %s entities by key, from %s, read with GetMulti", detect.Thousands(int64(o.Sample)), how)
 	} else if o.Sample > 0 && pr.Sampled >= pr.Read && pr.Read > 0 {
-		pr.Method = fmt.Sprintf("all %d records read: the source holds no more than the sample size, %d", pr.Read, o.Sample)
+		pr.Method = fmt.Sprintf("all %s records read: the source holds no more than the sample size, %s", detect.Thousands(pr.Read), detect.Thousands(int64(o.Sample)))
 	}
 	pr.Rows = max(pr.Rows, pr.Read)
 	pr.BatchRows = planJob(j, fraction).Config.Write.BatchRows

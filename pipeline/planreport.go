@@ -15,6 +15,7 @@ import (
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/plan"
+	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/keys"
 	"github.com/rekeyio/rekey/plan/sim"
 	"github.com/rekeyio/rekey/record"
@@ -118,7 +119,7 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 		}
 	}
 	if req.Rows > run.Read {
-		in.Method += fmt.Sprintf("; the simulation loads a table of %d records (--rows), each sampled record standing for %.4g", req.Rows, float64(req.Rows)/float64(max(run.Sampled, 1)))
+		in.Method += fmt.Sprintf("; the simulation loads a table of %s records (--rows), each sampled record standing for %.4g", detect.Thousands(req.Rows), float64(req.Rows)/float64(max(run.Sampled, 1)))
 	}
 	var err error
 	in.Sim, err = simParams(j, req.Sim)
