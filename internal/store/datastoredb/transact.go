@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Contention bounds how long Transact keeps running a transaction that
@@ -23,12 +25,17 @@ const Contention = 30 * time.Second
 // spreads the racers apart so that one runs alone. A transaction that
 // runs again reads its state again, so a compare-and-set in f still
 // holds: a racer that lost re-reads what the winner wrote.
+//
+// A transaction loses (LostRace) at its commit, or at one of f's reads:
+// the emulator aborts a read that waited too long for another
+// transaction's lock ("Transaction lock timeout", seen in CI with four
+// racing phase moves).
 func Transact(ctx context.Context, c *datastore.Client, f func(tx *datastore.Transaction) error) error {
 	deadline := time.Now().Add(Contention)
 	wait := 20 * time.Millisecond
 	for {
 		_, err := c.RunInTransaction(ctx, f, datastore.MaxAttempts(1))
-		if !errors.Is(err, datastore.ErrConcurrentTransaction) || time.Now().After(deadline) {
+		if !LostRace(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -38,4 +45,11 @@ func Transact(ctx context.Context, c *datastore.Client, f func(tx *datastore.Tra
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// LostRace reports whether err says a transaction lost to a concurrent
+// one, at its commit (datastore.ErrConcurrentTransaction) or at a read in
+// it (gRPC Aborted, wrapped or not): running it again may succeed.
+func LostRace(err error) bool {
+	return errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted
 }
