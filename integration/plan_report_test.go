@@ -18,6 +18,7 @@ import (
 	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/plan"
+	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/rules"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -112,7 +113,7 @@ rewrite: {strategy: bitreverse}
 			if p.Sampled != sample || p.Rows != simulated {
 				t.Errorf("sampled %d standing for %d, want %d for %d", p.Sampled, p.Rows, sample, simulated)
 			}
-			if !strings.Contains(p.Input.Method, "FARM_FINGERPRINT") || !strings.Contains(p.Input.Method, fmt.Sprintf("%d of %d rows", sample, rows)) {
+			if !strings.Contains(p.Input.Method, "FARM_FINGERPRINT") || !strings.Contains(p.Input.Method, detect.Thousands(int64(sample))+" of "+detect.Thousands(int64(rows))+" rows") {
 				t.Errorf("method %q: want the sample taken in the query", p.Input.Method)
 			}
 			if !hasRule(p.Findings, rules.MonotonicKey) || hasRule(p.Remaining, rules.MonotonicKey) {
