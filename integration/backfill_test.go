@@ -13,7 +13,7 @@ import (
 	"github.com/rekeyio/rekey/migration"
 )
 
-// TestCohortBackfill runs `rekey run --cohorts` (pipeline.RunBackfill) on
+// TestCohortBackfill runs `rekey run --cohorts` (operator.Backfill) on
 // both stores while the application library has written during
 // dual_write. The backfill must copy exactly its cohorts' records, leave
 // a record the application wrote after the backfill's read of old as the

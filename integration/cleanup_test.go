@@ -12,6 +12,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -25,7 +26,7 @@ import (
 // judged.
 const cleanupBatchRows = 8
 
-// TestCohortCleanup runs `rekey cohort cleanup` (pipeline.RunCleanup) on
+// TestCohortCleanup runs `rekey cohort cleanup` (operator.Cleanup) on
 // both stores, under a ramp-up, every call of the pipeline going through
 // a commit tap. Some cohorts are done, one is in new_only, the rest old;
 // new holds records the application wrote in done. A cleanup that names
@@ -101,7 +102,7 @@ func TestCohortCleanup(t *testing.T) {
 			cleanup := func(rs []cohort.Range, dry, force bool) (*migration.Result, *cutover.Audit, error) {
 				t.Helper()
 				var out runNotes
-				_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-cleanup", Run: migration.Options{Notes: out.Say, DryRun: dry}}, pipeline.Runner{Runner: cohortRunner})
+				_, res, a, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-cleanup", Run: migration.Options{Notes: out.Say, DryRun: dry}}, pipeline.Runner{Runner: cohortRunner})
 				t.Logf("cleanup of %s (dry run %v, force %v):\n%s", cohort.Format(rs), dry, force, out.String())
 				return res, a, err
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
@@ -54,7 +55,7 @@ func TestPhaseAwareLoad(t *testing.T) {
 			if err := os.WriteFile(path, lines, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, res, err := pipeline.RunLoad(ctx, e.cfg, path, "jsonl", ",", e.migration, pipeline.Runner{Runner: cohortRunner})
+			_, res, err := operator.Load(ctx, e.cfg, operator.LoadFiles{Path: path, Format: "jsonl", Delimiter: ",", Migration: e.migration}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatal(err)
 			}

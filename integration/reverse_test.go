@@ -10,6 +10,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -27,7 +28,7 @@ func (e *stagedEnv) walkToNewOnly(t *testing.T, rs []cohort.Range) {
 
 // TestReverseBackfill takes cohorts to new_only, where the application
 // writes, deletes and creates records in new only, then runs the reverse
-// backfill (pipeline.RunReverse) while an application goroutine keeps
+// backfill (operator.Reverse) while an application goroutine keeps
 // writing: afterwards the cohorts are in dual_write and old holds exactly
 // what new holds, every record at its latest acknowledged write.
 func TestReverseBackfill(t *testing.T) {
@@ -86,7 +87,7 @@ func TestReverseBackfill(t *testing.T) {
 					}
 				}
 			}()
-			_, res, a, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: rs, Who: "test-reverse"}, pipeline.Runner{Runner: cohortRunner})
+			_, res, a, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: rs, Who: "test-reverse"}, pipeline.Runner{Runner: cohortRunner})
 			time.Sleep(200 * time.Millisecond)
 			close(stop)
 			wg.Wait()

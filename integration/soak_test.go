@@ -19,6 +19,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
@@ -399,7 +400,7 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 	rnd := rand.New(rand.NewPCG(s.seed, 100+uint64(g)))
 	rules := cutover.RulesFor(s.cfg)
 	runner := pipeline.Runner{Runner: "direct"}
-	opts := pipeline.CohortOptions{Migration: s.migration, Cohorts: rs, Who: "soak", Run: migration.Options{CreateTarget: true}}
+	opts := operator.CohortOptions{Migration: s.migration, Cohorts: rs, Who: "soak", Run: migration.Options{CreateTarget: true}}
 	report := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.jsonl", s.migration, g))
 	defer os.Remove(report)
 	move := func(to cutover.Phase) error {
@@ -430,7 +431,7 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
 			}
-			_, _, _, err = pipeline.RunBackfill(ctx, s.cfg, opts, runner)
+			_, _, _, err = operator.Backfill(ctx, s.cfg, opts, runner)
 			s.event("group %d: backfill: %v", g, err)
 		case cutover.Backfilled:
 			var rep []pipeline.VerifyCohort
@@ -456,7 +457,7 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 			if sp.Prev == cutover.NewOnly {
 				// A reverse backfill moved the cohorts here from new_only
 				// and did not finish (a fault): only it goes on from here.
-				_, _, _, err = pipeline.RunReverse(ctx, s.cfg, opts, runner)
+				_, _, _, err = operator.Reverse(ctx, s.cfg, opts, runner)
 				s.event("group %d: reverse backfill (again): %v", g, err)
 				break
 			}
@@ -478,13 +479,13 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 			// backfill, back to dual_write): a long soak keeps moving
 			// them under the workload, and reaches done at its end.
 			if !late {
-				_, _, _, err = pipeline.RunReverse(ctx, s.cfg, opts, runner)
+				_, _, _, err = operator.Reverse(ctx, s.cfg, opts, runner)
 				s.event("group %d: reverse backfill: %v", g, err)
 				break
 			}
 			err = move(cutover.Done)
 		case cutover.Done:
-			_, _, _, err = pipeline.RunCleanup(ctx, s.cfg, opts, runner)
+			_, _, _, err = operator.Cleanup(ctx, s.cfg, opts, runner)
 			s.event("group %d: cleanup: %v", g, err)
 			if err == nil {
 				return nil

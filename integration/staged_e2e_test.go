@@ -14,6 +14,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
@@ -305,7 +306,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				waitHold()
 				if i == 3 { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
-					if _, res, _, err := pipeline.RunReverse(ctx, e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
+					if _, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("reverse backfill of cohort %d: %v", fromNewOnly, err)
 					} else {
 						t.Logf("reverse backfill of cohort %d: %s", fromNewOnly, res.Counters)
@@ -338,7 +339,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 			waitHold()
 			// Every cohort is done: the old records go, while the
 			// application goes on (done neither reads nor writes old).
-			_, res, a, err := pipeline.RunCleanup(ctx, e.cfg, pipeline.CleanupOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
+			_, res, a, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatalf("cleanup: %v", err)
 			}

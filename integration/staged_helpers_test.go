@@ -13,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -305,7 +306,7 @@ func (e *stagedEnv) waitSeen(t *testing.T, c int, p cutover.Phase) {
 // backfill runs a cohort backfill of rs on runner.
 func (e *stagedEnv) backfill(t *testing.T, runner string, rs []cohort.Range, force bool) (*migration.Result, *cutover.Audit, error) {
 	t.Helper()
-	_, res, a, err := pipeline.RunBackfill(context.Background(), e.cfg, pipeline.BackfillOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-backfill", Run: migration.Options{CreateTarget: true}}, pipeline.Runner{Runner: runner})
+	_, res, a, err := operator.Backfill(context.Background(), e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-backfill", Run: migration.Options{CreateTarget: true}}, pipeline.Runner{Runner: runner})
 	return res, a, err
 }
 

@@ -1,15 +1,10 @@
 package pipeline
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -27,11 +22,12 @@ import (
 // tombstones that slow the reads there; the sinks delete in their delete
 // mode under the job's ramp-up, retries and adaptive throttle, counting
 // deleted. A dry run plans them and counts them per table or kind
-// (migration.WouldDelete), deleting nothing. CheckCleanup says which jobs
-// can be cleaned up; RunCleanup runs the graph for cohorts in done.
+// (migration.WouldDelete), deleting nothing. operator.CheckCleanup says
+// which jobs can be cleaned up; operator.Cleanup runs the graph for
+// cohorts in done.
 func Cleanup(cohorts []cohort.Range) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
-		if err := CheckCleanup(j); err != nil {
+		if err := operator.CheckCleanup(j); err != nil {
 			return err
 		}
 		w := newWrites(j, newRun())
@@ -76,132 +72,4 @@ func readCleanup(s beam.Scope, j *migration.Job, cohorts []cohort.Range) (beam.P
 	}
 	b, d := source.Spanner(s, cfg)
 	return b, []beam.PCollection{d}, nil
-}
-
-// CheckCleanup refuses a job a cohort cleanup cannot run: its source must
-// be a Spanner table or a Datastore kind (where the old records are) and
-// its target one too (where the phase store is); the config must say who
-// a record's user is (cohort.user), for a Spanner source a column of the
-// table; the source may have no interleaved child tables or descendant
-// kinds (the application library does not route them, so their cohorts'
-// old records may still be in use, and deleting a parent row would
-// delete or orphan them); and it reads its source (not a dead-letter
-// file).
-func CheckCleanup(j *migration.Job) error {
-	cfg := j.Config
-	var problems []string
-	switch cfg.Source.Type {
-	case config.TypeSpanner:
-		if u, ok, err := cfg.Cohort.UserSpec(); err == nil && ok && j.Spanner != nil && j.Spanner.Source != nil &&
-			(u.From != cohort.FromField || j.Spanner.Source.Column(u.Name) == nil) {
-			problems = append(problems, fmt.Sprintf("cohort.user %s is not a column of source table %s", cfg.Cohort.User, j.Spanner.Source.Name))
-		}
-		if len(cfg.Interleaved) > 0 {
-			problems = append(problems, fmt.Sprintf("the source has interleaved child tables (%s), which a cohort cleanup does not delete yet", strings.Join(cfg.Interleaved, ", ")))
-		}
-	case config.TypeDatastore:
-		if kinds := cfg.DescendantKinds(); len(kinds) > 0 {
-			problems = append(problems, fmt.Sprintf("the source has descendant kinds (%s), which a cohort cleanup does not delete yet", strings.Join(kinds, ", ")))
-		}
-	default:
-		problems = append(problems, fmt.Sprintf("source.type %s: a cohort cleanup deletes the old records of a Spanner or Datastore source", cfg.Source.Type))
-	}
-	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
-		problems = append(problems, fmt.Sprintf("target.type %s: the phase store is kept at a Spanner or Datastore target", t))
-	}
-	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
-		problems = append(problems, "cohort.user is not set: the config must say where a record's user id is")
-	}
-	if j.RedriveFrom != "" {
-		problems = append(problems, "a cohort cleanup reads the source, not a dead-letter file")
-	}
-	if len(problems) > 0 {
-		return &migration.ConfigError{Err: fmt.Errorf("cohort cleanup: %s", strings.Join(problems, "; "))}
-	}
-	return nil
-}
-
-// CleanupOptions say which cohorts RunCleanup cleans up: of Run only Out,
-// DryRun and TranslateOnly apply (the others are a migration's; a redrive
-// is refused).
-type CleanupOptions = CohortOptions
-
-// ErrCleanupIncomplete is wrapped by RunCleanup's error when the cleanup
-// ran but dead-lettered records: some old records of its cohorts may
-// remain.
-var ErrCleanupIncomplete = errors.New("cleanup incomplete")
-
-// RunCleanup runs a cohort cleanup of cfg on r: it opens the phase store
-// at the target and plans the cleanup (cutover.PlanCleanup: the cohorts
-// must be in done, unless o.Force), resolves the job (migration.Resolve;
-// the target is neither prepared nor written: a cleanup touches only the
-// source, which under a ramp-up gets the ramp-up's lease table,
-// Job.PrepareCleanup), runs the Cleanup graph, and then records the
-// cleanup in the audit (cutover.FinishCleanup), with the counts as its
-// reason unless o.Why gives one. A dry run plans and reads but deletes
-// and records nothing. The audit record is returned (nil when there was
-// none).
-func RunCleanup(ctx context.Context, cfg *config.Config, o CleanupOptions, r Runner) (*migration.Job, *migration.Result, *cutover.Audit, error) {
-	if o.Run.RedriveFrom != "" {
-		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a cohort cleanup reads the source, not a dead-letter file")}
-	}
-	say, st, closeStore, err := o.start(ctx, cfg, "cleanup")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer closeStore()
-	buckets := cfg.Cohort.Buckets
-	m, err := cutover.PlanCleanup(ctx, st, o.Migration, o.Cohorts, o.Force)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if m.Buckets > 0 && m.Buckets != buckets {
-		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("migration %s has %d cohorts in the phase store, the config's cohort.buckets %d: the cohorts would be other users", o.Migration, m.Buckets, buckets)}
-	}
-	j, err := migration.Resolve(ctx, cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := CheckCleanup(j); err != nil {
-		return j, nil, nil, err
-	}
-	j.DryRun, j.TranslateOnly = o.Run.DryRun, o.Run.TranslateOnly
-	if !j.DryRun && !j.TranslateOnly {
-		if err := j.PrepareCleanup(ctx); err != nil {
-			return j, nil, nil, err
-		}
-	}
-	src := cfg.Source
-	n := cohort.Count(o.Cohorts)
-	say(migration.CohortJob{Kind: "cleanup", Migration: o.Migration, Cohorts: cohort.Format(o.Cohorts), N: n, Buckets: buckets, Version: m.Version,
-		Phases: m.PhasesOf(o.Cohorts), SourceType: src.Type, SourceName: src.Name(), Runner: r.Name()})
-	if j.DryRun {
-		say(migration.DryRunning{DeadLetters: j.DeadLetterPath, Deletes: true})
-	}
-	w := writes{job: j, ramp: j.Ramp(""), deletes: true}
-	if d := w.describe(); d != "" {
-		say(migration.WritePlan{Text: d})
-	}
-	res, err := Run(ctx, j, r, Cleanup(o.Cohorts))
-	if err != nil || j.DryRun || j.TranslateOnly {
-		return j, res, nil, err
-	}
-	deleted, dead := res.Counters[migration.Deleted], res.Counters[migration.DeadLettered]
-	why := o.Why
-	if why == "" {
-		why = fmt.Sprintf("cleanup: %d old records deleted, %d dead-lettered", deleted, dead)
-	}
-	a, err := cutover.FinishCleanup(ctx, st, o.Migration, buckets, o.Cohorts, o.Who, why, o.Force)
-	if a.Version == 0 {
-		return j, res, nil, fmt.Errorf("the cleanup ran (%d old records deleted), but it was not recorded in the audit: %w", deleted, err)
-	}
-	say(migration.CleanupRecorded{Cohorts: a.Cohorts, From: a.From, Version: a.Version})
-	if err != nil {
-		return j, res, &a, err
-	}
-	if dead > 0 {
-		return j, res, &a, fmt.Errorf("%w: %d records were dead-lettered (see %s); old records of cohorts %s may remain: fix the cause and run the cleanup again",
-			ErrCleanupIncomplete, dead, j.DeadLetterPath, cohort.Format(o.Cohorts))
-	}
-	return j, res, &a, nil
 }

@@ -2,9 +2,11 @@
 // migration.Job and runs them: Migrate reads the source, rewrites every
 // record's key and writes the target, with a dead-letter branch at every
 // step; Backfill does so for some cohorts of a staged cutover, and Cleanup
-// deletes the old records of cohorts that are done (RunBackfill,
-// RunCleanup run them with the phase store). Run runs any such graph on a
-// Beam runner; Runner plugs Migrate into migration.Run.
+// deletes the old records of cohorts that are done; Reverse, Load and
+// Verify are the other cohort operations' jobs. Run runs any such graph on
+// a Beam runner; Runner plugs Migrate into migration.Run and the cohort
+// operations' jobs into package operator (operator.Jobs), which checks,
+// moves the phases and keeps the audit around them.
 //
 // # Counters and progress
 //

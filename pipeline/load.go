@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
@@ -64,11 +64,11 @@ func init() {
 }
 
 // Load returns the graph of a phase-aware bulk load of the records of the
-// files at path (format jsonl, csv or avro, as a source's) into migration
-// j's stores, each where its cohort's phase says.
-func Load(path, format, delimiter, migrationName string) Graph {
+// files f (format jsonl, csv or avro, as a source's) into migration
+// f.Migration's stores, each where its cohort's phase says.
+func Load(f operator.LoadFiles) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
-		if err := CheckLoad(j); err != nil {
+		if err := operator.CheckLoad(j); err != nil {
 			return err
 		}
 		cfgJSON, err := json.Marshal(j.Config)
@@ -79,24 +79,11 @@ func Load(path, format, delimiter, migrationName string) Graph {
 		if table == "" {
 			table = j.Config.Source.Kind
 		}
-		batches, readDead := source.Files(s, source.FilesConfig{Path: path, Format: format, Delimiter: delimiter, Table: table})
-		dead := beam.ParDo(s, &loadFn{Config: string(cfgJSON), Migration: migrationName}, batches)
+		batches, readDead := source.Files(s, source.FilesConfig{Path: f.Path, Format: f.Format, Delimiter: f.Delimiter, Table: table})
+		dead := beam.ParDo(s, &loadFn{Config: string(cfgJSON), Migration: f.Migration}, batches)
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, readDead, dead))
 		return nil
 	}
-}
-
-// CheckLoad refuses a migration the library cannot route: Spanner to
-// Spanner or Datastore to Datastore, with a cohort.user.
-func CheckLoad(j *migration.Job) error {
-	cfg := j.Config
-	if cfg.Source.Type != cfg.Target.Type || (cfg.Source.Type != config.TypeSpanner && cfg.Source.Type != config.TypeDatastore) {
-		return &migration.ConfigError{Err: fmt.Errorf("a phase-aware load goes through the application library, which routes Spanner to Spanner and Datastore to Datastore migrations; this one goes from %s to %s", cfg.Source.Type, cfg.Target.Type)}
-	}
-	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
-		return &migration.ConfigError{Err: errors.New("a phase-aware load needs cohort.user: where a record's user id is")}
-	}
-	return nil
 }
 
 // loadApp is what loadFn needs of the library.
@@ -229,21 +216,4 @@ func (f *loadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 // itself is refused (no user id, a value the store refuses).
 func isPermanent(err error) bool {
 	return errors.Is(err, cohort.ErrNoUser) || status.Code(err) == codes.InvalidArgument
-}
-
-// RunLoad runs a phase-aware bulk load (Load) of the files at path into
-// cfg's migration migrationName on r.
-func RunLoad(ctx context.Context, cfg *config.Config, path, format, delimiter, migrationName string, r Runner) (*migration.Job, *migration.Result, error) {
-	if migrationName == "" || path == "" {
-		return nil, nil, &migration.ConfigError{Err: errors.New("a load needs the migration's name and the files")}
-	}
-	if err := migration.Reach(ctx, cfg); err != nil {
-		return nil, nil, err
-	}
-	j, err := migration.Resolve(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := Run(ctx, j, r, Load(path, format, delimiter, migrationName))
-	return j, res, err
 }

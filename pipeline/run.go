@@ -46,9 +46,9 @@ type Runner struct {
 	Progress io.Writer
 	// Notes receives what the runner has to tell (nil: none are wanted).
 	Notes migration.Notes
-	// Backfill, if set, makes Migrate run the cohort backfill (Backfill)
-	// instead of the whole migration (RunBackfill sets it).
-	Backfill *cutover.Backfill
+	// backfill, if set, makes Migrate run the cohort backfill (Backfill)
+	// instead of the whole migration (Runner.Backfill sets it).
+	backfill *cutover.Backfill
 
 	// total, if set, estimates the job's records for the progress meter
 	// (Migrate sets it: estimateTotal; a verify, estimateCompared).
@@ -83,8 +83,8 @@ func (r Runner) Migrate(ctx context.Context, j *migration.Job) (*migration.Resul
 		return nil, err
 	}
 	graph := Migrate
-	if r.Backfill != nil {
-		graph = Backfill(*r.Backfill)
+	if r.backfill != nil {
+		graph = Backfill(*r.backfill)
 	} else {
 		r.total = func(ctx context.Context) (progress.Total, bool) { return estimateTotal(ctx, j) }
 	}

@@ -57,7 +57,7 @@ func init() {
 // writeSpanner writes the main table's rows, then each level of
 // interleaved children once the level above is written (the emulator and
 // Spanner reject a child whose parent row does not exist yet). Deletes
-// go to the source table, which has no children then (CheckCleanup).
+// go to the source table, which has no children then (operator.CheckCleanup).
 func (w writes) spanner(s beam.Scope, batches beam.PCollection) ([]beam.PCollection, error) {
 	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,

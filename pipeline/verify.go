@@ -17,6 +17,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
@@ -205,7 +206,7 @@ func init() {
 // Graph returns the verify job's graph.
 func (v Verify) Graph() Graph {
 	return func(s beam.Scope, j *migration.Job) error {
-		if err := CheckBackfill(j); err != nil {
+		if err := operator.CheckBackfill(j); err != nil {
 			return err
 		}
 		if v.ReportPath == "" {

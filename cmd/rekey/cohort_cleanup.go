@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/pipeline"
 )
 
 const cohortCleanupLong = `Deletes the old records of cohorts that are done: the records of the
@@ -58,7 +58,7 @@ func newCmdCohortCleanup(f *factory, runF func(*RunOptions) error) *cobra.Comman
 	})
 }
 
-// runCohortCleanup runs the cleanup (pipeline.RunCleanup) and says what it
+// runCohortCleanup runs the cleanup (operator.Cleanup) and says what it
 // did: the counters, the dead letters, the audit record.
 func runCohortCleanup(ctx context.Context, o *RunOptions, io stdio) error {
 	b, done, err := startBeam(o, io)
@@ -71,7 +71,7 @@ func runCohortCleanup(ctx context.Context, o *RunOptions, io stdio) error {
 	if err != nil {
 		return usagef("--cohorts: %v", err)
 	}
-	job, res, a, err := pipeline.RunCleanup(ctx, b.cfg, pipeline.CleanupOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why,
+	job, res, a, err := operator.Cleanup(ctx, b.cfg, operator.CohortOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operatorName(), Why: o.Why,
 		Run: migration.Options{Notes: notesTo(io.out), DryRun: b.dryRun, TranslateOnly: b.translateOnly}}, b.runner)
 	if stop, err := printRun(io, o, job, res, err, b.translateOnly, migration.WouldDelete, "deleted"); stop {
 		return err

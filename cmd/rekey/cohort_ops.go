@@ -379,7 +379,7 @@ func runCohortMove(ctx context.Context, o *CohortOpsOptions, st cutover.Store, r
 			printStatus(o.IO, m, buckets)
 			return nil
 		}
-		m2, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: plan.move, To: to, Version: m.Version, Who: operator(), Why: o.Why, Force: o.Force, Rules: rules})
+		m2, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: plan.move, To: to, Version: m.Version, Who: operatorName(), Why: o.Why, Force: o.Force, Rules: rules})
 		if errors.Is(err, cutover.ErrConflict) && attempt < 5 {
 			fmt.Fprintf(o.IO.out, "another move came first (version %d): planning again\n", m.Version+1)
 			continue
@@ -530,7 +530,7 @@ func phaseNeeds(to cutover.Phase) string {
 }
 
 // operator names who moves cohorts in the audit: user@host.
-func operator() string {
+func operatorName() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
 		name = u.Username

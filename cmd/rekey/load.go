@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/pipeline"
 )
 
 const loadLong = `Loads new data (JSON Lines, CSV or Avro files of records of the old table or
@@ -61,7 +61,7 @@ func runLoad(ctx context.Context, o *RunOptions, lo *LoadOptions, io stdio) erro
 		return err
 	}
 	io = b.statusIO(io)
-	job, res, err := pipeline.RunLoad(ctx, b.cfg, o.From, lo.Format, lo.Delimiter, o.Migration, b.runner)
+	job, res, err := operator.Load(ctx, b.cfg, operator.LoadFiles{Path: o.From, Format: lo.Format, Delimiter: lo.Delimiter, Migration: o.Migration}, b.runner)
 	if stop, err := printRun(io, o, job, res, err, b.translateOnly, migration.WouldWrite, "written"); stop {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
@@ -36,10 +37,10 @@ type RunOptions struct {
 	Verbose      bool
 	BeamArgs     []string // Beam's own flags (--project=p, --region=r, ...), as given
 	// Cohorts, for run, makes it a cohort backfill of Migration's cohorts
-	// (pipeline.RunBackfill); Why goes to the audit.
+	// (operator.Backfill); Why goes to the audit.
 	Cohorts, Migration, Why string
 	// Reverse makes the cohort backfill a reverse one (new → old, from
-	// new_only; pipeline.RunReverse).
+	// new_only; operator.Reverse).
 	Reverse bool
 	// Summary, if set, is a file the run's summary is written to as JSON
 	// when it ends (runSummary).
@@ -281,11 +282,11 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 		if perr != nil {
 			return usagef("--cohorts: %v", perr)
 		}
-		bo := pipeline.BackfillOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operator(), Why: o.Why, Run: mo}
+		bo := operator.CohortOptions{Migration: o.Migration, Cohorts: rs, Force: o.Force, Who: operatorName(), Why: o.Why, Run: mo}
 		if o.Reverse {
-			job, res, _, err = pipeline.RunReverse(ctx, cfg, bo, runner)
+			job, res, _, err = operator.Reverse(ctx, cfg, bo, runner)
 		} else {
-			job, res, _, err = pipeline.RunBackfill(ctx, cfg, bo, runner)
+			job, res, _, err = operator.Backfill(ctx, cfg, bo, runner)
 		}
 	} else {
 		job, res, err = migration.Run(ctx, cfg, mo, runner)

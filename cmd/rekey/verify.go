@@ -119,9 +119,9 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 	var res *migration.Result
 	var a *cutover.Audit
 	if repair {
-		report, res, err = pipeline.RunRepair(ctx, cfg, pipeline.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operator()}, runner)
+		report, res, err = pipeline.RunRepair(ctx, cfg, pipeline.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
 	} else {
-		report, res, a, err = pipeline.RunVerify(ctx, cfg, pipeline.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operator()}, runner)
+		report, res, a, err = pipeline.RunVerify(ctx, cfg, pipeline.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operatorName()}, runner)
 	}
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", opts.Config, err)

@@ -1,0 +1,21 @@
+// Package operator runs the operator's side of a staged cutover: the
+// cohort operations (backfill, verify, repair, reverse backfill, cleanup,
+// phase-aware load). Each one checks that the migration allows it, reads
+// and moves the cohorts' phases in the phase store (package cutover),
+// records the audit, and asks a Jobs for the one Beam job it needs; it
+// returns what happened and reports progress as migration.Notes. It
+// imports no Beam: pipeline.Runner implements Jobs (the graphs), and the
+// command line (cmd/rekey) prints the notes and the results.
+//
+// A new cohort operation goes here, as a function of the same shape:
+//
+//	job, res, audit, err := operator.Backfill(ctx, cfg, operator.CohortOptions{...}, jobs)
+//
+// with its Beam graph, if it needs one, in package pipeline behind a new
+// method of Jobs, and its DoFns in package transforms.
+//
+// Why the order of each operation is safe (a backfill after the dual-write
+// hold, a reverse backfill after read_new's hold, a repair conditional on
+// the touched marks as of its start less the skew) is argued in package
+// cutover's doc, which the application's library shares.
+package operator
