@@ -2,7 +2,6 @@ package cutover
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,7 +21,7 @@ import (
 // forward rewrite gives the new key, its inverse turns the new record
 // back) and, for Spanner, the new table's schema and database.
 type Reverse struct {
-	Spec string `json:"spec"`
+	Spec rekeyer.Text `json:"spec"`
 	// NewTable is the new Spanner table; NewDatabase its database
 	// (projects/P/instances/I/databases/D).
 	NewTable    *spannerdb.Table `json:"new_table,omitempty"`
@@ -34,18 +33,12 @@ type Reverse struct {
 	OldNamespace   string `json:"old_namespace,omitempty"`
 }
 
-// NewReverse returns the Reverse of a migration's rekeyer spec.
-func NewReverse(spec rekeyer.Spec) (Reverse, error) {
-	b, err := json.Marshal(spec)
-	return Reverse{Spec: string(b)}, err
-}
-
 func (r Reverse) rekeyer() (*rekeyer.Rekeyer, error) {
-	var spec rekeyer.Spec
-	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
-		return nil, fmt.Errorf("reverse backfill: the rewrite spec: %w", err)
+	rk, err := r.Spec.Build()
+	if err != nil {
+		return nil, fmt.Errorf("reverse backfill: %w", err)
 	}
-	return spec.Build()
+	return rk, nil
 }
 
 // SpannerReverse returns the conditional commit (spannerdb.Writer's

@@ -61,7 +61,7 @@ func TestPhaseAwareLoad(t *testing.T) {
 			}
 			t.Logf("load: %s", res.Counters)
 			c := res.Counters
-			if c[pipeline.LoadOldOnly] != seqs || c[pipeline.LoadBoth] != seqs || c[pipeline.LoadNewOnly] != seqs || c["dead_lettered"] != 0 {
+			if c[operator.LoadOldOnly] != seqs || c[operator.LoadBoth] != seqs || c[operator.LoadNewOnly] != seqs || c["dead_lettered"] != 0 {
 				t.Errorf("counters %s; want %d records each to old only, both and new only", c, seqs)
 			}
 			old, nw := e.oldPages(t), e.newPages(t)

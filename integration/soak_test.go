@@ -434,11 +434,11 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 			_, _, _, err = operator.Backfill(ctx, s.cfg, opts, runner)
 			s.event("group %d: backfill: %v", g, err)
 		case cutover.Backfilled:
-			var rep []pipeline.VerifyCohort
-			rep, _, _, err = pipeline.RunVerify(ctx, s.cfg, pipeline.VerifyOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Mark: true, Who: "soak"}, runner)
+			var rep []operator.VerifyCohort
+			rep, _, _, err = operator.Verify(ctx, s.cfg, operator.VerifyOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Mark: true, Who: "soak"}, runner)
 			s.event("group %d: verify --mark: %v (%s)", g, err, verifySummary(rep))
 			if s.phaseOf(ctx, rs) == cutover.Backfilled {
-				_, _, err = pipeline.RunRepair(ctx, s.cfg, pipeline.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
+				_, _, err = operator.Repair(ctx, s.cfg, operator.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
 				s.event("group %d: repair: %v", g, err)
 			}
 		case cutover.Verified:
@@ -465,7 +465,7 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				err = move(cutover.DualWrite)
 				break
 			}
-			_, _, err = pipeline.RunRepair(ctx, s.cfg, pipeline.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
+			_, _, err = operator.Repair(ctx, s.cfg, operator.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
 			s.event("group %d: repair: %v", g, err)
 			if err == nil {
 				err = move(cutover.NewOnly)
@@ -507,7 +507,7 @@ func (s *soak) phaseOf(ctx context.Context, rs []cohort.Range) cutover.Phase {
 	return m.Phase(rs[0].First)
 }
 
-func verifySummary(rep []pipeline.VerifyCohort) string {
+func verifySummary(rep []operator.VerifyCohort) string {
 	var parts []string
 	for _, c := range rep {
 		parts = append(parts, fmt.Sprintf("%+v", c))

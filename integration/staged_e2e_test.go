@@ -253,14 +253,14 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				faults(false)
 				defer faults(true)
 				for attempt := 1; ; attempt++ {
-					if _, _, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
+					if _, _, err := operator.Repair(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("repair %s: %v", cohort.Format(rs), err)
 					}
 					by, _, err := e.verify(t, rs, true)
 					if err == nil {
 						return
 					}
-					if !errors.Is(err, pipeline.ErrNotClean) || attempt == 3 {
+					if !errors.Is(err, operator.ErrNotClean) || attempt == 3 {
 						for c, v := range by {
 							if !v.Clean() {
 								t.Logf("cohort %d: %+v", c, v)
@@ -277,11 +277,11 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				t.Helper()
 				faultsMode(transientFaults)
 				defer faults(true)
-				_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
+				_, res, err := operator.Repair(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
 				if err != nil {
 					t.Fatalf("repair in read_new %s: %v", cohort.Format(rs), err)
 				}
-				if n := res.Counters[pipeline.RepairLogCleared]; n > 0 {
+				if n := res.Counters[operator.RepairLogCleared]; n > 0 {
 					t.Logf("repair in read_new of %s: %d entries of writes new missed, %s", cohort.Format(rs), n, res.Counters)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
@@ -35,11 +36,11 @@ func stagedSeed(t *testing.T, e *stagedEnv, prefix string, n, seqs int) ([]strin
 	return users, cohort.Merge(rs)
 }
 
-// verify runs RunVerify of rs and returns the report by cohort.
-func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]pipeline.VerifyCohort, *cutover.Audit, error) {
+// verify runs operator.Verify of rs and returns the report by cohort.
+func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]operator.VerifyCohort, *cutover.Audit, error) {
 	t.Helper()
-	report, _, a, err := pipeline.RunVerify(context.Background(), e.cfg, pipeline.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: filepath.Join(t.TempDir(), "verify.jsonl"), Mark: mark, Who: "test-verify"}, pipeline.Runner{Runner: cohortRunner})
-	by := map[int]pipeline.VerifyCohort{}
+	report, _, a, err := operator.Verify(context.Background(), e.cfg, operator.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: filepath.Join(t.TempDir(), "verify.jsonl"), Mark: mark, Who: "test-verify"}, pipeline.Runner{Runner: cohortRunner})
+	by := map[int]operator.VerifyCohort{}
 	for _, v := range report {
 		by[v.Cohort] = v
 	}
@@ -89,7 +90,7 @@ func TestVerify(t *testing.T) {
 			e.changeNew(t, changed, 1, "changed", false)
 			e.deleteOld(t, extra, 2)
 			by, _, err = e.verify(t, rs, true)
-			if !errors.Is(err, pipeline.ErrNotClean) {
+			if !errors.Is(err, operator.ErrNotClean) {
 				t.Errorf("verify --mark of unclean cohorts: %v, want ErrNotClean", err)
 			}
 			want := map[int][3]int{} // cohort → missing, mismatched, extra
@@ -154,12 +155,12 @@ func TestVerify(t *testing.T) {
 				// new missed: the soak, seed 2).
 				cfg := *e.cfg
 				cfg.Cohort.Skew = time.Hour
-				_, res, err := pipeline.RunRepair(ctx, &cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
+				_, res, err := operator.Repair(ctx, &cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 				if err != nil {
 					t.Fatal(err)
 				}
 				early = res.Counters
-				if c := res.Counters[pipeline.RepairLogCleared]; c != 0 {
+				if c := res.Counters[operator.RepairLogCleared]; c != 0 {
 					t.Errorf("a repair within the skew margin of a logged write cleared %d entries, want 0", c)
 				}
 				if got := e.newPages(t)[logID(logged, 0)]; got == "logged" {
@@ -176,7 +177,7 @@ func TestVerify(t *testing.T) {
 
 			// Repair puts it all right; a verify after it is clean, and
 			// marks.
-			_, res, err := pipeline.RunRepair(ctx, e.cfg, pipeline.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
+			_, res, err := operator.Repair(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,8 +188,8 @@ func TestVerify(t *testing.T) {
 			}
 			// The early repair's skipped write (the logged record) is in
 			// its repair_written too, and in its backfill_skipped.
-			if c := res.Counters; c[pipeline.RepairWritten]+early[pipeline.RepairWritten]-early[migration.BackfillSkipped] != wantWritten || c[pipeline.RepairDeleted]+early[pipeline.RepairDeleted] != 1 || c[pipeline.RepairLogCleared] != wantCleared {
-				t.Errorf("repair counters %s (and %v before); want %s=%d %s=1 %s=%d in all", c, early, pipeline.RepairWritten, wantWritten, pipeline.RepairDeleted, pipeline.RepairLogCleared, wantCleared)
+			if c := res.Counters; c[operator.RepairWritten]+early[operator.RepairWritten]-early[migration.BackfillSkipped] != wantWritten || c[operator.RepairDeleted]+early[operator.RepairDeleted] != 1 || c[operator.RepairLogCleared] != wantCleared {
+				t.Errorf("repair counters %s (and %v before); want %s=%d %s=1 %s=%d in all", c, early, operator.RepairWritten, wantWritten, operator.RepairDeleted, operator.RepairLogCleared, wantCleared)
 			}
 			by, a, err := e.verify(t, rs, true)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/pipeline"
@@ -92,7 +93,7 @@ func TestVerifyMarkRoutedAround(t *testing.T) {
 	e.changeNew(t, changed, 1, "changed", false)
 
 	by, _, err := e.verify(t, rs, true)
-	if !errors.Is(err, pipeline.ErrNotClean) {
+	if !errors.Is(err, operator.ErrNotClean) {
 		t.Errorf("verify --mark with a mismatch beside the routed record: %v, want ErrNotClean", err)
 	}
 	if v := by[cohortOf(changed)]; v.Mismatched != 1 {
@@ -143,7 +144,7 @@ func TestVerifyManyFindings(t *testing.T) {
 	reads := func() int { return e.tap.Calls()[committap.SpannerStreamingRead] }
 	before := reads()
 	report := filepath.Join(t.TempDir(), "verify.jsonl")
-	out, _, _, err := pipeline.RunVerify(ctx, e.cfg, pipeline.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: report}, pipeline.Runner{Runner: "prism"})
+	out, _, _, err := operator.Verify(ctx, e.cfg, operator.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: report}, pipeline.Runner{Runner: "prism"})
 	if err != nil {
 		t.Fatal(err)
 	}

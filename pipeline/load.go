@@ -40,18 +40,10 @@ import (
 // is retried for loadRetryFor (a stale phase cache or a busy store is
 // transient), then the record is dead-lettered with the reason.
 
-// Counters of a load: the records written to old only, to both, to new
-// only (by the phase their cohort was in when the load looked).
-const (
-	LoadOldOnly = "load_old_only"
-	LoadBoth    = "load_both"
-	LoadNewOnly = "load_new_only"
-)
-
 var (
-	loadOldOnly = beam.NewCounter("rekey", LoadOldOnly)
-	loadBoth    = beam.NewCounter("rekey", LoadBoth)
-	loadNewOnly = beam.NewCounter("rekey", LoadNewOnly)
+	loadOldOnly = beam.NewCounter("rekey", operator.LoadOldOnly)
+	loadBoth    = beam.NewCounter("rekey", operator.LoadBoth)
+	loadNewOnly = beam.NewCounter("rekey", operator.LoadNewOnly)
 )
 
 const (

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -58,7 +57,7 @@ type recheckSpec struct {
 	Source      config.Endpoint  `json:"source"`
 	Target      config.Endpoint  `json:"target"`
 	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
-	Spec        string           `json:"spec"`
+	Spec        rekeyer.Text     `json:"spec"`
 }
 
 // newRecheck returns the recheck of a verify job, nil when its source is
@@ -67,11 +66,7 @@ func newRecheck(cfg *config.Config, source *spannerdb.Table, spec rekeyer.Spec) 
 	if t := cfg.Source.Type; t != config.TypeSpanner && t != config.TypeDatastore {
 		return nil
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return nil
-	}
-	return &recheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: string(b)}
+	return &recheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text()}
 }
 
 // rechecker reads findings again.
@@ -85,7 +80,7 @@ type rechecker struct {
 }
 
 func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*rechecker, error) {
-	rk, err := buildRekeyer(spec.Spec)
+	rk, err := spec.Spec.Build()
 	if err != nil {
 		return nil, err
 	}

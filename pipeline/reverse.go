@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -42,11 +41,7 @@ func Reverse(b cutover.Backfill) Graph {
 			return errors.New("reverse backfill: no Reverse")
 		}
 		newBatches, deads := readTarget(s.Scope("new"), j, &b)
-		spec, err := json.Marshal(j.Spec)
-		if err != nil {
-			return err
-		}
-		olds, invertDead := beam.ParDo2(s, &invertFn{Spec: string(spec), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
+		olds, invertDead := beam.ParDo2(s, &invertFn{Spec: j.Spec.Text(), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
 		deads = append(deads, invertDead)
 		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
 		deads = append(deads, cohortDead)
@@ -98,20 +93,16 @@ func toOld(j *migration.Job) *migration.Job {
 // invertFn turns new records back into old ones (rekeyer.Invert), in the
 // source's namespace and database.
 type invertFn struct {
-	Spec      string `json:"spec"`
-	Namespace string `json:"namespace"`
-	Database  string `json:"database"`
+	Spec      rekeyer.Text `json:"spec"`
+	Namespace string       `json:"namespace"`
+	Database  string       `json:"database"`
 
 	rk *rekeyer.Rekeyer
 }
 
 func (f *invertFn) Setup() error {
-	var spec rekeyer.Spec
-	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
-		return err
-	}
 	var err error
-	f.rk, err = spec.Build()
+	f.rk, err = f.Spec.Build()
 	return err
 }
 

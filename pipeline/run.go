@@ -21,6 +21,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/spannerexport"
@@ -62,7 +63,7 @@ type progressCounts int
 
 const (
 	countsWritten  progressCounts = iota // records written (or deleted)
-	countsCompared                       // a verify or a repair: records compared (VerifyCompared)
+	countsCompared                       // a verify or a repair: records compared (operator.VerifyCompared)
 	countsRead                           // a dry run or a plan, which write nothing: records read
 )
 
@@ -335,7 +336,7 @@ func snapshot(c migration.Counters, el time.Duration, counts progressCounts) pro
 	s := progress.Snapshot{Read: c[migration.Read], Done: c[migration.Written], Dead: c[migration.DeadLettered], Elapsed: el}
 	switch {
 	case counts == countsCompared: // a verify or a repair: its repairs are counted at the end
-		s.Done, s.Verb = c[VerifyCompared], "compared"
+		s.Done, s.Verb = c[operator.VerifyCompared], "compared"
 	case counts == countsRead:
 		s.ReadOnly = true
 	case c[migration.Deleted] > 0: // a cohort cleanup

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
@@ -30,166 +27,15 @@ import (
 	"github.com/rekeyio/rekey/transforms/source"
 )
 
-// Verify compares old and new for some cohorts (rekey verify): a Beam job
-// on the same runners and sources as a migration. It reads the old
-// records of the cohorts (a Spanner source filters in its query), maps
-// each through the very rewrite the migration and the application's
-// library use, reads the new records (of the cohorts, where the user id
-// can be told from a new record; all of them otherwise), joins the two by
-// new key, and counts per cohort: matching, missing in new, extra in new
-// and mismatched (compared by type and value: record.Diff, timestamps by
-// instant, floats exactly, key-valued properties as the rewrite maps
-// them), with up to Examples example keys of each. The report, one JSON
-// line per cohort with records (VerifyCohort), goes to ReportPath;
-// records that cannot be read or rewritten go to the dead letters.
-type Verify struct {
-	Cohorts    []cohort.Range
-	Examples   int
-	ReportPath string
-	// Repair, if set, makes the job a repair (see RunRepair): what it
-	// finds is also put right, conditionally on the touched marks as of
-	// Repair's Since.
-	Repair *cutover.Backfill
-	// RepairReadNew (cohort ranges) and RepairPending (old keys): in
-	// read_new cohorts a repair puts right only the records the repair
-	// log says new missed.
-	RepairReadNew string
-	RepairPending map[string]bool
-	// Routed (old keys, verify only): records whose latest repair-log
-	// entry says new missed a write or delete that old took, in cohorts
-	// where old is authoritative; the library routes around them (see
-	// RunVerify), so their differences are reported apart, as logged and
-	// routed around, not as findings.
-	Routed map[string]bool
-	// RoutedEntries (entry IDs) are the repair-log entries of Routed.
-	RoutedEntries map[string]bool
-}
-
-// VerifyCohort is one cohort's line of a verify report.
-type VerifyCohort struct {
-	Cohort     int `json:"cohort"`
-	Matching   int `json:"matching"`
-	Missing    int `json:"missing_in_new"`
-	Extra      int `json:"extra_in_new"`
-	Mismatched int `json:"mismatched"`
-	// Settled counts the findings that old and new agreed on when read
-	// again (writes in flight while the job read; see recheck.go).
-	Settled int `json:"settled_on_recheck"`
-	// Routed counts the differing records (missing, extra or mismatched)
-	// whose latest repair-log entry says new missed a write or delete
-	// that old took, while old is authoritative: logged, and routed
-	// around by the library (it reads old for them in read_new, and
-	// new_only is refused until a repair copies them). They are not
-	// counted as findings.
-	Routed int `json:"logged_routed_around"`
-	// RepairLog counts the cohort's entries in the repair log (added by
-	// RunVerify, which reads the log); RepairLogRouted those of them that
-	// are routed around (as Routed).
-	RepairLog       int `json:"repair_log"`
-	RepairLogRouted int `json:"repair_log_routed_around"`
-	// Examples holds up to the job's Examples keys per finding: old keys
-	// for missing and mismatched records (with how they differ), new keys
-	// for extra ones, the logged keys and operations of the repair log.
-	Examples VerifyExamples `json:"examples"`
-	// Keys holds every differing key (as Examples, without a bound) and
-	// every repair-log entry, so that people and tools can act on all of
-	// them.
-	Keys VerifyExamples `json:"keys"`
-}
-
-// VerifyExamples are a cohort's example keys, by finding.
-type VerifyExamples struct {
-	Missing    []string `json:"missing_in_new,omitempty"`
-	Extra      []string `json:"extra_in_new,omitempty"`
-	Mismatched []string `json:"mismatched,omitempty"`
-	Routed     []string `json:"logged_routed_around,omitempty"`
-	RepairLog  []string `json:"repair_log,omitempty"`
-}
-
-// Clean reports whether the cohort's old and new agree and nothing waits
-// for repair.
-func (v VerifyCohort) Clean() bool {
-	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.Routed == 0 && v.RepairLog == 0
-}
-
-// Markable reports whether verify --mark accepts the cohort: no finding,
-// and every repair-log entry one the library routes around (differences
-// counted in Routed are such entries' records).
-func (v VerifyCohort) Markable() bool {
-	return v.Missing == 0 && v.Extra == 0 && v.Mismatched == 0 && v.RepairLog == v.RepairLogRouted
-}
-
-// Findings is the cohort's differing records, routed around or not.
-func (v VerifyCohort) Findings() int { return v.Missing + v.Extra + v.Mismatched + v.Routed }
-
-// merge adds o's counts and examples (up to n each) to v.
-func (v *VerifyCohort) merge(o VerifyCohort, n int) {
-	v.addCounts(o)
-	v.Examples.add(o.Examples, n)
-	v.Keys.add(o.Keys, -1)
-}
-
-// addCounts adds o's counts to v.
-func (v *VerifyCohort) addCounts(o VerifyCohort) {
-	v.Matching += o.Matching
-	v.Missing += o.Missing
-	v.Extra += o.Extra
-	v.Mismatched += o.Mismatched
-	v.Settled += o.Settled
-	v.Routed += o.Routed
-	v.RepairLog += o.RepairLog
-	v.RepairLogRouted += o.RepairLogRouted
-}
-
-// TotalOf sums the counts of cohorts' report lines (Cohort -1, no keys).
-func TotalOf(vs []VerifyCohort) VerifyCohort {
-	t := VerifyCohort{Cohort: -1}
-	for _, v := range vs {
-		t.addCounts(v)
-	}
-	return t
-}
-
-// add appends o's keys to e, up to n of each (n < 0: all).
-func (e *VerifyExamples) add(o VerifyExamples, n int) {
-	add := func(dst *[]string, src []string) {
-		for _, s := range src {
-			if n >= 0 && len(*dst) >= n {
-				return
-			}
-			*dst = append(*dst, s)
-		}
-	}
-	add(&e.Missing, o.Missing)
-	add(&e.Extra, o.Extra)
-	add(&e.Mismatched, o.Mismatched)
-	add(&e.Routed, o.Routed)
-	add(&e.RepairLog, o.RepairLog)
-}
-
-// Counters of a verify job.
-const (
-	VerifyMatching     = "verify_matching"
-	VerifyMissing      = "verify_missing_in_new"
-	VerifyExtra        = "verify_extra_in_new"
-	VerifyMismatched   = "verify_mismatched"
-	VerifyUnattributed = "verify_new_without_user"
-	VerifySettled      = "verify_settled_on_recheck"
-	VerifyRouted       = "verify_logged_routed_around"
-	// VerifyCompared counts the new keys judged (one per record of old
-	// or new in the cohorts): the progress of a verify.
-	VerifyCompared = "verify_compared"
-)
-
 var (
-	verifyMatching     = beam.NewCounter("rekey", VerifyMatching)
-	verifyMissing      = beam.NewCounter("rekey", VerifyMissing)
-	verifyExtra        = beam.NewCounter("rekey", VerifyExtra)
-	verifyMismatched   = beam.NewCounter("rekey", VerifyMismatched)
-	verifyUnattributed = beam.NewCounter("rekey", VerifyUnattributed)
-	verifySettled      = beam.NewCounter("rekey", VerifySettled)
-	verifyRouted       = beam.NewCounter("rekey", VerifyRouted)
-	verifyCompared     = beam.NewCounter("rekey", VerifyCompared)
+	verifyMatching     = beam.NewCounter("rekey", operator.VerifyMatching)
+	verifyMissing      = beam.NewCounter("rekey", operator.VerifyMissing)
+	verifyExtra        = beam.NewCounter("rekey", operator.VerifyExtra)
+	verifyMismatched   = beam.NewCounter("rekey", operator.VerifyMismatched)
+	verifyUnattributed = beam.NewCounter("rekey", operator.VerifyUnattributed)
+	verifySettled      = beam.NewCounter("rekey", operator.VerifySettled)
+	verifyRouted       = beam.NewCounter("rekey", operator.VerifyRouted)
+	verifyCompared     = beam.NewCounter("rekey", operator.VerifyCompared)
 )
 
 func init() {
@@ -203,8 +49,9 @@ func init() {
 	register.Iter1[[]byte]()
 }
 
-// Graph returns the verify job's graph.
-func (v Verify) Graph() Graph {
+// verifyGraph returns the graph of a verify job (and a repair's, with
+// v.Repair set).
+func verifyGraph(v operator.VerifyJob) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
 		if err := operator.CheckBackfill(j); err != nil {
 			return err
@@ -222,10 +69,7 @@ func (v Verify) Graph() Graph {
 		}
 		oldBatches, cohortDead := selectCohorts(s.Scope("old"), j, b.Cohorts(), oldBatches)
 		deads = append(deads, cohortDead)
-		spec, err := json.Marshal(j.Spec)
-		if err != nil {
-			return err
-		}
+		spec := j.Spec.Text()
 		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
 		side := verifySide{Store: j.Config.Target.Type, Sel: sel}
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
@@ -234,13 +78,13 @@ func (v Verify) Graph() Graph {
 		if j.Spanner != nil {
 			side.SourceTable = j.Spanner.Source
 		}
-		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &expectFn{Spec: string(spec), Side: side}, oldBatches)
+		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &expectFn{Spec: spec, Side: side}, oldBatches)
 		deads = append(deads, rewriteDead)
 		newBatches, newDeads := readTarget(s.Scope("new"), j, b)
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &newSideFn{Side: side}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		cmp := &compareFn{Side: side, Examples: v.Examples, Spec: string(spec), Source: j.Config.Source}
+		cmp := &compareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Config.Source}
 		if v.Repair == nil {
 			var src *spannerdb.Table
 			if j.Spanner != nil {
@@ -254,7 +98,7 @@ func (v Verify) Graph() Graph {
 		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
 		sink.Lines(s.Scope("keys"), keysPath(v.ReportPath), keys)
 		if v.Repair != nil {
-			repairDead, err := v.repairs(s, j, side, joined)
+			repairDead, err := repairs(s, j, v, side, joined)
 			if err != nil {
 				return err
 			}
@@ -389,25 +233,16 @@ func unitem(b []byte) (c int, oldKey string, recs []record.Record, err error) {
 // expectFn maps old records through the rewrite: new key → the record new
 // should hold.
 type expectFn struct {
-	Spec string     `json:"spec"`
-	Side verifySide `json:"side"`
+	Spec rekeyer.Text `json:"spec"`
+	Side verifySide   `json:"side"`
 
 	rk   *rekeyer.Rekeyer
 	user cohort.User
 }
 
-// buildRekeyer builds the rewrite of a JSON rekeyer.Spec.
-func buildRekeyer(spec string) (*rekeyer.Rekeyer, error) {
-	var s rekeyer.Spec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		return nil, err
-	}
-	return s.Build()
-}
-
 func (f *expectFn) Setup() error {
 	var err error
-	if f.rk, err = buildRekeyer(f.Spec); err != nil {
+	if f.rk, err = f.Spec.Build(); err != nil {
 		return err
 	}
 	f.user, err = cohort.ParseUser(f.Side.Sel.User)
@@ -510,7 +345,7 @@ type compareFn struct {
 	Examples int        `json:"examples"`
 	// Spec is the rewrite (for the old keys of records extra in new);
 	// Source the old store.
-	Spec   string          `json:"spec"`
+	Spec   rekeyer.Text    `json:"spec"`
 	Source config.Endpoint `json:"source"`
 	// Recheck, if set, reads every finding again (see recheck.go).
 	Recheck *recheckSpec `json:"recheck,omitempty"`
@@ -527,7 +362,7 @@ type compareFn struct {
 func (f *compareFn) Setup(ctx context.Context) error {
 	if f.Spec != "" {
 		var err error
-		if f.rk, err = buildRekeyer(f.Spec); err != nil {
+		if f.rk, err = f.Spec.Build(); err != nil {
 			return err
 		}
 	}
@@ -645,7 +480,7 @@ func (f *compareFn) flush(ctx context.Context, emit func(int, string), keys func
 	}
 	for _, it := range items {
 		if it.settled {
-			t := VerifyCohort{Cohort: it.jd.cohort, Settled: 1}
+			t := operator.VerifyCohort{Cohort: it.jd.cohort, Settled: 1}
 			verifySettled.Inc(ctx, 1)
 			verifyCompared.Inc(ctx, 1)
 			line, err := json.Marshal(t)
@@ -683,19 +518,11 @@ func (f *compareFn) oldKeyOf(jd joined) string {
 	return k
 }
 
-// keyLine is a differing key in the keys output: its cohort, what
-// differs (VerifyExamples' names) and the key (with how it differs).
-type keyLine struct {
-	Cohort  int    `json:"cohort"`
-	Finding string `json:"finding"`
-	Key     string `json:"key"`
-}
-
 // judge counts one new key (routed: its record is routed around) and
 // emits its tally and, when it differs, its key.
 func (f *compareFn) judge(ctx context.Context, key string, jd joined, routed bool, emit func(int, string), keys func(string)) error {
 	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
-	var t VerifyCohort
+	var t operator.VerifyCohort
 	var kind, text string
 	switch {
 	case want != nil && got == nil:
@@ -745,7 +572,7 @@ func (f *compareFn) judge(ctx context.Context, key string, jd joined, routed boo
 	}
 	emit(c, string(line))
 	if kind != "" {
-		kl, err := json.Marshal(keyLine{Cohort: c, Finding: kind, Key: text})
+		kl, err := json.Marshal(operator.KeyLine{Cohort: c, Finding: kind, Key: text})
 		if err != nil {
 			return err
 		}
@@ -754,7 +581,7 @@ func (f *compareFn) judge(ctx context.Context, key string, jd joined, routed boo
 	return nil
 }
 
-// cohortTallyFn merges a cohort's tallies (JSON VerifyCohort), keeping
+// cohortTallyFn merges a cohort's tallies (JSON operator.VerifyCohort), keeping
 // up to Examples examples of each finding.
 type cohortTallyFn struct {
 	Examples int `json:"examples"`
@@ -773,11 +600,11 @@ func (f *cohortTallyFn) MergeAccumulators(a, b string) string {
 	if b == "" {
 		return a
 	}
-	var x, y VerifyCohort
+	var x, y operator.VerifyCohort
 	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
 		panic("verify: corrupt tally") // produced by compareFn; cannot happen
 	}
-	x.merge(y, f.Examples)
+	x.Merge(y, f.Examples)
 	out, _ := json.Marshal(x)
 	return string(out)
 }
@@ -798,213 +625,9 @@ func cohortFilterOn(j *migration.Job, t *spannerdb.Table, b *cutover.Backfill) s
 	return cohortFilter(&jj, b.Cohorts())
 }
 
-// sortReport orders a report's lines by cohort.
-func sortReport(rs []VerifyCohort) {
-	sort.Slice(rs, func(i, k int) bool { return rs[i].Cohort < rs[k].Cohort })
-}
-
-// VerifyOptions say what RunVerify compares.
-type VerifyOptions struct {
-	// Migration names the migration in the phase store; Cohorts are the
-	// cohorts to compare.
-	Migration string
-	Cohorts   []cohort.Range
-	// Examples is how many example keys to keep per finding and cohort
-	// (0: 5).
-	Examples int
-	// ReportPath receives the report, one JSON line per cohort.
-	ReportPath string
-	// Mark moves the cohorts to verified when every one is clean; Who
-	// goes to the audit.
-	Mark bool
-	Who  string
-}
-
-// RunVerify runs the verify job of cfg on r (Verify), adds each cohort's
-// entries of the repair log, writes the report (every selected cohort,
-// clean ones too, each with every differing key) to o.ReportPath and
-// returns it, sorted by cohort. With o.Mark and a report --mark accepts
-// (VerifyCohort.Markable of every cohort, no dead letter) it moves the
-// cohorts to verified, by the rules (they must be backfilled), and
-// returns the move's audit.
-//
-// What --mark accepts: no record missing, extra or different in new,
-// except records the library routes around, and no repair-log entry but
-// theirs. A record is routed around when its cohort is in a phase where
-// old is authoritative (dual_write to shadow) and its latest repair-log
-// entry says new missed a write or delete old took: reads go to old until
-// read_new, in read_new the library reads old for it, new_only is
-// refused while such an entry is left, and rekey repair copies it. Such
-// entries keep coming while the application's second writes fail at a
-// steady rate; a verify that waited for none would never pass. They are
-// reported as "logged, routed around", apart from the findings.
-func RunVerify(ctx context.Context, cfg *config.Config, o VerifyOptions, r Runner) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
-	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
-		return nil, nil, nil, &migration.ConfigError{Err: errors.New("verify needs the migration's name, the cohorts and a report path")}
-	}
-	if err := migration.Reach(ctx, cfg); err != nil {
-		return nil, nil, nil, err
-	}
-	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
-	}
-	defer closeStore()
-	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	m, err := st.Load(ctx, o.Migration)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	routed, routedEntries := routedAround(m, entries)
-	return runVerifyWith(ctx, cfg, st, o, r, Verify{Routed: routed, RoutedEntries: routedEntries}, entries)
-}
-
-// routedAround returns the old keys with a repair-log entry (of entries,
-// oldest first) in a cohort where old is authoritative (m's phase:
-// dual_write to shadow), and those entries' IDs (every entry of such a
-// key). The library routes every such key by its touched mark: where new
-// missed a write old took, reads go to old (the authoritative store, and
-// in read_new too); where old missed one new took while it was
-// authoritative (before a rollback), reads go to new (see the cutover
-// package doc, "Missed writes").
-func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[string]bool) {
-	type rec struct {
-		cohort int
-		key    string
-	}
-	latest := map[rec]cutover.RepairEntry{}
-	for _, e := range entries {
-		latest[rec{e.Cohort, e.OldKey}] = e // oldest first: the last is the latest
-	}
-	keys, ids = map[string]bool{}, map[string]bool{}
-	for k, e := range latest {
-		if !slices.Contains(repairable, m.Phase(k.cohort)) || e.Missed != "new" && e.Missed != "old" {
-			continue
-		}
-		keys[k.key] = true
-	}
-	for _, e := range entries {
-		if keys[e.OldKey] && slices.Contains(repairable, m.Phase(e.Cohort)) {
-			ids[e.ID] = true
-		}
-	}
-	return keys, ids
-}
-
 // keysPath is where a verify job writes its differing keys (keyLine),
-// next to the report, before RunVerify folds them into it.
+// next to the report, before Runner.Verify reads them back.
 func keysPath(report string) string { return report + ".keys" }
-
-// runVerifyWith is RunVerify on the phase store st, with the repair-log
-// entries read before, and the repair of v (Repair, RepairReadNew,
-// RepairPending) when v.Repair is set.
-func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o VerifyOptions, r Runner, v Verify, entries []cutover.RepairEntry) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
-	if o.Examples <= 0 {
-		o.Examples = 5
-	}
-	j, err := migration.Resolve(ctx, cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
-	r.counts = countsCompared
-	r.total = func(ctx context.Context) (progress.Total, bool) { return estimateCompared(ctx, j, o.Cohorts) }
-	res, err := Run(ctx, j, r, v.Graph())
-	if err != nil {
-		return nil, res, nil, err
-	}
-	lines, err := readLines(ctx, o.ReportPath)
-	if err != nil {
-		return nil, res, nil, fmt.Errorf("reading the verify report %s: %w", o.ReportPath, err)
-	}
-	keyLines, err := readLines(ctx, keysPath(o.ReportPath))
-	if err != nil {
-		return nil, res, nil, fmt.Errorf("reading the verify's keys %s: %w", keysPath(o.ReportPath), err)
-	}
-	by := map[int]*VerifyCohort{}
-	for _, r := range cohort.Merge(o.Cohorts) {
-		for c := r.First; c <= r.Last; c++ {
-			by[c] = &VerifyCohort{Cohort: c}
-		}
-	}
-	for _, l := range lines {
-		var v VerifyCohort
-		if err := json.Unmarshal([]byte(l), &v); err != nil {
-			return nil, res, nil, fmt.Errorf("verify report %s: %w", o.ReportPath, err)
-		}
-		if p := by[v.Cohort]; p != nil {
-			p.merge(v, o.Examples)
-		}
-	}
-	for _, l := range keyLines {
-		var k keyLine
-		if err := json.Unmarshal([]byte(l), &k); err != nil {
-			return nil, res, nil, fmt.Errorf("verify keys %s: %w", keysPath(o.ReportPath), err)
-		}
-		p := by[k.Cohort]
-		if p == nil {
-			continue
-		}
-		switch k.Finding {
-		case "missing_in_new":
-			p.Keys.Missing = append(p.Keys.Missing, k.Key)
-		case "extra_in_new":
-			p.Keys.Extra = append(p.Keys.Extra, k.Key)
-		case "mismatched":
-			p.Keys.Mismatched = append(p.Keys.Mismatched, k.Key)
-		case "logged_routed_around":
-			p.Keys.Routed = append(p.Keys.Routed, k.Key)
-		}
-	}
-	n := o.Examples
-	for _, e := range entries {
-		if p := by[e.Cohort]; p != nil {
-			o := VerifyCohort{RepairLog: 1, Examples: VerifyExamples{RepairLog: []string{e.String()}}, Keys: VerifyExamples{RepairLog: []string{e.String()}}}
-			if v.RoutedEntries[e.ID] {
-				o.RepairLogRouted = 1
-			}
-			p.merge(o, n)
-		}
-	}
-	report := make([]VerifyCohort, 0, len(by))
-	clean := res.Counters[migration.DeadLettered] == 0
-	var out []string
-	for _, v := range by {
-		for _, ks := range [][]string{v.Keys.Missing, v.Keys.Extra, v.Keys.Mismatched, v.Keys.Routed} {
-			sort.Strings(ks)
-		}
-		report = append(report, *v)
-	}
-	sortReport(report)
-	for _, v := range report {
-		clean = clean && v.Markable()
-		b, _ := json.Marshal(v)
-		out = append(out, string(b))
-	}
-	if err := writeLines(ctx, o.ReportPath, out); err != nil {
-		return report, res, nil, fmt.Errorf("writing the verify report %s: %w", o.ReportPath, err)
-	}
-	removeFile(ctx, keysPath(o.ReportPath))
-	if !o.Mark {
-		return report, res, nil, nil
-	}
-	if !clean {
-		return report, res, nil, fmt.Errorf("%w: cohorts stay where they are (see %s)", ErrNotClean, o.ReportPath)
-	}
-	why := fmt.Sprintf("verify: %d records match", res.Counters[VerifyMatching])
-	if n := res.Counters[VerifyRouted]; n > 0 {
-		why += fmt.Sprintf(", %d logged and routed around", n)
-	}
-	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.Verified, Who: o.Who,
-		Why: why, Rules: cutover.RulesFor(cfg)})
-	if err != nil {
-		return report, res, nil, err
-	}
-	return report, res, &a, nil
-}
 
 // removeFile removes path, if its file system can; a failure is left
 // (the file is a leftover, not a wrong result).
@@ -1018,7 +641,3 @@ func removeFile(ctx context.Context, path string) {
 		_ = rm.Remove(ctx, path)
 	}
 }
-
-// ErrNotClean is RunVerify's error when asked to mark cohorts whose
-// verify found differences, repair-log entries or dead letters.
-var ErrNotClean = errors.New("verify is not clean")

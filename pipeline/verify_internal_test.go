@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
 )
@@ -13,7 +14,7 @@ import (
 // records it compared against its total, not the records it wrote
 // (none: it printed "798 read, 0 written, 0 records/s").
 func TestVerifyProgressCountsCompared(t *testing.T) {
-	c := migration.Counters{migration.Read: 798, VerifyCompared: 400, VerifyMatching: 390}
+	c := migration.Counters{migration.Read: 798, operator.VerifyCompared: 400, operator.VerifyMatching: 390}
 	line := progress.Line(snapshot(c, 10*time.Second, countsCompared), &progress.Total{N: 800, From: "COUNT(*) of the cohorts"})
 	if !strings.HasPrefix(line, "rekey: 50% (400 of ~800 records, from COUNT(*) of the cohorts), 798 read, 400 compared, 0 dead-lettered, 40 records/s") {
 		t.Errorf("verify progress %q", line)
@@ -26,24 +27,5 @@ func TestVerifyProgressCountsCompared(t *testing.T) {
 	c = migration.Counters{migration.Read: 600000, migration.Rewritten: 600000, migration.DeadLettered: 2}
 	if line := progress.Line(snapshot(c, 10*time.Second, countsRead), &progress.Total{N: 1200000, From: "file sizes"}); !strings.HasPrefix(line, "rekey: 50% (600000 of ~1200000 records, from file sizes), 600000 read, 2 dead-lettered, nothing written (a dry run), 60000 records read/s, ETA 10s") {
 		t.Errorf("dry-run progress %q", line)
-	}
-}
-
-// TestVerifyMarkable: --mark accepts a cohort whose only differences are
-// records routed around and whose repair-log entries are all theirs.
-func TestVerifyMarkable(t *testing.T) {
-	for _, c := range []struct {
-		v               VerifyCohort
-		clean, markable bool
-	}{
-		{VerifyCohort{Matching: 3}, true, true},
-		{VerifyCohort{Routed: 1, RepairLog: 1, RepairLogRouted: 1}, false, true},
-		{VerifyCohort{RepairLog: 2, RepairLogRouted: 1}, false, false},
-		{VerifyCohort{Routed: 1, Missing: 1, RepairLog: 1, RepairLogRouted: 1}, false, false},
-		{VerifyCohort{Mismatched: 1}, false, false},
-	} {
-		if c.v.Clean() != c.clean || c.v.Markable() != c.markable {
-			t.Errorf("%+v: clean %v markable %v, want %v %v", c.v, c.v.Clean(), c.v.Markable(), c.clean, c.markable)
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package rekeyer
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/rekeyio/rekey/rewrite"
@@ -67,4 +68,29 @@ func (sp Spec) Build() (*Rekeyer, error) {
 		}
 	}
 	return New(o)
+}
+
+// Text is a Spec as JSON text: how a Beam DoFn carries it (strategy
+// parameters are free-form values, which Beam's schema coder cannot
+// describe). A job's spec is encoded once, where its graph is built
+// (Spec.Text), and each DoFn builds its Rekeyer from it in Setup
+// (Text.Build).
+type Text string
+
+// Text encodes the spec.
+func (sp Spec) Text() Text {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		panic(fmt.Sprintf("rekeyer.Spec is not serialisable: %v", err)) // plain data: cannot happen
+	}
+	return Text(b)
+}
+
+// Build decodes the spec and builds its Rekeyer.
+func (t Text) Build() (*Rekeyer, error) {
+	var sp Spec
+	if err := json.Unmarshal([]byte(t), &sp); err != nil {
+		return nil, fmt.Errorf("rewrite spec: %w", err)
+	}
+	return sp.Build()
 }

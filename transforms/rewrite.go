@@ -2,7 +2,6 @@ package transforms
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -69,28 +68,19 @@ func withoutPlanFields(fs []record.Field) []record.Field {
 }
 
 func rewrite(s beam.Scope, spec rekeyer.Spec, keepOld bool, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
-	text, err := json.Marshal(spec)
-	if err != nil {
-		panic(fmt.Sprintf("rekey spec is not serializable: %v", err)) // plain data; cannot happen
-	}
-	return beam.ParDo2(s, &rewriteFn{Spec: string(text), KeepOld: keepOld}, batches)
+	return beam.ParDo2(s, &rewriteFn{Spec: spec.Text(), KeepOld: keepOld}, batches)
 }
 
-// rewriteFn carries its spec as JSON text: strategy parameters are free-form
-// values, which Beam's schema coder cannot describe.
+// rewriteFn rewrites each record of a batch by its spec.
 type rewriteFn struct {
-	Spec    string `json:"spec"`
-	KeepOld bool   `json:"keep_old,omitempty"`
+	Spec    rekeyer.Text `json:"spec"`
+	KeepOld bool         `json:"keep_old,omitempty"`
 	rk      *rekeyer.Rekeyer
 }
 
 func (f *rewriteFn) Setup() error {
-	var spec rekeyer.Spec
-	if err := json.Unmarshal([]byte(f.Spec), &spec); err != nil {
-		return fmt.Errorf("rewrite spec: %w", err)
-	}
 	var err error
-	f.rk, err = spec.Build()
+	f.rk, err = f.Spec.Build()
 	return err
 }
 

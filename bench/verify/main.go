@@ -6,7 +6,7 @@
 //   - the baseline: a Beam job on the same runner that reads old and new
 //     with the same source rekey's jobs use (partitioned reads of both
 //     tables) and counts the rows;
-//   - rekey's verify of every cohort (pipeline.RunVerify: the same reads,
+//   - rekey's verify of every cohort (operator.Verify: the same reads,
 //     the rewrite of old, the join by new key, the comparison, the
 //     rechecks of the findings, the report).
 //
@@ -38,6 +38,7 @@ import (
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
@@ -203,12 +204,12 @@ func plainRead(ctx context.Context, j *migration.Job, runner string, want int64)
 // verify runs rekey's verify of every cohort and checks its counts.
 func verify(ctx context.Context, cfg *config.Config, runner, dir string, n, extra int) (time.Duration, error) {
 	start := time.Now()
-	report, _, _, err := pipeline.RunVerify(ctx, cfg, pipeline.VerifyOptions{Migration: "bench", Cohorts: []cohort.Range{{First: 0, Last: buckets - 1}}, ReportPath: filepath.Join(dir, "verify.jsonl")}, pipeline.Runner{Runner: runner})
+	report, _, _, err := operator.Verify(ctx, cfg, operator.VerifyOptions{Migration: "bench", Cohorts: []cohort.Range{{First: 0, Last: buckets - 1}}, ReportPath: filepath.Join(dir, "verify.jsonl")}, pipeline.Runner{Runner: runner})
 	d := time.Since(start)
 	if err != nil {
 		return d, fmt.Errorf("verify: %w", err)
 	}
-	t := pipeline.TotalOf(report)
+	t := operator.TotalOf(report)
 	if t.Matching != n || t.Extra != extra || t.Missing+t.Mismatched+t.Settled != 0 {
 		return d, fmt.Errorf("verify: %+v, want %d matching and %d extra in new", t, n, extra)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/pipeline"
 )
 
 // VerifyOptions are the flags of `rekey verify` and `rekey repair`
@@ -115,13 +115,13 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 	if err != nil {
 		return usagef("--cohorts: %v", err)
 	}
-	var report []pipeline.VerifyCohort
+	var report []operator.VerifyCohort
 	var res *migration.Result
 	var a *cutover.Audit
 	if repair {
-		report, res, err = pipeline.RunRepair(ctx, cfg, pipeline.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
+		report, res, err = operator.Repair(ctx, cfg, operator.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
 	} else {
-		report, res, a, err = pipeline.RunVerify(ctx, cfg, pipeline.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operatorName()}, runner)
+		report, res, a, err = operator.Verify(ctx, cfg, operator.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operatorName()}, runner)
 	}
 	if migration.IsConfigError(err) {
 		return usagef("%s: %w", opts.Config, err)
@@ -141,7 +141,7 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 	}
 	if repair {
 		fmt.Fprintf(opts.IO.out, "rekey: repaired: %d written, %d deleted, %d left as the application wrote them since; %d repair-log entries cleared; run verify to check\n",
-			res.Counters[pipeline.RepairWritten], res.Counters[pipeline.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[pipeline.RepairLogCleared])
+			res.Counters[operator.RepairWritten], res.Counters[operator.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[operator.RepairLogCleared])
 		return nil
 	}
 	for _, v := range report {
@@ -161,9 +161,9 @@ const maxVerifyRows = 20
 // and listed), the clean cohorts on one row, then at most examples
 // example keys in all, taken in turn from the cohorts and findings. The
 // JSON report holds every differing key.
-func printVerify(io stdio, report []pipeline.VerifyCohort, examples int) {
-	total := pipeline.TotalOf(report)
-	var unclean, clean []pipeline.VerifyCohort
+func printVerify(io stdio, report []operator.VerifyCohort, examples int) {
+	total := operator.TotalOf(report)
+	var unclean, clean []operator.VerifyCohort
 	for _, v := range report {
 		if v.Clean() {
 			clean = append(clean, v)
@@ -176,15 +176,15 @@ func printVerify(io stdio, report []pipeline.VerifyCohort, examples int) {
 		compared, len(report), total.Matching, total.Missing, total.Extra, total.Mismatched, total.Routed, total.Settled, total.RepairLog, total.RepairLogRouted)
 	tw := tabwriter.NewWriter(io.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COHORTS\tMATCHING\tMISSING IN NEW\tEXTRA IN NEW\tMISMATCHED\tROUTED AROUND\tREPAIR LOG")
-	row := func(name string, v pipeline.VerifyCohort) {
+	row := func(name string, v operator.VerifyCohort) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", name, v.Matching, v.Missing, v.Extra, v.Mismatched, v.Routed, v.RepairLog)
 	}
-	sum := func(vs []pipeline.VerifyCohort) (pipeline.VerifyCohort, []cohort.Range) {
+	sum := func(vs []operator.VerifyCohort) (operator.VerifyCohort, []cohort.Range) {
 		var rs []cohort.Range
 		for _, v := range vs {
 			rs = append(rs, cohort.Range{First: v.Cohort, Last: v.Cohort})
 		}
-		return pipeline.TotalOf(vs), cohort.Merge(rs)
+		return operator.TotalOf(vs), cohort.Merge(rs)
 	}
 	for i, v := range unclean {
 		if i == maxVerifyRows {

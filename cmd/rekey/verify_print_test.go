@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/cutover/operator"
 )
 
 // TestPrintVerifyBounded: a report of 400 cohorts, 200 of them with two
@@ -15,9 +15,9 @@ import (
 // the clean cohorts on one row, and --examples examples in all, not per
 // cohort.
 func TestPrintVerifyBounded(t *testing.T) {
-	var report []pipeline.VerifyCohort
+	var report []operator.VerifyCohort
 	for c := range 400 {
-		v := pipeline.VerifyCohort{Cohort: c, Matching: 10}
+		v := operator.VerifyCohort{Cohort: c, Matching: 10}
 		if c%2 == 0 {
 			v.Missing = 2
 			v.Examples.Missing = []string{fmt.Sprintf("k%d-a", c), fmt.Sprintf("k%d-b", c)}

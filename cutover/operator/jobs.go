@@ -31,6 +31,12 @@ type Jobs interface {
 	// through the application library, each where its cohort's phase
 	// says.
 	Load(ctx context.Context, j *migration.Job, f LoadFiles) (*migration.Result, error)
+	// Verify compares old and new for v's cohorts and, when v.Repair is
+	// set, puts right what differs (see VerifyJob); WriteReport writes
+	// a report's lines to path (a local path or one on the runner's
+	// file systems, as v.ReportPath).
+	Verify(ctx context.Context, j *migration.Job, v VerifyJob) (VerifyFound, *migration.Result, error)
+	WriteReport(ctx context.Context, path string, lines []string) error
 }
 
 // LoadFiles are the files of a phase-aware load and the migration they

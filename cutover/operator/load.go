@@ -41,3 +41,11 @@ func Load(ctx context.Context, cfg *config.Config, f LoadFiles, jobs Jobs) (*mig
 	res, err := jobs.Load(ctx, j, f)
 	return j, res, err
 }
+
+// Counters of a load: the records written to old only, to both, to new
+// only (by the phase their cohort was in when the load looked).
+const (
+	LoadOldOnly = "load_old_only"
+	LoadBoth    = "load_both"
+	LoadNewOnly = "load_new_only"
+)

@@ -102,10 +102,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, say); err != nil {
 		return j, nil, nil, err
 	}
-	rev, err := cutover.NewReverse(j.Spec)
-	if err != nil {
-		return j, nil, nil, err
-	}
+	rev := cutover.Reverse{Spec: j.Spec.Text()}
 	t := cfg.Target
 	switch t.Type {
 	case config.TypeSpanner:
