@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/plan"
 	"github.com/rekeyio/rekey/plan/detect"
@@ -153,8 +152,7 @@ func simParams(j *migration.Job, o sim.Params) (sim.Params, error) {
 	if o.SplitBytes > 0 {
 		p.SplitBytes = o.SplitBytes
 	}
-	r := j.Config.Ramp
-	sched, err := throttle.NewSchedule(r.Profile, r.Base, r.Growth, time.Duration(r.IntervalSeconds*float64(time.Second)), time.Unix(0, 0))
+	sched, err := j.Ramp("").Schedule(time.Unix(0, 0))
 	if err != nil {
 		return p, &migration.ConfigError{Err: fmt.Errorf("ramp: %w", err)}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 	"github.com/rekeyio/rekey/transforms/writeplan"
@@ -58,65 +57,28 @@ func (w writes) endpoint() config.Endpoint {
 }
 
 // planOptions are the write-planning options for the job's target (the
-// source for deletes, by its key), and false for targets that are not
-// databases (files are written in the order records come).
+// source for deletes, by its key) as the job resolved them
+// (migration.Job.WriteOrder), with the run's scratch directory for a
+// global shuffle; false for targets that are not databases.
 func (w writes) planOptions() (writeorder.Options, bool) {
-	j := w.job
-	wc := j.Config.Write
-	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows}
-	switch w.endpoint().Type {
-	case config.TypeSpanner:
-		o.Store = record.Spanner
-		o.Key = j.TargetKey.Text()
-		if w.deletes {
-			o.Key = j.SourceKey.Text()
-		} else if j.Spanner != nil && len(j.Spanner.Targets) > 1 {
-			o.Children = map[string]string{}
-			for _, t := range j.Spanner.Targets[1:] {
-				o.Children[t.Name] = t.Key.Text()
-			}
-		}
-	case config.TypeDatastore:
-		o.Store = record.Datastore
-		if wc.BatchMutations > 0 && wc.BatchMutations < o.BatchRows {
-			o.BatchRows = wc.BatchMutations // the sink's entity bound
-		}
-	default:
+	p, ok := w.job.WriteOrder(w.deletes)
+	if !ok {
 		return writeorder.Options{}, false
 	}
-	switch wc.Shuffle {
-	case config.ShuffleNever:
-		o.Local = true
-	case config.ShuffleAuto:
-		// Deletes go by the old keys, which the source reads in their
-		// order: only a global shuffle spreads them.
-		o.Local = !w.deletes && (j.Scatters() || interleavable(j))
-	}
+	o := p.Options
 	if !o.Local {
-		o.Spill = j.ScratchDir
+		o.Spill = w.job.ScratchDir
 	}
 	return o, true
 }
 
-// interleavable reports whether the job's source can be read in
-// interleaved ranges (source.FilesConfig.Interleave), a JSON Lines file
-// read from the start of the run, so that write planning needs no global
-// shuffle when the rewrite keeps the input's order.
-func interleavable(j *migration.Job) bool {
-	return j.Config.Source.Type == config.TypeJSONL && j.RedriveFrom == ""
-}
-
 // interleave is the number of records a round of the source's
-// interleaved read takes from all its ranges (source.FilesConfig.Interleave):
-// the planner's buffer, so that each sorted buffer holds a piece of every
-// range, when write planning relies on the interleaved read to skip the
-// global shuffle; 0 otherwise.
+// interleaved read takes from all its ranges (source.FilesConfig.Interleave)
+// when write planning relies on it to skip the global shuffle; 0
+// otherwise.
 func (w writes) interleave() int {
-	o, ok := w.planOptions()
-	if !ok || !o.Local || w.job.Config.Write.Shuffle != config.ShuffleAuto || w.job.Scatters() || !interleavable(w.job) {
-		return 0
-	}
-	return o.WithDefaults().Buffer
+	p, _ := w.job.WriteOrder(w.deletes)
+	return p.Interleave
 }
 
 // DescribeWrites says in one line how the job's writes are planned (for
@@ -132,12 +94,13 @@ func (w writes) describe() string {
 	}
 	o = o.WithDefaults()
 	how := fmt.Sprintf("global shuffle over %d shard keys (more for a large input, fewer for a small one)", o.Shards)
-	switch {
-	case o.Local && j.Config.Write.Shuffle == config.ShuffleNever:
+	p, _ := j.WriteOrder(w.deletes)
+	switch p.NoShuffle {
+	case migration.ShuffleNever:
 		how = "no global shuffle (write.shuffle: never)"
-	case o.Local && w.interleave() > 0:
-		how = fmt.Sprintf("no global shuffle (the JSON Lines source is read in %d or more interleaved ranges, a round of %d records at a time)", source.InterleavedRanges, w.interleave())
-	case o.Local:
+	case migration.ReadInterleaved:
+		how = fmt.Sprintf("no global shuffle (the JSON Lines source is read in %d or more interleaved ranges, a round of %d records at a time)", source.InterleavedRanges, p.Interleave)
+	case migration.KeysScatter:
 		how = fmt.Sprintf("no global shuffle (%s scatters the keys)", j.Spec.Strategy.Strategy)
 	}
 	what := "write"
