@@ -1,29 +1,15 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"sync"
-	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/store/datastoredb"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
+	"github.com/rekeyio/rekey/transforms/staged"
 )
 
 // A phase-aware bulk load (rekey load) writes new data while a staged
@@ -39,21 +25,6 @@ import (
 // Each worker runs loadParallel library calls at once; a call that fails
 // is retried for loadRetryFor (a stale phase cache or a busy store is
 // transient), then the record is dead-lettered with the reason.
-
-var (
-	loadOldOnly = beam.NewCounter("rekey", operator.LoadOldOnly)
-	loadBoth    = beam.NewCounter("rekey", operator.LoadBoth)
-	loadNewOnly = beam.NewCounter("rekey", operator.LoadNewOnly)
-)
-
-const (
-	loadParallel = 8
-	loadRetryFor = 20 * time.Second
-)
-
-func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&loadFn{})
-}
 
 // Load returns the graph of a phase-aware bulk load of the records of the
 // files f (format jsonl, csv or avro, as a source's) into migration
@@ -72,140 +43,8 @@ func Load(f operator.LoadFiles) Graph {
 			table = j.Config.Source.Kind
 		}
 		batches, readDead := source.Files(s, source.FilesConfig{Path: f.Path, Format: f.Format, Delimiter: f.Delimiter, Table: table})
-		dead := beam.ParDo(s, &loadFn{Config: string(cfgJSON), Migration: f.Migration}, batches)
+		dead := beam.ParDo(s, &staged.LoadFn{Config: string(cfgJSON), Migration: f.Migration}, batches)
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, readDead, dead))
 		return nil
 	}
-}
-
-// loadApp is what loadFn needs of the library.
-type loadApp interface {
-	Write(ctx context.Context, rec record.Record) error
-	Phases() *cutover.Map
-	Close()
-}
-
-// loadFn writes each record through the library.
-type loadFn struct {
-	Config    string `json:"config"`
-	Migration string `json:"migration"`
-
-	lib     loadApp
-	closeFn func()
-	user    cohort.User
-	buckets int
-}
-
-func (f *loadFn) Setup(ctx context.Context) error {
-	var cfg config.Config
-	if err := json.Unmarshal([]byte(f.Config), &cfg); err != nil {
-		return err
-	}
-	j, err := migration.Resolve(ctx, &cfg)
-	if err != nil {
-		return err
-	}
-	o := cutover.Options{Migration: f.Migration}
-	src := cfg.Source
-	switch src.Type {
-	case config.TypeSpanner:
-		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
-		if err != nil {
-			return err
-		}
-		lib, err := cutover.NewSpanner(ctx, c, j, o)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		f.lib, f.closeFn = lib, c.Close
-	default:
-		c, err := datastoredb.Client(ctx, src.Project, src.Database)
-		if err != nil {
-			return err
-		}
-		lib, err := cutover.NewDatastore(ctx, c, j, o)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		f.lib, f.closeFn = lib, func() { c.Close() }
-	}
-	f.user, _, err = cfg.Cohort.UserSpec()
-	f.buckets = cfg.Cohort.Buckets
-	return err
-}
-
-func (f *loadFn) Teardown() {
-	if f.lib != nil {
-		f.lib.Close()
-	}
-	if f.closeFn != nil {
-		f.closeFn()
-	}
-}
-
-func (f *loadFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	type result struct {
-		err   error
-		phase cutover.Phase
-	}
-	results := make([]result, len(recs))
-	sem := make(chan struct{}, loadParallel)
-	var wg sync.WaitGroup
-	for i := range recs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			deadline := time.Now().Add(loadRetryFor)
-			for {
-				err := f.lib.Write(ctx, recs[i])
-				if err == nil || ctx.Err() != nil || time.Now().After(deadline) || isPermanent(err) {
-					results[i].err = err
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if c, err := f.user.Cohort(&recs[i], f.buckets); err == nil {
-				results[i].phase = f.lib.Phases().Phase(c)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	var oldOnly, both, newOnly, deads int64
-	for i, r := range results {
-		if r.err != nil {
-			deads++
-			dead(record.NewDeadLetter(record.StageWrite, "load", &recs[i], r.err))
-			continue
-		}
-		switch r.phase {
-		case cutover.Old:
-			oldOnly++
-		case cutover.NewOnly, cutover.Done:
-			newOnly++
-		default:
-			both++
-		}
-	}
-	loadOldOnly.Inc(ctx, oldOnly)
-	loadBoth.Inc(ctx, both)
-	loadNewOnly.Inc(ctx, newOnly)
-	transforms.CountWritten(ctx, oldOnly+both+newOnly)
-	transforms.CountDeadLettered(ctx, deads)
-	return nil
-}
-
-// isPermanent reports an error no retry of the call mends: the record
-// itself is refused (no user id, a value the store refuses).
-func isPermanent(err error) bool {
-	return errors.Is(err, cohort.ErrNoUser) || status.Code(err) == codes.InvalidArgument
 }

@@ -1,27 +1,18 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
-	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rekeyer"
-	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
+	"github.com/rekeyio/rekey/transforms/staged"
 )
-
-func init() {
-	register.DoFn4x1[context.Context, []byte, func([]byte), func(string), error](&invertFn{})
-}
 
 // Reverse returns the graph of a reverse backfill (rekey run --reverse):
 // the new records of b's cohorts (a Spanner target filters in its query
@@ -41,7 +32,7 @@ func Reverse(b cutover.Backfill) Graph {
 			return errors.New("reverse backfill: no Reverse")
 		}
 		newBatches, deads := readTarget(s.Scope("new"), j, &b)
-		olds, invertDead := beam.ParDo2(s, &invertFn{Spec: j.Spec.Text(), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
+		olds, invertDead := beam.ParDo2(s, &staged.InvertFn{Spec: j.Spec.Text(), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
 		deads = append(deads, invertDead)
 		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
 		deads = append(deads, cohortDead)
@@ -88,47 +79,4 @@ func toOld(j *migration.Job) *migration.Job {
 		jr.Spanner = &sp
 	}
 	return &jr
-}
-
-// invertFn turns new records back into old ones (rekeyer.Invert), in the
-// source's namespace and database.
-type invertFn struct {
-	Spec      rekeyer.Text `json:"spec"`
-	Namespace string       `json:"namespace"`
-	Database  string       `json:"database"`
-
-	rk *rekeyer.Rekeyer
-}
-
-func (f *invertFn) Setup() error {
-	var err error
-	f.rk, err = f.Spec.Build()
-	return err
-}
-
-func (f *invertFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	out := recs[:0]
-	for i := range recs {
-		nr := recs[i]
-		r := nr
-		r.Fields = append([]record.Field(nil), nr.Fields...)
-		if err := f.rk.Invert(&r); err != nil {
-			transforms.CountDeadLettered(ctx, 1)
-			dead(record.NewDeadLetter(record.StageRewrite, nr.Table, &nr, fmt.Errorf("reverse backfill: %w", err)))
-			continue
-		}
-		if r.Key != nil {
-			r.Key.Namespace, r.Key.Database = f.Namespace, f.Database
-		}
-		out = append(out, r)
-	}
-	transforms.CountRewritten(ctx, int64(len(out)))
-	if len(out) > 0 {
-		emit(record.EncodeBatch(out))
-	}
-	return nil
 }

@@ -2,16 +2,10 @@ package pipeline
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
@@ -19,35 +13,11 @@ import (
 	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rekeyer"
-	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
+	"github.com/rekeyio/rekey/transforms/staged"
 )
-
-var (
-	verifyMatching     = beam.NewCounter("rekey", operator.VerifyMatching)
-	verifyMissing      = beam.NewCounter("rekey", operator.VerifyMissing)
-	verifyExtra        = beam.NewCounter("rekey", operator.VerifyExtra)
-	verifyMismatched   = beam.NewCounter("rekey", operator.VerifyMismatched)
-	verifyUnattributed = beam.NewCounter("rekey", operator.VerifyUnattributed)
-	verifySettled      = beam.NewCounter("rekey", operator.VerifySettled)
-	verifyRouted       = beam.NewCounter("rekey", operator.VerifyRouted)
-	verifyCompared     = beam.NewCounter("rekey", operator.VerifyCompared)
-)
-
-func init() {
-	register.DoFn4x1[context.Context, []byte, func(string, []byte), func(string), error](&expectFn{})
-	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&newSideFn{})
-	register.DoFn6x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), func(string), error](&compareFn{})
-	register.Combiner3[string, string, string](&cohortTallyFn{})
-	register.DoFn2x1[int, string, string](&reportLineFn{})
-	register.Emitter2[string, []byte]()
-	register.Emitter2[int, string]()
-	register.Iter1[[]byte]()
-}
 
 // verifyGraph returns the graph of a verify job (and a repair's, with
 // v.Repair set).
@@ -71,31 +41,31 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		deads = append(deads, cohortDead)
 		spec := j.Spec.Text()
 		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
-		side := verifySide{Store: j.Config.Target.Type, Sel: sel}
+		side := staged.Side{Store: j.Config.Target.Type, Sel: sel}
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
 			side.Table = j.Spanner.Targets[0]
 		}
 		if j.Spanner != nil {
 			side.SourceTable = j.Spanner.Source
 		}
-		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &expectFn{Spec: spec, Side: side}, oldBatches)
+		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &staged.ExpectFn{Spec: spec, Side: side}, oldBatches)
 		deads = append(deads, rewriteDead)
 		newBatches, newDeads := readTarget(s.Scope("new"), j, b)
 		deads = append(deads, newDeads...)
-		actual := beam.ParDo(s.Scope("new"), &newSideFn{Side: side}, newBatches)
+		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		cmp := &compareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Config.Source}
+		cmp := &staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Config.Source}
 		if v.Repair == nil {
 			var src *spannerdb.Table
 			if j.Spanner != nil {
 				src = j.Spanner.Source
 			}
-			cmp.Recheck = newRecheck(j.Config, src, j.Spec)
+			cmp.Recheck = staged.NewRecheck(j.Config, src, j.Spec)
 			cmp.Routed = v.Routed
 		}
 		tallies, keys := beam.ParDo2(s, cmp, joined)
-		perCohort := beam.CombinePerKey(s, &cohortTallyFn{Examples: v.Examples}, tallies)
-		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &reportLineFn{}, perCohort))
+		perCohort := beam.CombinePerKey(s, &staged.CohortTallyFn{Examples: v.Examples}, tallies)
+		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &staged.ReportLineFn{}, perCohort))
 		sink.Lines(s.Scope("keys"), keysPath(v.ReportPath), keys)
 		if v.Repair != nil {
 			repairDead, err := repairs(s, j, v, side, joined)
@@ -130,489 +100,6 @@ func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PColl
 		return batches, []beam.PCollection{dead}
 	}
 }
-
-// verifySide is what both sides of the join need to key and compare
-// records: the target store, its Spanner table, the cohort selection.
-type verifySide struct {
-	Store string                     `json:"store"`
-	Table *spannerdb.Table           `json:"table,omitempty"`
-	Sel   transforms.CohortSelection `json:"sel"`
-	// SourceTable is the old Spanner table (Spanner sources).
-	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
-}
-
-// oldKey is the text of an old record's key as the application library
-// names it (and so its repair log): rekey's key notation.
-func (v verifySide) oldKey(r *record.Record) (string, error) {
-	if r.Key != nil {
-		return r.Key.String(), nil
-	}
-	if v.SourceTable == nil {
-		return r.Describe(), nil
-	}
-	k, err := spannerdb.KeyOf(r, v.SourceTable)
-	if err != nil {
-		return "", err
-	}
-	return rewrite.FormatKey(k, false), nil
-}
-
-// key is the text of a new record's key, namespace and database left out
-// (the target's are given).
-func (v verifySide) key(r *record.Record) (string, error) {
-	if v.Store == config.TypeSpanner {
-		k, err := spannerdb.KeyOf(r, v.Table)
-		if err != nil {
-			return "", err
-		}
-		return rewrite.FormatKey(k, false), nil
-	}
-	if r.Key == nil {
-		return "", errors.New("no key")
-	}
-	k := *r.Key
-	k.Namespace, k.Database = "", ""
-	return k.String(), nil
-}
-
-// normal is a new record as the store gives it back: Spanner's types
-// applied, generated columns left out.
-func (v verifySide) normal(r *record.Record) (record.Record, error) {
-	if v.Store != config.TypeSpanner {
-		out := *r
-		if out.Key != nil {
-			k := *out.Key
-			k.Namespace, k.Database = "", ""
-			out.Key = &k
-		}
-		return out, nil
-	}
-	n, err := spannerdb.Normalize(r, v.Table)
-	if err != nil {
-		return n, err
-	}
-	fields := n.Fields[:0:0]
-	for _, f := range n.Fields {
-		if c := v.Table.Column(f.Name); c == nil || !c.Generated {
-			fields = append(fields, f)
-		}
-	}
-	n.Fields = fields
-	n.Table = v.Table.Name
-	return n, nil
-}
-
-// item encodes a side's records for the join: cohort (-1: unknown), the
-// old key's text (old side), the record (new side: as new holds it; old
-// side: as new should hold it, then the old record).
-func item(c int, oldKey string, recs ...record.Record) []byte {
-	b := binary.AppendVarint(nil, int64(c))
-	b = binary.AppendUvarint(b, uint64(len(oldKey)))
-	b = append(b, oldKey...)
-	return append(b, record.EncodeBatch(recs)...)
-}
-
-func unitem(b []byte) (c int, oldKey string, recs []record.Record, err error) {
-	v, n := binary.Varint(b)
-	if n <= 0 {
-		return 0, "", nil, errors.New("verify: corrupt item")
-	}
-	b = b[n:]
-	l, n := binary.Uvarint(b)
-	if n <= 0 || uint64(len(b)-n) < l {
-		return 0, "", nil, errors.New("verify: corrupt item")
-	}
-	oldKey, b = string(b[n:n+int(l)]), b[n+int(l):]
-	recs, err = record.DecodeBatch(b)
-	if err != nil || len(recs) == 0 {
-		return 0, "", nil, fmt.Errorf("verify: corrupt item: %v", err)
-	}
-	return int(v), oldKey, recs, nil
-}
-
-// expectFn maps old records through the rewrite: new key → the record new
-// should hold.
-type expectFn struct {
-	Spec rekeyer.Text `json:"spec"`
-	Side verifySide   `json:"side"`
-
-	rk   *rekeyer.Rekeyer
-	user cohort.User
-}
-
-func (f *expectFn) Setup() error {
-	var err error
-	if f.rk, err = f.Spec.Build(); err != nil {
-		return err
-	}
-	f.user, err = cohort.ParseUser(f.Side.Sel.User)
-	return err
-}
-
-func (f *expectFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	for i := range recs {
-		old := recs[i]
-		c, err := f.user.Cohort(&old, f.Side.Sel.Buckets)
-		if err != nil {
-			return err // selectCohorts passed only records with a cohort
-		}
-		nr := old
-		if err := f.rk.Rewrite(&nr); err != nil {
-			transforms.CountDeadLettered(ctx, 1)
-			dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, err))
-			continue
-		}
-		want, err := f.Side.normal(&nr)
-		if err == nil {
-			var k string
-			if k, err = f.Side.key(&want); err == nil {
-				var ok string
-				if ok, err = f.Side.oldKey(&old); err == nil {
-					emit(k, item(c, ok, nr, old))
-					continue
-				}
-			}
-		}
-		transforms.CountDeadLettered(ctx, 1)
-		dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, fmt.Errorf("verify: the rewritten record does not fit the target: %w", err)))
-	}
-	return nil
-}
-
-// newSideFn keys the new records of the selected cohorts (by the user id
-// a new record holds; -1 where it holds none it can be told by, which
-// only the old side can then attribute).
-type newSideFn struct {
-	Side verifySide `json:"side"`
-
-	user cohort.User
-	in   []bool
-}
-
-func (f *newSideFn) Setup() error {
-	u, rs, err := f.Side.Sel.Parse()
-	if err != nil {
-		return err
-	}
-	f.user = u
-	f.in = make([]bool, f.Side.Sel.Buckets)
-	for _, r := range rs {
-		for c := r.First; c <= r.Last; c++ {
-			f.in[c] = true
-		}
-	}
-	return nil
-}
-
-func (f *newSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	for i := range recs {
-		got, err := f.Side.normal(&recs[i])
-		if err != nil {
-			return err
-		}
-		c, err := f.user.Cohort(&got, f.Side.Sel.Buckets)
-		switch {
-		case err != nil:
-			c = -1
-		case !f.in[c]:
-			continue
-		}
-		k, err := f.Side.key(&got)
-		if err != nil {
-			return fmt.Errorf("verify: a new record's key: %w", err)
-		}
-		emit(k, item(c, "", recs[i]))
-	}
-	return nil
-}
-
-// compareFn judges one new key: in old and new (matching or mismatched),
-// old only (missing in new), new only (extra in new), and emits a
-// one-record tally for its cohort; each differing key also goes to its
-// second output, as a keyLine. Findings are read again (see recheck.go)
-// in batches: they wait in the bundle until recheckBatch of them do, or
-// the bundle ends.
-type compareFn struct {
-	Side     verifySide `json:"side"`
-	Examples int        `json:"examples"`
-	// Spec is the rewrite (for the old keys of records extra in new);
-	// Source the old store.
-	Spec   rekeyer.Text    `json:"spec"`
-	Source config.Endpoint `json:"source"`
-	// Recheck, if set, reads every finding again (see recheck.go).
-	Recheck *recheckSpec `json:"recheck,omitempty"`
-	// Routed are the old keys of the records the library routes around
-	// (Verify.Routed).
-	Routed map[string]bool `json:"routed,omitempty"`
-
-	rc      *rechecker
-	rk      *rekeyer.Rekeyer
-	pending []*recheckItem
-	since   time.Time // when the first pending finding came
-}
-
-func (f *compareFn) Setup(ctx context.Context) error {
-	if f.Spec != "" {
-		var err error
-		if f.rk, err = f.Spec.Build(); err != nil {
-			return err
-		}
-	}
-	if f.Recheck == nil {
-		return nil
-	}
-	var err error
-	f.rc, err = openRechecker(ctx, f.Recheck, f.Side)
-	return err
-}
-
-func (f *compareFn) Teardown() {
-	if f.rc != nil {
-		f.rc.close()
-	}
-}
-
-// joined is one new key's records of both sides: the record new should
-// hold (want, nil when old has none) and the one it holds (got), the old
-// record, its cohort and its key's text.
-type joined struct {
-	cohort         int
-	oldKey         string
-	want, got, old *record.Record
-}
-
-// joinedItems reads one new key's records of both sides.
-func joinedItems(side verifySide, key string, olds, news func(*[]byte) bool) (joined, error) {
-	j := joined{cohort: -1}
-	var b []byte
-	for olds(&b) {
-		oc, ok, rs, err := unitem(b)
-		if err != nil {
-			return j, err
-		}
-		if j.want != nil {
-			// Two old records with one new key: the rewrite collides.
-			return j, fmt.Errorf("verify: old records %s and %s both map to new key %s", j.oldKey, ok, key)
-		}
-		j.cohort, j.oldKey, j.want = oc, ok, &rs[0]
-		if len(rs) > 1 {
-			j.old = &rs[1]
-		}
-	}
-	for news(&b) {
-		nc, _, rs, err := unitem(b)
-		if err != nil {
-			return j, err
-		}
-		if j.cohort < 0 {
-			j.cohort = nc
-		}
-		j.got = &rs[0]
-	}
-	return j, nil
-}
-
-// differ says how got (the new record held) differs from want (the one
-// new should hold), "" when they agree.
-func (v verifySide) differ(got, want *record.Record) (string, error) {
-	g, err := v.normal(got)
-	if err != nil {
-		return "", err
-	}
-	w, err := v.normal(want)
-	if err != nil {
-		return "", err
-	}
-	return record.Diff(&g, &w), nil
-}
-
-func (f *compareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string), keys func(string)) error {
-	jd, err := joinedItems(f.Side, key, olds, news)
-	if err != nil {
-		return err
-	}
-	finding := jd.want == nil || jd.got == nil
-	if !finding {
-		d, err := f.Side.differ(jd.got, jd.want)
-		if err != nil {
-			return err
-		}
-		finding = d != ""
-	}
-	if finding && jd.cohort >= 0 && len(f.Routed) > 0 && f.Routed[f.oldKeyOf(jd)] {
-		return f.judge(ctx, key, jd, true, emit, keys)
-	}
-	if finding && f.rc != nil && jd.cohort >= 0 {
-		if len(f.pending) == 0 {
-			f.since = time.Now()
-		}
-		f.pending = append(f.pending, f.rc.item(key, jd))
-		if len(f.pending) >= recheckBatch {
-			return f.flush(ctx, emit, keys)
-		}
-		return nil
-	}
-	return f.judge(ctx, key, jd, false, emit, keys)
-}
-
-// FinishBundle reads the bundle's last findings again and judges them.
-func (f *compareFn) FinishBundle(ctx context.Context, emit func(int, string), keys func(string)) error {
-	return f.flush(ctx, emit, keys)
-}
-
-// flush reads the pending findings again (one batch) and judges them.
-func (f *compareFn) flush(ctx context.Context, emit func(int, string), keys func(string)) error {
-	items := f.pending
-	f.pending = nil
-	if len(items) == 0 {
-		return nil
-	}
-	if err := f.rc.settle(ctx, items, f.since); err != nil {
-		return fmt.Errorf("verify: reading %d findings again (%s, …): %w", len(items), items[0].key, err)
-	}
-	for _, it := range items {
-		if it.settled {
-			t := operator.VerifyCohort{Cohort: it.jd.cohort, Settled: 1}
-			verifySettled.Inc(ctx, 1)
-			verifyCompared.Inc(ctx, 1)
-			line, err := json.Marshal(t)
-			if err != nil {
-				return err
-			}
-			emit(t.Cohort, string(line))
-			continue
-		}
-		if err := f.judge(ctx, it.key, it.jd, false, emit, keys); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// oldKeyOf is the old key's text of a joined record: the old record's,
-// or for one extra in new, its old key by the inverse rewrite ("" when
-// there is none).
-func (f *compareFn) oldKeyOf(jd joined) string {
-	if jd.want != nil || jd.got == nil {
-		return jd.oldKey
-	}
-	if f.rk == nil {
-		return ""
-	}
-	inv, ok := inverseOf(f.rk, jd.got, f.Source)
-	if !ok {
-		return ""
-	}
-	k, err := f.Side.oldKey(inv)
-	if err != nil {
-		return ""
-	}
-	return k
-}
-
-// judge counts one new key (routed: its record is routed around) and
-// emits its tally and, when it differs, its key.
-func (f *compareFn) judge(ctx context.Context, key string, jd joined, routed bool, emit func(int, string), keys func(string)) error {
-	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
-	var t operator.VerifyCohort
-	var kind, text string
-	switch {
-	case want != nil && got == nil:
-		t.Missing, kind, text = 1, "missing_in_new", oldKey
-	case want == nil && got != nil:
-		if c < 0 {
-			verifyUnattributed.Inc(ctx, 1)
-			return nil
-		}
-		t.Extra, kind, text = 1, "extra_in_new", key
-	default:
-		d, err := f.Side.differ(got, want)
-		if err != nil {
-			return err
-		}
-		if d == "" {
-			t.Matching = 1
-			break
-		}
-		t.Mismatched, kind, text = 1, "mismatched", oldKey+": "+d
-	}
-	verifyCompared.Inc(ctx, 1)
-	switch {
-	case kind == "":
-		verifyMatching.Inc(ctx, 1)
-	case routed:
-		t.Missing, t.Extra, t.Mismatched = 0, 0, 0
-		t.Routed = 1
-		text = f.oldKeyOf(jd) + " (" + strings.ReplaceAll(kind, "_", " ") + ")"
-		kind = "logged_routed_around"
-		t.Examples.Routed = []string{text}
-		verifyRouted.Inc(ctx, 1)
-	case t.Missing == 1:
-		t.Examples.Missing = []string{text}
-		verifyMissing.Inc(ctx, 1)
-	case t.Extra == 1:
-		t.Examples.Extra = []string{text}
-		verifyExtra.Inc(ctx, 1)
-	default:
-		t.Examples.Mismatched = []string{text}
-		verifyMismatched.Inc(ctx, 1)
-	}
-	t.Cohort = c
-	line, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	emit(c, string(line))
-	if kind != "" {
-		kl, err := json.Marshal(operator.KeyLine{Cohort: c, Finding: kind, Key: text})
-		if err != nil {
-			return err
-		}
-		keys(string(kl))
-	}
-	return nil
-}
-
-// cohortTallyFn merges a cohort's tallies (JSON operator.VerifyCohort), keeping
-// up to Examples examples of each finding.
-type cohortTallyFn struct {
-	Examples int `json:"examples"`
-}
-
-func (f *cohortTallyFn) CreateAccumulator() string { return "" }
-
-func (f *cohortTallyFn) ExtractOutput(acc string) string { return acc }
-
-func (f *cohortTallyFn) AddInput(acc, in string) string { return f.MergeAccumulators(acc, in) }
-
-func (f *cohortTallyFn) MergeAccumulators(a, b string) string {
-	if a == "" {
-		return b
-	}
-	if b == "" {
-		return a
-	}
-	var x, y operator.VerifyCohort
-	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
-		panic("verify: corrupt tally") // produced by compareFn; cannot happen
-	}
-	x.Merge(y, f.Examples)
-	out, _ := json.Marshal(x)
-	return string(out)
-}
-
-// reportLineFn writes a cohort's merged tally as its report line.
-type reportLineFn struct{}
-
-func (reportLineFn) ProcessElement(_ int, tally string) string { return tally }
 
 // cohortFilterOn is cohortFilter for a Spanner table other than the
 // source (verify's read of the target): "" when the user id is not one

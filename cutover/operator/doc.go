@@ -12,7 +12,7 @@
 //	job, res, audit, err := operator.Backfill(ctx, cfg, operator.CohortOptions{...}, jobs)
 //
 // with its Beam graph, if it needs one, in package pipeline behind a new
-// method of Jobs, and its DoFns in package transforms.
+// method of Jobs, and its DoFns in package transforms/staged.
 //
 // Why the order of each operation is safe (a backfill after the dual-write
 // hold, a reverse backfill after read_new's hold, a repair conditional on

@@ -1,4 +1,4 @@
-package pipeline
+package staged
 
 import (
 	"context"
@@ -52,34 +52,34 @@ const (
 	datastoreReadLag = 200 * time.Millisecond
 )
 
-// recheckSpec says where a finding is read again.
-type recheckSpec struct {
+// RecheckSpec says where a finding is read again.
+type RecheckSpec struct {
 	Source      config.Endpoint  `json:"source"`
 	Target      config.Endpoint  `json:"target"`
 	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
 	Spec        rekeyer.Text     `json:"spec"`
 }
 
-// newRecheck returns the recheck of a verify job, nil when its source is
+// NewRecheck returns the recheck of a verify job, nil when its source is
 // not a database.
-func newRecheck(cfg *config.Config, source *spannerdb.Table, spec rekeyer.Spec) *recheckSpec {
+func NewRecheck(cfg *config.Config, source *spannerdb.Table, spec rekeyer.Spec) *RecheckSpec {
 	if t := cfg.Source.Type; t != config.TypeSpanner && t != config.TypeDatastore {
 		return nil
 	}
-	return &recheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text()}
+	return &RecheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text()}
 }
 
 // rechecker reads findings again.
 type rechecker struct {
-	spec       *recheckSpec
-	side       verifySide
+	spec       *RecheckSpec
+	side       Side
 	rk         *rekeyer.Rekeyer
 	oldS, newS *spanner.Client
 	oldD, newD *datastore.Client
 	releases   []func() // the shared clients' (sharedClient)
 }
 
-func openRechecker(ctx context.Context, spec *recheckSpec, side verifySide) (*rechecker, error) {
+func openRechecker(ctx context.Context, spec *RecheckSpec, side Side) (*rechecker, error) {
 	rk, err := spec.Spec.Build()
 	if err != nil {
 		return nil, err
