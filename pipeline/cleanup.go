@@ -5,10 +5,8 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/sink"
-	"github.com/rekeyio/rekey/transforms/source"
 )
 
 // Cleanup returns the graph of a cohort cleanup: the old records of
@@ -32,7 +30,7 @@ func Cleanup(cohorts []cohort.Range) Graph {
 		}
 		w := newWrites(j, newRun())
 		w.deletes = true
-		batches, deads, err := readCleanup(s, j, cohorts)
+		batches, deads, err := readSource(s, j, readOptions{cohorts: cohorts, keysOnly: true})
 		if err != nil {
 			return err
 		}
@@ -51,25 +49,4 @@ func Cleanup(cohorts []cohort.Range) Graph {
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
 		return nil
 	}
-}
-
-// readCleanup reads what a cleanup of cohorts deletes: a Spanner
-// source's rows of the cohorts (pushed into the query when it can be),
-// their key and user id columns only; a Datastore source's entities of
-// its kind.
-func readCleanup(s beam.Scope, j *migration.Job, cohorts []cohort.Range) (beam.PCollection, []beam.PCollection, error) {
-	if j.Config.Source.Type != config.TypeSpanner {
-		return readDatastore(s, j)
-	}
-	cfg := spannerSource(j, cohortFilter(j, cohorts))
-	t := j.Spanner.Source
-	cfg.Columns = nil
-	for _, c := range t.Key.Columns {
-		cfg.Columns = append(cfg.Columns, c.Name)
-	}
-	if u, ok, _ := j.Config.Cohort.UserSpec(); ok && t.Key.Index(u.Name) < 0 {
-		cfg.Columns = append(cfg.Columns, t.Column(u.Name).Name)
-	}
-	b, d := source.Spanner(s, cfg)
-	return b, []beam.PCollection{d}, nil
 }

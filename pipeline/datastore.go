@@ -1,15 +1,33 @@
 package pipeline
 
 import (
+	"context"
+
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/plan/sim"
+	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 )
 
-func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCollection, error) {
+// datastoreKind is a Datastore database as a source and as a target.
+type datastoreKind struct{}
+
+// read reads the source's kind and each descendant kind whole (a query
+// cannot tell a cohort), or samples o.sample entities by key
+// (samplesByKeys).
+func (k datastoreKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCollection, []beam.PCollection, error) {
+	if k.samplesByKeys(j, o.sample) {
+		src := j.Config.Source
+		b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.sample)
+		return b, []beam.PCollection{d}, nil
+	}
 	var batches, deads []beam.PCollection
 	for _, cfg := range datastoreSources(j) {
 		b, d := source.Datastore(s.Scope(cfg.Kind), cfg)
@@ -22,6 +40,65 @@ func readDatastore(s beam.Scope, j *migration.Job) (beam.PCollection, []beam.PCo
 	return beam.Flatten(s, batches...), deads, nil
 }
 
+// samplesByKeys reports whether a plan samples n entities by their keys
+// (source.DatastoreSample): a sample of one kind. A migration that
+// carries descendant kinds along reads them all and samples as it reads,
+// so that children keep their proportions.
+func (datastoreKind) samplesByKeys(j *migration.Job, n int) bool {
+	return n > 0 && len(j.Config.DescendantKinds()) == 0
+}
+
+// estimate is the count of the kind and of each descendant kind
+// (source.CountDatastore).
+func (datastoreKind) estimate(ctx context.Context, j *migration.Job) (progress.Total, bool) {
+	var n int64
+	var from string
+	for _, cfg := range datastoreSources(j) {
+		m, f, err := source.CountDatastore(ctx, cfg)
+		if err != nil {
+			return progress.Total{}, false
+		}
+		n, from = n+m, f
+	}
+	return progress.Total{N: n, From: from}, true
+}
+
+func (datastoreKind) peek(ctx context.Context, j *migration.Job, n int) ([]record.Record, error) {
+	src := j.Config.Source
+	return source.PeekDatastore(ctx, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, n)
+}
+
+func (datastoreKind) describe(e config.Endpoint) string {
+	s := "Datastore kind " + e.Kind
+	if e.Namespace != "" {
+		s += " (namespace " + e.Namespace + ")"
+	}
+	return s
+}
+
+// readNew reads the target's kind (the source's when it keeps the name)
+// whole.
+func (datastoreKind) readNew(s beam.Scope, j *migration.Job, _ *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
+	t := j.Config.Target
+	kind := t.Kind
+	if kind == "" {
+		kind = j.Config.Source.Kind
+	}
+	batches, dead := source.Datastore(s, source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: kind})
+	return batches, []beam.PCollection{dead}
+}
+
+// simDefaults are Firestore's, with nodes > 0 nodes.
+func (datastoreKind) simDefaults(nodes int) sim.Params {
+	p := sim.FirestoreDefaults()
+	if nodes > 0 {
+		p.Nodes = nodes
+	}
+	return p
+}
+
+func (datastoreKind) entities() bool { return true }
+
 // datastoreSources are the reads of a Datastore source: its kind, then
 // each descendant kind, all at the job's read time.
 func datastoreSources(j *migration.Job) []source.DatastoreConfig {
@@ -33,10 +110,10 @@ func datastoreSources(j *migration.Job) []source.DatastoreConfig {
 	return out
 }
 
-// datastore writes to the target's database, or deletes from the
+// write writes to the target's database, or deletes from the
 // source's: each key in its own namespace (the rewrite gives the
 // target's; a delete's key is the source's, as read).
-func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollection {
+func (datastoreKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
 	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, LeaseNamespace: tgt.Namespace, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
@@ -51,5 +128,5 @@ func (w writes) datastore(s beam.Scope, batches beam.PCollection) []beam.PCollec
 		}
 		cfg.Backfill = &b
 	}
-	return []beam.PCollection{sink.Datastore(s, cfg, batches)}
+	return []beam.PCollection{sink.Datastore(s, cfg, batches)}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/source"
@@ -32,44 +31,15 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 	}
 	ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
 	defer cancel()
-	src := j.Config.Source
 	if j.RedriveFrom != "" {
 		n, exact, ok, err := source.EstimateLines(ctx, source.FilesConfig{Path: j.RedriveFrom, Format: "jsonl"})
 		return progress.Total{N: n, Exact: exact, From: "the dead-letter file's size"}, ok && err == nil
 	}
-	switch src.Type {
-	case config.TypeSpanner:
-		n, err := source.CountSpanner(ctx, spannerSource(j, ""))
-		if err != nil {
-			return progress.Total{}, false
-		}
-		for _, cfg := range spannerChildren(j) {
-			m, err := source.CountSpanner(ctx, cfg)
-			if err != nil {
-				return progress.Total{}, false
-			}
-			n += m
-		}
-		return progress.Total{N: n, From: "COUNT(*)"}, true
-	case config.TypeDatastore:
-		var n int64
-		var from string
-		for _, cfg := range datastoreSources(j) {
-			m, f, err := source.CountDatastore(ctx, cfg)
-			if err != nil {
-				return progress.Total{}, false
-			}
-			n, from = n+m, f
-		}
-		return progress.Total{N: n, From: from}, true
-	case config.TypeJSONL, config.TypeCSV, config.TypeEntityJSON:
-		n, exact, ok, err := source.EstimateLines(ctx, filesConfig(j))
-		return progress.Total{N: n, Exact: exact, From: "file sizes"}, ok && err == nil
-	case config.TypeAvro:
-		n, exact, err := source.EstimateAvro(ctx, filesConfig(j))
-		return progress.Total{N: n, Exact: exact, From: "file sizes and Avro block counts"}, err == nil
+	k, err := sourceOf(j)
+	if err != nil {
+		return progress.Total{}, false
 	}
-	return progress.Total{}, false
+	return k.estimate(ctx, j)
 }
 
 // estimateCompared estimates the records a verify of cohorts compares,
@@ -81,15 +51,11 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 // outgrows.
 func estimateCompared(ctx context.Context, j *migration.Job, cohorts []cohort.Range) (progress.Total, bool) {
 	cohorts = cohort.Merge(cohorts)
-	if j.Config.Source.Type == config.TypeSpanner {
-		if f := cohortFilter(j, cohorts); f != "" {
-			ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
-			defer cancel()
-			n, err := source.CountSpanner(ctx, spannerSource(j, f))
-			if err != nil {
-				return progress.Total{}, false
-			}
-			return progress.Total{N: n, From: "COUNT(*) of the cohorts"}, true
+	if c, ok := sources[j.Config.Source.Type].(cohortCounter); ok {
+		ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
+		defer cancel()
+		if t, ok := c.countCohorts(ctx, j, cohorts); ok {
+			return t, true
 		}
 	}
 	jj := *j

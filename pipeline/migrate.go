@@ -1,14 +1,10 @@
 package pipeline
 
 import (
-	"fmt"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -42,7 +38,7 @@ func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 		if b != nil {
 			cohorts = b.Cohorts()
 		}
-		if batches, readDead, err = readSource(s, j, w.interleave(), cohorts); err != nil {
+		if batches, readDead, err = readSource(s, j, readOptions{interleave: w.interleave(), cohorts: cohorts}); err != nil {
 			return err
 		}
 		deads = append(deads, readDead...)
@@ -74,49 +70,21 @@ func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
 	return nil
 }
 
-// readSource reads the job's source; a JSON Lines source in interleaved
-// ranges, interleave records from each in turn, if interleave > 0; a
-// Spanner source only the rows of cohorts, if some are given and the
-// cohort function can be pushed into the query.
-func readSource(s beam.Scope, j *migration.Job, interleave int, cohorts []cohort.Range) (beam.PCollection, []beam.PCollection, error) {
-	src := j.Config.Source
-	switch src.Type {
-	case config.TypeJSONL, config.TypeCSV, config.TypeAvro, config.TypeEntityJSON:
-		cfg := filesConfig(j)
-		cfg.Interleave = interleave
-		b, d := source.Files(s, cfg)
-		return b, []beam.PCollection{d}, nil
-	case config.TypeSpanner:
-		return readSpanner(s, j, cohortFilter(j, cohorts))
-	case config.TypeDatastore:
-		return readDatastore(s, j)
+// readSource reads the job's source (sourceKind.read).
+func readSource(s beam.Scope, j *migration.Job, o readOptions) (beam.PCollection, []beam.PCollection, error) {
+	k, err := sourceOf(j)
+	if err != nil {
+		return beam.PCollection{}, nil, err
 	}
-	return beam.PCollection{}, nil, fmt.Errorf("source.type %q is not supported yet", src.Type)
+	return k.read(s, j, o)
 }
 
 // target writes the planned batches to the job's target (deletes them
 // from its source) and returns the dead letters.
 func (w writes) target(s beam.Scope, batches beam.PCollection) ([]beam.PCollection, error) {
-	tgt := w.endpoint()
-	switch tgt.Type {
-	case config.TypeJSONL:
-		sink.JSONL(s, tgt.Path, batches)
-		return nil, nil
-	case config.TypeEntityJSON:
-		_, dead := sink.EntityJSON(s, tgt.Path, tgt.Project, batches)
-		return []beam.PCollection{dead}, nil
-	case config.TypeAvro:
-		sp := w.job.Spanner
-		var indexes []spannerdb.Index
-		if w.job.Config.Write.Indexes != config.IndexesNone {
-			indexes = sp.TargetIndexes
-		}
-		_, dead, err := sink.SpannerExport(s, tgt.Path, sp.Targets, indexes, batches)
-		return []beam.PCollection{dead}, err
-	case config.TypeSpanner:
-		return w.spanner(s, batches)
-	case config.TypeDatastore:
-		return w.datastore(s, batches), nil
+	k, err := targetOf(w.endpoint())
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("target.type %q is not supported yet", tgt.Type)
+	return k.write(s, w, batches)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/google/uuid"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/plan/detect"
@@ -82,9 +81,7 @@ type PlanRun struct {
 // has enough to choose from); other sources are read whole and sampled
 // as they are read (transforms.Sample).
 func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*PlanRun, error) {
-	switch j.Config.Target.Type {
-	case config.TypeSpanner, config.TypeDatastore:
-	default:
+	if _, ok := databaseOf(j); !ok {
 		return nil, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Config.Target.Type)}
 	}
 	if !strings.Contains(o.KeysDir, "://") {
@@ -96,16 +93,14 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 	filter := ""
 	if o.Sample > 0 {
 		pr.Method = fmt.Sprintf("uniform random sample of %s records (bottom-k of random priorities over everything read)", detect.Thousands(int64(o.Sample)))
-		if j.Config.Source.Type == config.TypeSpanner {
-			rows, err := source.CountSpanner(ctx, spannerSource(j, ""))
+		if ps, ok := sources[j.Config.Source.Type].(planSampler); ok {
+			f, rows, method, err := ps.planFilter(ctx, j, o.Sample)
 			if err != nil {
 				return nil, err
 			}
 			pr.Rows = max(pr.Rows, rows)
-			if rows > int64(o.Sample) {
-				frac := math.Min(1, 1.2*float64(o.Sample)/float64(rows))
-				filter = sampleFilter(j.SourceKey, frac)
-				pr.Method = fmt.Sprintf("uniform random sample of %s of %s rows: the query read the rows whose key's FARM_FINGERPRINT falls in %.4g%% of its range, then bottom-k of random priorities", detect.Thousands(int64(o.Sample)), detect.Thousands(int64(rows)), 100*frac)
+			if f != "" {
+				filter, pr.Method = f, method
 			}
 		}
 	}
@@ -150,7 +145,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		fraction = measured
 		pr.Method += fmt.Sprintf("; planned again with batches scaled to the %.3g%% sampled", 100*measured)
 	}
-	if sampleDatastore(j, o.Sample) && pr.Result != nil {
+	if sampledByKeys(j, o.Sample) && pr.Result != nil {
 		how := "the kind's __scatter__ index"
 		if pr.Result.Counters["datastore_sample_scanned"] > 0 {
 			how = "a reservoir sample of a keys-only scan (no __scatter__ values: the emulator, or a small kind)"
@@ -184,21 +179,7 @@ func planGraph(o PlanOptions, filter string) Graph {
 		var batches beam.PCollection
 		var deads []beam.PCollection
 		var err error
-		src := j.Config.Source
-		switch {
-		case src.Type == config.TypeSpanner:
-			batches, deads, err = readSpanner(s, j, filter)
-		case src.IsFile():
-			fc := filesConfig(j)
-			fc.Positions = true
-			b, d := source.Files(s, fc)
-			batches, deads = b, []beam.PCollection{d}
-		case sampleDatastore(j, o.Sample):
-			b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.Sample)
-			batches, deads = b, []beam.PCollection{d}
-		default:
-			batches, deads, err = readSource(s, j, 0, nil)
-		}
+		batches, deads, err = readSource(s, j, readOptions{filter: filter, positions: true, sample: o.Sample})
 		if err != nil {
 			return err
 		}
@@ -216,12 +197,11 @@ func planGraph(o PlanOptions, filter string) Graph {
 	}
 }
 
-// sampleDatastore reports whether the plan samples a Datastore source by
-// its keys (source.DatastoreSample): a sample of one kind. A migration
-// that carries descendant kinds along reads them all and samples as it
-// reads, so that children keep their proportions.
-func sampleDatastore(j *migration.Job, n int) bool {
-	return n > 0 && j.Config.Source.Type == config.TypeDatastore && len(j.Config.DescendantKinds()) == 0
+// sampledByKeys reports whether the plan samples the source by its keys
+// (keySampler), rather than as it reads.
+func sampledByKeys(j *migration.Job, n int) bool {
+	ks, ok := sources[j.Config.Source.Type].(keySampler)
+	return ok && ks.samplesByKeys(j, n)
 }
 
 // sampleFilter is a condition that holds for about fraction of the rows,

@@ -93,8 +93,8 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, error) {
 	src, tgt := j.Config.Source, j.Config.Target
 	in := plan.Input{
-		Source: endpointText(src), Target: endpointText(tgt),
-		Datastore: tgt.Type == config.TypeDatastore, SourceDatastore: j.Spec.SourceStore == record.Datastore,
+		Source: describe(src), Target: describe(tgt),
+		Datastore: entities(j), SourceDatastore: j.Spec.SourceStore == record.Datastore,
 		Table: firstOf(tgt.Table, tgt.Kind, j.Spec.Table), SourceTable: firstOf(src.Table, src.Kind, j.Spec.Table),
 		SourceKey: j.SourceKey.Text(), TargetKey: j.TargetKey.Text(), Strategy: stepText(j.Config.Rewrite.Step()),
 		Method: run.Method, Rows: max(run.Rows, req.Rows), DeadLettered: run.DeadLettered,
@@ -129,13 +129,11 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 // overridden by the request's non-zero fields, with the config's ramp-up
 // as the loader's schedule.
 func simParams(j *migration.Job, o sim.Params) (sim.Params, error) {
-	p := sim.SpannerDefaults(o.Nodes)
-	if j.Config.Target.Type == config.TypeDatastore {
-		p = sim.FirestoreDefaults()
-		if o.Nodes > 0 {
-			p.Nodes = o.Nodes
-		}
+	d, ok := databaseOf(j)
+	if !ok {
+		return sim.Params{}, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Config.Target.Type)}
 	}
+	p := d.simDefaults(o.Nodes)
 	if o.NodeWrites > 0 {
 		p.NodeWrites = o.NodeWrites
 	}
@@ -182,18 +180,10 @@ func stepText(st rewrite.StepConfig) string {
 	return st.Strategy + " " + string(b)
 }
 
-func endpointText(e config.Endpoint) string {
-	switch e.Type {
-	case config.TypeSpanner:
-		return fmt.Sprintf("Spanner %s/%s table %s", e.Instance, e.Database, firstOf(e.Table, "?"))
-	case config.TypeDatastore:
-		s := "Datastore kind " + e.Kind
-		if e.Namespace != "" {
-			s += " (namespace " + e.Namespace + ")"
-		}
-		return s
-	}
-	return strings.ToUpper(e.Type) + " " + e.Path
+// entities reports whether the job's target keys entities (Datastore).
+func entities(j *migration.Job) bool {
+	d, ok := databaseOf(j)
+	return ok && d.entities()
 }
 
 func firstOf(ss ...string) string {

@@ -31,7 +31,10 @@ func Reverse(b cutover.Backfill) Graph {
 		if b.Reverse == nil {
 			return errors.New("reverse backfill: no Reverse")
 		}
-		newBatches, deads := readTarget(s.Scope("new"), j, &b)
+		newBatches, deads, err := readTarget(s.Scope("new"), j, &b)
+		if err != nil {
+			return err
+		}
 		olds, invertDead := beam.ParDo2(s, &staged.InvertFn{Spec: j.Spec.Text(), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
 		deads = append(deads, invertDead)
 		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
@@ -42,7 +45,7 @@ func Reverse(b cutover.Backfill) Graph {
 		// record for it (the soak, seed 21: a record deleted in new_only
 		// came back after the reverse backfill). Those new holds are
 		// written as new holds them, a second time.
-		oldBatches, oldDeads, err := readSource(s.Scope("old"), j, 0, b.Cohorts())
+		oldBatches, oldDeads, err := readSource(s.Scope("old"), j, readOptions{cohorts: b.Cohorts()})
 		if err != nil {
 			return err
 		}

@@ -22,9 +22,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
-	"github.com/rekeyio/rekey/internal/store/spannerexport"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -163,24 +161,16 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 // asked to.
 func keepOutput(ctx context.Context, j *migration.Job) error {
 	t := j.Config.Target
-	if !writesFile(t.Type) || j.DryRun || j.TranslateOnly || j.Overwrite {
+	ft, ok := targets[t.Type].(fileTarget)
+	if !ok || j.DryRun || j.TranslateOnly || j.Overwrite {
 		return nil
 	}
-	path, msg := t.Path, fmt.Sprintf("target.path %s exists and rekey does not replace it", t.Path)
-	if t.Type == config.TypeAvro {
-		path = strings.TrimSuffix(t.Path, "/") + "/" + spannerexport.ExportFile
-		msg = fmt.Sprintf("target.path %s holds a Spanner export (%s), which rekey does not replace", t.Path, spannerexport.ExportFile)
-	}
+	path, msg := ft.existing(t)
 	exists, err := sink.Exists(ctx, path)
 	if err != nil || !exists {
 		return nil // the sink reports a path it cannot write
 	}
 	return &migration.ConfigError{Err: fmt.Errorf("%s: give another path (for example REKEY_TARGET_PATH=...), move it away, or run with --overwrite", msg)}
-}
-
-// writesFile reports whether a target of type t is files rekey writes.
-func writesFile(t string) bool {
-	return t == config.TypeJSONL || t == config.TypeEntityJSON || t == config.TypeAvro
 }
 
 func local(runner string) bool { return runner == "prism" || runner == "direct" }
@@ -226,16 +216,9 @@ func InProcess(runner string) bool {
 func removeParts(ctx context.Context, j *migration.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	paths := []string{j.DeadLetterPath}
-	switch t := j.Config.Target; {
-	case j.DryRun:
-	case t.Type == config.TypeAvro:
-		_, _ = sink.RemoveExportParts(ctx, t.Path, nil)
-	case writesFile(t.Type):
-		paths = append(paths, t.Path)
-	}
-	for _, p := range paths {
-		_, _ = sink.RemoveParts(ctx, p)
+	_, _ = sink.RemoveParts(ctx, j.DeadLetterPath)
+	if ft, ok := targets[j.Config.Target.Type].(fileTarget); ok && !j.DryRun {
+		ft.removeParts(ctx, j.Config.Target)
 	}
 }
 

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
-	"github.com/rekeyio/rekey/transforms/source"
 )
 
 // sampleSize is how many old -> new keys a dry run shows.
@@ -23,17 +21,11 @@ func Sample(ctx context.Context, j *migration.Job, n int) ([]string, error) {
 	if j.RedriveFrom != "" {
 		return nil, nil
 	}
-	src := j.Config.Source
-	var recs []record.Record
-	var err error
-	switch src.Type {
-	case config.TypeJSONL, config.TypeCSV, config.TypeAvro, config.TypeEntityJSON:
-		recs, err = source.PeekFiles(ctx, filesConfig(j), n)
-	case config.TypeSpanner:
-		recs, err = source.PeekSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: src.Filter}, n)
-	case config.TypeDatastore:
-		recs, err = source.PeekDatastore(ctx, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, n)
+	k, err := sourceOf(j)
+	if err != nil {
+		return nil, err
 	}
+	recs, err := k.peek(ctx, j, n)
 	if err != nil {
 		return nil, fmt.Errorf("sampling the source: %w", err)
 	}

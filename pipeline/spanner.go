@@ -1,23 +1,44 @@
 package pipeline
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/plan/detect"
+	"github.com/rekeyio/rekey/plan/sim"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 )
 
-// readSpanner reads the source table, and its interleaved children; the
-// main table's rows only where cohorts (a SQL condition, "" for none)
-// holds too.
-func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollection, []beam.PCollection, error) {
-	batches, dead := source.Spanner(s, spannerSource(j, cohorts))
+// spannerKind is a Spanner database as a source and as a target.
+type spannerKind struct{}
+
+// read reads the source table, and its interleaved children; the main
+// table's rows only where the cohorts' filter (or o.filter) holds too. A
+// read for a cleanup (o.keysOnly) reads the main table's key and user id
+// columns only.
+func (spannerKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCollection, []beam.PCollection, error) {
+	filter := o.filter
+	if filter == "" {
+		filter = cohortFilter(j, o.cohorts)
+	}
+	if o.keysOnly {
+		b, d := source.Spanner(s, spannerKeys(j, filter))
+		return b, []beam.PCollection{d}, nil
+	}
+	batches, dead := source.Spanner(s, spannerSource(j, filter))
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
 	for _, cfg := range spannerChildren(j) {
 		cb, cd := source.Spanner(s.Scope(cfg.Table), cfg)
@@ -29,6 +50,91 @@ func readSpanner(s beam.Scope, j *migration.Job, cohorts string) (beam.PCollecti
 	}
 	return beam.Flatten(s, all...), deads, nil
 }
+
+// spannerKeys is the read of a cleanup: the main table's rows where
+// filter holds, their key and user id columns only.
+func spannerKeys(j *migration.Job, filter string) source.SpannerConfig {
+	cfg := spannerSource(j, filter)
+	t := j.Spanner.Source
+	cfg.Columns = nil
+	for _, c := range t.Key.Columns {
+		cfg.Columns = append(cfg.Columns, c.Name)
+	}
+	if u, ok, _ := j.Config.Cohort.UserSpec(); ok && t.Key.Index(u.Name) < 0 {
+		cfg.Columns = append(cfg.Columns, t.Column(u.Name).Name)
+	}
+	return cfg
+}
+
+// estimate is a COUNT(*) of the main table (with the filter) and of each
+// interleaved child.
+func (spannerKind) estimate(ctx context.Context, j *migration.Job) (progress.Total, bool) {
+	n, err := source.CountSpanner(ctx, spannerSource(j, ""))
+	if err != nil {
+		return progress.Total{}, false
+	}
+	for _, cfg := range spannerChildren(j) {
+		m, err := source.CountSpanner(ctx, cfg)
+		if err != nil {
+			return progress.Total{}, false
+		}
+		n += m
+	}
+	return progress.Total{N: n, From: "COUNT(*)"}, true
+}
+
+// countCohorts is a COUNT(*) of the cohorts' rows, where the query can
+// tell them.
+func (spannerKind) countCohorts(ctx context.Context, j *migration.Job, cohorts []cohort.Range) (progress.Total, bool) {
+	f := cohortFilter(j, cohorts)
+	if f == "" {
+		return progress.Total{}, false
+	}
+	n, err := source.CountSpanner(ctx, spannerSource(j, f))
+	if err != nil {
+		return progress.Total{}, false
+	}
+	return progress.Total{N: n, From: "COUNT(*) of the cohorts"}, true
+}
+
+// planFilter samples in the query a table of more rows than n: the rows
+// whose key's FARM_FINGERPRINT falls in a fraction of its range (a little
+// more than n/rows, so that the uniform sample that follows has enough to
+// choose from).
+func (spannerKind) planFilter(ctx context.Context, j *migration.Job, n int) (string, int64, string, error) {
+	rows, err := source.CountSpanner(ctx, spannerSource(j, ""))
+	if err != nil || rows <= int64(n) {
+		return "", rows, "", err
+	}
+	frac := math.Min(1, 1.2*float64(n)/float64(rows))
+	method := fmt.Sprintf("uniform random sample of %s of %s rows: the query read the rows whose key's FARM_FINGERPRINT falls in %.4g%% of its range, then bottom-k of random priorities", detect.Thousands(int64(n)), detect.Thousands(rows), 100*frac)
+	return sampleFilter(j.SourceKey, frac), rows, method, nil
+}
+
+func (spannerKind) peek(ctx context.Context, j *migration.Job, n int) ([]record.Record, error) {
+	src := j.Config.Source
+	return source.PeekSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: src.Filter}, n)
+}
+
+func (spannerKind) describe(e config.Endpoint) string {
+	return fmt.Sprintf("Spanner %s/%s table %s", e.Instance, e.Database, firstOf(e.Table, "?"))
+}
+
+// readNew reads the target table, the rows of b's cohorts where the user
+// id is one of its columns.
+func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
+	t := j.Config.Target
+	filter := ""
+	if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
+		filter = cohortFilterOn(j, j.Spanner.Targets[0], b)
+	}
+	batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
+	return batches, []beam.PCollection{dead}
+}
+
+func (spannerKind) simDefaults(nodes int) sim.Params { return sim.SpannerDefaults(nodes) }
+
+func (spannerKind) entities() bool { return false }
 
 // spannerChildren are the reads of the source's interleaved child tables,
 // whole.
@@ -54,11 +160,11 @@ func init() {
 	register.Iter1[string]()
 }
 
-// writeSpanner writes the main table's rows, then each level of
+// write writes the main table's rows, then each level of
 // interleaved children once the level above is written (the emulator and
 // Spanner reject a child whose parent row does not exist yet). Deletes
 // go to the source table, which has no children then (operator.CheckCleanup).
-func (w writes) spanner(s beam.Scope, batches beam.PCollection) ([]beam.PCollection, error) {
+func (spannerKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
 	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Mode: wc.Mode, MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -10,12 +11,10 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
-	"github.com/rekeyio/rekey/transforms/source"
 	"github.com/rekeyio/rekey/transforms/staged"
 )
 
@@ -33,7 +32,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		for _, r := range cohort.Merge(v.Cohorts) {
 			b.Spans = append(b.Spans, cutover.BackfillSpan{First: r.First, Last: r.Last})
 		}
-		oldBatches, deads, err := readSource(s.Scope("old"), j, 0, b.Cohorts())
+		oldBatches, deads, err := readSource(s.Scope("old"), j, readOptions{cohorts: b.Cohorts()})
 		if err != nil {
 			return err
 		}
@@ -50,7 +49,10 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		}
 		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &staged.ExpectFn{Spec: spec, Side: side}, oldBatches)
 		deads = append(deads, rewriteDead)
-		newBatches, newDeads := readTarget(s.Scope("new"), j, b)
+		newBatches, newDeads, err := readTarget(s.Scope("new"), j, b)
+		if err != nil {
+			return err
+		}
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
@@ -80,25 +82,14 @@ func verifyGraph(v operator.VerifyJob) Graph {
 }
 
 // readTarget reads the job's target as a source: the new records, of b's
-// cohorts where a Spanner query can tell them.
-func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
-	t := j.Config.Target
-	switch t.Type {
-	case config.TypeSpanner:
-		filter := ""
-		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
-			filter = cohortFilterOn(j, j.Spanner.Targets[0], b)
-		}
-		batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
-		return batches, []beam.PCollection{dead}
-	default:
-		kind := t.Kind
-		if kind == "" {
-			kind = j.Config.Source.Kind
-		}
-		batches, dead := source.Datastore(s, source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: kind})
-		return batches, []beam.PCollection{dead}
+// cohorts where a query can tell them (databaseTarget.readNew).
+func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection, error) {
+	d, ok := databaseOf(j)
+	if !ok {
+		return beam.PCollection{}, nil, fmt.Errorf("target.type %s: only a database target can be read back", j.Config.Target.Type)
 	}
+	batches, deads := d.readNew(s, j, b)
+	return batches, deads, nil
 }
 
 // cohortFilterOn is cohortFilter for a Spanner table other than the
