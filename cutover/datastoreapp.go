@@ -9,9 +9,9 @@ import (
 	"cloud.google.com/go/datastore"
 	"github.com/google/uuid"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"

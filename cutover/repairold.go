@@ -10,11 +10,11 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -8,9 +8,9 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // Store keeps migrations' phase maps and their audit, next to the target

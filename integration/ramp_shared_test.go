@@ -14,13 +14,13 @@ import (
 
 	"cloud.google.com/go/datastore"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

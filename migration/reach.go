@@ -10,8 +10,8 @@ import (
 
 	"cloud.google.com/go/datastore"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // ReachTimeout bounds how long Reach waits for a store to answer.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // Options control Run (and Job.Prepare).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 )
 

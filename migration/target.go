@@ -13,10 +13,10 @@ import (
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/retry"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
 )
 

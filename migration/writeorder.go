@@ -1,8 +1,8 @@
 package migration
 
 import (
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 )
 

@@ -7,11 +7,11 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/store/spannerexport"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"

@@ -8,9 +8,9 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/plan/sim"
 	"github.com/rekeyio/rekey/record"
 )
@@ -22,7 +22,7 @@ import (
 // registered here, in sources and targets, and nowhere else in pipeline
 // is a config type compared: the graphs ask the registry. A new kind is
 // one sourceKind and/or targetKind in a file of its own and a line in
-// these maps (plus its config validation in internal/config and, for a
+// these maps (plus its config validation in migration/config and, for a
 // cohort cutover, its side in cutover). What only some kinds can do is an
 // optional interface (cohortCounter, planSampler, keySampler, fileTarget,
 // databaseTarget) that the callers test for.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/plan"
 	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/keys"

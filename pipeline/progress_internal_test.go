@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // TestProgressPlainWithTotal: off a terminal, the run's progress is

@@ -7,9 +7,9 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/staged"
 )

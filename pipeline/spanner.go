@@ -11,10 +11,10 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/sim"
 	"github.com/rekeyio/rekey/record"

@@ -8,10 +8,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/source"
 	"github.com/rekeyio/rekey/transforms/writeplan"

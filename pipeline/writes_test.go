@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"

@@ -23,8 +23,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"

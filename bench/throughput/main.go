@@ -53,9 +53,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/spannerio"
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

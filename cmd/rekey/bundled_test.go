@@ -15,11 +15,11 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // documentedCommands are the commands a bundled config's comment tells

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // CohortOpsOptions are the flags of the phase commands (status, log,

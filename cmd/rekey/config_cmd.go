@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // ConfigShowOptions are the parsed flags of `rekey config show`.

@@ -16,9 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 const emulatorsLong = `Local Google emulators to try a config on before touching a real project:

@@ -16,9 +16,9 @@ import (
 	database "cloud.google.com/go/spanner/admin/database/apiv1"
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/golden"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 func TestEmulatorsStateFile(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/plan/detect"
 	"github.com/rekeyio/rekey/plan/lint"
 	"github.com/rekeyio/rekey/plan/rules"

@@ -15,10 +15,10 @@ import (
 	"cloud.google.com/go/spanner/admin/database/apiv1/databasepb"
 
 	"github.com/rekeyio/rekey/configs"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/plan/splits"
 	"github.com/rekeyio/rekey/record"

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // CheckLoad refuses a migration the library cannot route: Spanner to

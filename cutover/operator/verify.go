@@ -10,8 +10,8 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // VerifyJob is the job of a verify (rekey verify), which compares old

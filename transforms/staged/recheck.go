@@ -9,9 +9,9 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"

@@ -14,12 +14,12 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/internal/testkit/golden"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/rewrite"
 )

@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rekeyio/rekey/internal/config"
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/migration/config"
 )
 
 // markFile marks a folder as the demo's: the demo writes its files into a

@@ -2,14 +2,14 @@
 // (docs/config.md) and of its rewrite strategies and their parameters
 // (docs/strategies.md), from the code: the keys, types and section order
 // from config.Config's mapstructure tags, each key's text from its field's
-// doc comment in internal/config, defaults from Config.SetDefaults, allowed
+// doc comment in migration/config, defaults from Config.SetDefaults, allowed
 // values from config.Enums, and the strategies from rewrite.Strategies()
 // (each parameter's type and default are what the strategy reads). Run it
 // from the repository's root:
 //
-//	go run ./internal/config/gendocs
+//	go run ./migration/config/gendocs
 //
-// (or go generate ./internal/config). A test fails while docs/ differs
+// (or go generate ./migration/config). A test fails while docs/ differs
 // from what it writes.
 package main
 
@@ -21,10 +21,10 @@ import (
 )
 
 // Regenerate is the command that rewrites docs/, for messages.
-const Regenerate = "go run ./internal/config/gendocs"
+const Regenerate = "go run ./migration/config/gendocs"
 
 func main() {
-	root := flag.String("root", ".", "the repository's root: reads internal/config, writes docs/")
+	root := flag.String("root", ".", "the repository's root: reads migration/config, writes docs/")
 	flag.Parse()
 	if err := write(*root); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
@@ -51,7 +51,7 @@ func write(root string) error {
 
 // generate returns the documents by file name under docs/.
 func generate(root string) (map[string]string, error) {
-	fields, err := parseDocs(filepath.Join(root, "internal", "config"))
+	fields, err := parseDocs(filepath.Join(root, "migration", "config"))
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/internal/config"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -84,7 +84,7 @@ func TestReferenceListsEveryKeyAndParameter(t *testing.T) {
 
 // A key without a doc comment stops the generator, naming it.
 func TestUndocumentedKeyIsRefused(t *testing.T) {
-	fields, err := parseDocs(filepath.Join(root, "internal", "config"))
+	fields, err := parseDocs(filepath.Join(root, "migration", "config"))
 	if err != nil {
 		t.Fatal(err)
 	}
