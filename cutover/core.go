@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -17,6 +18,16 @@ import (
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 )
+
+// resolveValue fills in cfg's defaults, validates it and resolves it.
+func resolveValue(ctx context.Context, cfg config.Config) (*migration.Job, error) {
+	c := cfg
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return migration.Resolve(ctx, &c)
+}
 
 // resolveFile loads, validates and resolves the migration config at path.
 func resolveFile(ctx context.Context, path string) (*migration.Job, error) {
@@ -79,7 +90,7 @@ func switches(prev, phase Phase) bool {
 
 // route routes a call on rec, whose old key's text is key.
 func (r *router) route(ctx context.Context, rec *record.Record, key string) (*call, error) {
-	user, err := r.o.UserID(rec)
+	user, err := r.o.user.ID(rec)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: the user id of %s: %w", key, err)
 	}
@@ -274,4 +285,183 @@ func (r *router) shadowCompare(c *call, oldRec, newRec *record.Record) {
 			r.stats.mismatch(c.key + ": " + d)
 		}
 	}
+}
+
+// writeBatch routes each of recs (route) and counts it as a write, then
+// commits the routed ones with applyBatch, each call's mutations from st;
+// errs[i] is rec i's outcome (a routing error, or its commit's).
+func writeBatch[M any](ctx context.Context, r *router, recs []record.Record, route func(context.Context, *record.Record) (*call, error), st func(*call, *record.Record) store[M]) []error {
+	calls, errs := make([]*call, 0, len(recs)), make([]error, len(recs))
+	at := map[*call]int{}
+	for i := range recs {
+		c, err := route(ctx, &recs[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		defer c.cancel()
+		r.stats.call("write", c.phase)
+		calls, at[c] = append(calls, c), i
+	}
+	stores := func(c *call) store[M] { return st(c, &recs[at[c]]) }
+	for j, err := range applyBatch(r, calls, "write", func(c *call) []side { return c.route.writes }, stores) {
+		errs[at[calls[j]]] = err
+	}
+	return errs
+}
+
+// applyBatch is applyCall for many calls of one operation at once, in as
+// few commits as their routes allow. Calls whose sides are the same (in
+// the same order) form a group; a group's first side's mutations are one
+// commit, then its second side's one more (old and new in one database:
+// both sides of every call of the group in one transaction). What
+// applyCall says of one call holds for each call of a group, since each
+// call's mutations are in the group's commits and the commits come in
+// the call's order: the authoritative side first, a touched mark in the
+// transaction of the call's new-side write; a group's commits end by the
+// earliest deadline of its calls. A call whose mutations cannot be built
+// fails alone (its second side's: logged for repair); a failed commit
+// fails, or logs for repair, every call of its group. errs[i] is call
+// i's outcome. A key's second call goes in a later round of groups than
+// its first (and so on), so that a commit holds one call per key (as a
+// Datastore commit must) and a key's calls commit in their order.
+func applyBatch[M any](r *router, calls []*call, op string, sidesOf func(*call) []side, st func(*call) store[M]) []error {
+	errs := make([]error, len(calls))
+	type group struct {
+		round int
+		idx   []int
+	}
+	groups := map[string]*group{}
+	var order []*group
+	seen := map[string]int{}
+	for i, c := range calls {
+		round := seen[c.key]
+		seen[c.key]++
+		g := fmt.Sprint(round, sidesOf(c))
+		if groups[g] == nil {
+			groups[g] = &group{round: round}
+			order = append(order, groups[g])
+		}
+		groups[g].idx = append(groups[g].idx, i)
+	}
+	slices.SortStableFunc(order, func(a, b *group) int { return a.round - b.round })
+	for _, g := range order {
+		applyGroup(r, calls, g.idx, op, sidesOf(calls[g.idx[0]]), st, errs)
+	}
+	return errs
+}
+
+// applyGroup commits the calls idx of one group (applyBatch), setting
+// their errs.
+func applyGroup[M any](r *router, calls []*call, idx []int, op string, sides []side, st func(*call) store[M], errs []error) {
+	fail := func(c *call, sd side, err error) error {
+		return fmt.Errorf("cutover: %s %s to %s (%s, cohort %d): %w", op, c.key, sd, c.phase, c.cohort, err)
+	}
+	var first, second []M
+	var live []int           // calls whose first side's mutations are built
+	berrs := map[int]error{} // calls whose second side's could not be
+	earliest := -1
+	for _, i := range idx {
+		c, s := calls[i], st(calls[i])
+		ms, err := s.build(sides[0])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		first = append(first, ms...)
+		live = append(live, i)
+		if earliest < 0 || deadlineOf(c).Before(deadlineOf(calls[earliest])) {
+			earliest = i
+		}
+		if len(sides) == 2 {
+			ms, err := s.build(sides[1])
+			if err != nil {
+				berrs[i] = err
+				continue
+			}
+			second = append(second, ms...)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ec := calls[earliest]
+	s0 := st(ec)
+	if len(sides) == 1 {
+		if err := s0.commit(ec.ctx, sides[0], first); err != nil {
+			for _, i := range live {
+				errs[i] = fail(calls[i], sides[0], err)
+			}
+		}
+		return
+	}
+	if s0.atomic != nil {
+		all := append(append([]M(nil), first...), second...)
+		for _, i := range live {
+			if berr, ok := berrs[i]; ok {
+				all = append(all, st(calls[i]).repair(calls[i], op, sides[1], berr))
+			}
+		}
+		if err := s0.atomic(ec.ctx, all); err != nil {
+			for _, i := range live {
+				errs[i] = fail(calls[i], sides[0], err)
+			}
+			return
+		}
+		for range berrs {
+			r.stats.repair(true)
+		}
+		return
+	}
+	reserved := func() (context.Context, context.CancelFunc) {
+		if dl, ok := ec.ctx.Deadline(); ok {
+			return context.WithDeadline(ec.ctx, dl.Add(-r.o.skew()/4))
+		}
+		return context.WithCancel(ec.ctx)
+	}
+	ctx, cancel := reserved()
+	err := s0.commit(ctx, sides[0], first)
+	cancel()
+	if err != nil {
+		for _, i := range live {
+			c := calls[i]
+			errs[i] = fail(c, sides[0], err)
+			if notApplied(err) {
+				continue
+			}
+			if lerr := st(c).logRepair(c, op, sides[1], err, true); lerr != nil {
+				errs[i] = fmt.Errorf("%w (and noting that %s may lack what %s took failed too: %v)", errs[i], sides[1], sides[0], lerr)
+			}
+		}
+		return
+	}
+	if len(second) > 0 {
+		ctx, cancel := reserved()
+		err = s0.commit(ctx, sides[1], second)
+		cancel()
+	}
+	for _, i := range live {
+		berr, ok := berrs[i]
+		if !ok {
+			berr = err
+		}
+		if berr == nil {
+			continue
+		}
+		c := calls[i]
+		if lerr := st(c).logRepair(c, op, sides[1], berr, false); lerr != nil {
+			r.stats.repair(false)
+			errs[i] = &UnrepairedError{Key: c.key, Write: berr, RepairError: lerr}
+			continue
+		}
+		r.stats.repair(true)
+	}
+}
+
+// deadlineOf is c's deadline (far away when it has none).
+func deadlineOf(c *call) time.Time {
+	if dl, ok := c.ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(365 * 24 * time.Hour)
 }

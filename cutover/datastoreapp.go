@@ -58,6 +58,7 @@ type Datastore struct {
 	ownNew     bool
 	same       bool // one database: dual writes are one transaction
 	namespace  string
+	kept       string // keep_original_key: the new entities' property holding the old key
 	rk         *rekeyer.Rekeyer
 	store      DatastoreStore
 }
@@ -71,10 +72,21 @@ func OpenDatastore(ctx context.Context, client *datastore.Client, path string, o
 	return NewDatastore(ctx, client, job, o)
 }
 
+// OpenDatastoreConfig is NewDatastore on a migration's config given as a
+// Go value (see OpenSpannerConfig).
+func OpenDatastoreConfig(ctx context.Context, client *datastore.Client, cfg config.Config, o Options) (*Datastore, error) {
+	job, err := resolveValue(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewDatastore(ctx, client, job, o)
+}
+
 // NewDatastore returns the library for job (a Datastore → Datastore
 // migration), reading and writing old entities through client (the
 // application's client of the source database) and new ones through a
-// client of the target database (client itself when it is the same). The
+// client of the target database (client itself when it is the same; else
+// Options.NewDatastoreClient, or one it opens and Close closes). The
 // phase store, the repair log and the touched marks are in the target
 // namespace.
 func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.Job, o Options) (*Datastore, error) {
@@ -82,8 +94,8 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	if cfg.Source.Type != config.TypeDatastore || cfg.Target.Type != config.TypeDatastore {
 		return nil, fmt.Errorf("cutover.NewDatastore: the migration goes from %s to %s; want datastore to datastore", cfg.Source.Type, cfg.Target.Type)
 	}
-	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 || len(job.Spec.DescendantKinds) > 0 || job.Spec.KeepOriginalKey != "" {
-		return nil, errors.New("cutover.NewDatastore: references, descendants and keep_original_key are not routed by the library yet")
+	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 || len(job.Spec.DescendantKinds) > 0 {
+		return nil, errors.New("cutover.NewDatastore: references and descendants are not routed by the library yet")
 	}
 	o, err := optionsFor(job, o)
 	if err != nil {
@@ -93,9 +105,11 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	if err != nil {
 		return nil, err
 	}
-	d := &Datastore{router: router{o: o, stats: newStats(o.Migration)}, oldC: client, rk: rk, namespace: cfg.Target.Namespace}
+	d := &Datastore{router: router{o: o, stats: newStats(o.Migration)}, oldC: client, rk: rk, namespace: cfg.Target.Namespace, kept: job.Spec.KeepOriginalKey}
 	if cfg.Target.Project == cfg.Source.Project && cfg.Target.Database == cfg.Source.Database {
 		d.newC, d.same = client, true
+	} else if o.NewDatastoreClient != nil {
+		d.newC = o.NewDatastoreClient
 	} else if d.newC, err = datastoredb.Client(ctx, cfg.Target.Project, cfg.Target.Database); err != nil {
 		return nil, err
 	} else {
@@ -121,16 +135,14 @@ func optionsFor(job *migration.Job, o Options) (Options, error) {
 	if !st.Info().Deterministic {
 		return o, fmt.Errorf("strategy %s does not give the same new key for the same old key, so the application's calls cannot find the new record", st.Info().Name)
 	}
-	if o.UserID == nil {
-		u, ok, err := job.Config.Cohort.UserSpec()
-		switch {
-		case err != nil:
-			return o, fmt.Errorf("cohort.user: %w", err)
-		case !ok:
-			return o, errors.New("no user id: set cohort.user in the migration's config, or Options.UserID")
-		}
-		o.UserID = u.ID
+	u, ok, err := job.Config.Cohort.UserSpec()
+	switch {
+	case err != nil:
+		return o, fmt.Errorf("cohort.user: %w", err)
+	case !ok:
+		return o, errors.New("no user id: set cohort.user in the migration's config (the backfill and the library must find a record's user in the same place)")
 	}
+	o.user = u
 	if o.Buckets == 0 {
 		o.Buckets = job.Config.Cohort.Buckets
 	}
@@ -226,6 +238,26 @@ func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
 		return d.apply(c, "write", c.route.writes, d.writeMuts(c, &rec))
 	})
 }
+
+// WriteBatch writes recs as Write writes each, in as few commits as
+// their cohorts' phases allow (see Spanner.WriteBatch), at most
+// DatastoreBatch records a commit (Datastore takes 500 mutations in one:
+// a record needs up to three).
+func (d *Datastore) WriteBatch(ctx context.Context, recs []record.Record) []error {
+	if len(recs) > DatastoreBatch {
+		var errs []error
+		for i := 0; i < len(recs); i += DatastoreBatch {
+			errs = append(errs, d.WriteBatch(ctx, recs[i:min(i+DatastoreBatch, len(recs))])...)
+		}
+		return errs
+	}
+	return writeBatch(ctx, &d.router, recs, d.route, func(c *call, rec *record.Record) store[dsMut] {
+		return d.sides(d.writeMuts(c, rec))
+	})
+}
+
+// DatastoreBatch is the most records a commit of WriteBatch holds.
+const DatastoreBatch = 160
 
 // routed routes rec's call op by its cohort's phase, counts it and runs
 // do with it.
@@ -327,6 +359,11 @@ func (d *Datastore) inTransaction(c *call, tx *datastore.Transaction, sides []si
 }
 
 func (d *Datastore) apply(c *call, op string, sides []side, build func(side) ([]dsMut, error)) error {
+	return applyCall(&d.router, c, op, sides, d.sides(build))
+}
+
+// sides is applyCall's view of the two databases, with build.
+func (d *Datastore) sides(build func(side) ([]dsMut, error)) store[dsMut] {
 	st := store[dsMut]{
 		build:     build,
 		commit:    func(ctx context.Context, sd side, ms []dsMut) error { return commitDS(ctx, d.client(sd), ms) },
@@ -336,7 +373,7 @@ func (d *Datastore) apply(c *call, op string, sides []side, build func(side) ([]
 	if d.same {
 		st.atomic = func(ctx context.Context, ms []dsMut) error { return commitDS(ctx, d.newC, ms) }
 	}
-	return applyCall(&d.router, c, op, sides, st)
+	return st
 }
 
 func (d *Datastore) repairMutation(c *call, op string, missed side, cause error) dsMut {
@@ -551,7 +588,8 @@ func (d *Datastore) readOld(ctx context.Context, key *record.Record) (*record.Re
 	return getEntity(ctx, d.oldC, *key.Key)
 }
 
-// readNew reads key's new entity and returns it under the old key.
+// readNew reads key's new entity and returns it under the old key,
+// without the property keep_original_key added.
 func (d *Datastore) readNew(ctx context.Context, key *record.Record) (*record.Record, error) {
 	nr, err := d.newRecord(key)
 	if err != nil {
@@ -563,6 +601,11 @@ func (d *Datastore) readNew(ctx context.Context, key *record.Record) (*record.Re
 	}
 	k := key.Key.Clone()
 	got.Key, got.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
+	if d.kept != "" {
+		if i := got.Index(d.kept); i >= 0 {
+			got.Fields = append(got.Fields[:i:i], got.Fields[i+1:]...)
+		}
+	}
 	return got, nil
 }
 

@@ -172,6 +172,25 @@
 // phase before it; a rollback goes to dual_write, not old (instances in
 // read_new read new, which old-only writes would no longer reach).
 //
+// # Batches
+//
+// WriteBatch (what `rekey load` writes through) routes every record as
+// Write does, each its own call with its own phase, deadline and touched
+// mark, and then commits the calls whose phases write the same sides in
+// the same order together: the first side's mutations of all of them in
+// one commit, then the second side's in one more (one transaction for
+// both when old and new share a database). The argument above is made
+// per call and holds for each call of a batch: its authoritative write
+// is in a commit that precedes the commit of its other write; its new
+// side's mark is in the transaction of its new-side write; the commits
+// end by the earliest deadline of the batch's calls, so by the call's
+// own. Calls of opposite orders are never in one commit (they are in
+// different groups). A key written twice in one batch has its second
+// write in a later round of commits, so a commit holds one write per key
+// and a key's writes land in their order. A failed commit fails every
+// call in it or, for a second write, logs each for repair as Write
+// would; a call whose mutations cannot be built fails alone.
+//
 // # Cleaning up
 //
 // Once a cohort is done its old records may go (rekey cohort cleanup:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
 
@@ -24,10 +25,15 @@ import (
 type Options struct {
 	// Migration names the migration in the phase store (required).
 	Migration string
-	// UserID returns the user id of a record, whose cohort routes it (nil:
-	// the config's cohort.user). For deletes and reads the record holds
-	// only the old key, so the user id must come from it.
-	UserID func(rec *record.Record) (string, error)
+	// NewSpannerClient, for a Spanner library whose new table is in
+	// another database than the application's client's, is the client of
+	// that database (nil: the library opens one from the environment and
+	// Close closes it; a given client is the application's to close). It
+	// must be a client of the migration's target database.
+	NewSpannerClient *spanner.Client
+	// NewDatastoreClient is the same for a Datastore library whose new
+	// entities are in another database.
+	NewDatastoreClient *datastore.Client
 	// Buckets is the number of cohorts (0: the config's cohort.buckets).
 	Buckets int
 	// CacheTTL is the longest the library acts on phases it read (0: the
@@ -38,6 +44,9 @@ type Options struct {
 	// plus CacheTTL plus Skew/2. The operator's Rules.DualWriteHold must
 	// be at least CacheTTL + Skew (RulesFor gives it from the config).
 	CacheTTL, Skew time.Duration
+
+	// user is the config's cohort.user.
+	user cohort.User
 }
 
 func (o Options) ttl() time.Duration {
@@ -99,11 +108,24 @@ func OpenSpanner(ctx context.Context, client *spanner.Client, path string, o Opt
 	return NewSpanner(ctx, client, job, o)
 }
 
+// OpenSpannerConfig is NewSpanner on a migration's config given as a Go
+// value: its defaults are filled in and it is validated as a file's
+// would be (cfg itself is not changed).
+func OpenSpannerConfig(ctx context.Context, client *spanner.Client, cfg config.Config, o Options) (*Spanner, error) {
+	job, err := resolveValue(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewSpanner(ctx, client, job, o)
+}
+
 // NewSpanner returns the library for job (a Spanner → Spanner migration),
 // reading and writing old through client (the application's client of
 // the source database) and new through a client of the target database
-// (client itself when the target is the same database; else one it opens
-// and Close closes). The phase store, the repair log and the touched
+// (client itself when the target is the same database; else
+// Options.NewSpannerClient, or one it opens and Close closes). A record's
+// user, whose cohort routes each call, is where the config's cohort.user
+// says. The phase store, the repair log and the touched
 // marks are in the target database (CreateSpannerTables).
 func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job, o Options) (*Spanner, error) {
 	cfg := job.Config
@@ -123,8 +145,13 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	}
 	s := &Spanner{router: router{o: o, stats: newStats(o.Migration)}, oldC: client, rk: rk}
 	target := spannerdb.DatabasePath(cfg.Target.Project, cfg.Target.Instance, cfg.Target.Database)
+	if nc := o.NewSpannerClient; nc != nil && nc.DatabaseName() != target {
+		return nil, fmt.Errorf("cutover.NewSpanner: Options.NewSpannerClient is a client of %s, not of the migration's target %s", nc.DatabaseName(), target)
+	}
 	if client.DatabaseName() == target {
 		s.newC, s.same = client, true
+	} else if o.NewSpannerClient != nil {
+		s.newC = o.NewSpannerClient
 	} else if s.newC, err = spanner.NewClient(ctx, target); err != nil {
 		return nil, fmt.Errorf("cutover: client of %s: %w", target, err)
 	} else {
@@ -221,6 +248,16 @@ func (s *Spanner) Write(ctx context.Context, rec record.Record) error {
 	return s.apply(c, "write", c.route.writes, func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, &rec) })
 }
 
+// WriteBatch writes recs as Write writes each, in as few commits as
+// their cohorts' phases allow (applyBatch): one group of commits per
+// order of sides their phases write. errs[i] is rec i's outcome, as
+// Write's would be; a key's writes commit in their order.
+func (s *Spanner) WriteBatch(ctx context.Context, recs []record.Record) []error {
+	return writeBatch(ctx, &s.router, recs, s.route, func(c *call, rec *record.Record) store[*spanner.Mutation] {
+		return s.sides(func(sd side) ([]*spanner.Mutation, error) { return s.writeMutations(c, sd, rec) })
+	})
+}
+
 // writeMutations are the mutations writing rec on side sd.
 func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spanner.Mutation, error) {
 	if sd == oldSide {
@@ -314,6 +351,11 @@ func (s *Spanner) client(sd side) *spanner.Client {
 
 // apply commits the call's mutations on sides (applyCall).
 func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*spanner.Mutation, error)) error {
+	return applyCall(&s.router, c, op, sides, s.sides(build))
+}
+
+// sides is applyCall's view of the two databases, with build.
+func (s *Spanner) sides(build func(side) ([]*spanner.Mutation, error)) store[*spanner.Mutation] {
 	st := store[*spanner.Mutation]{
 		build: build,
 		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error {
@@ -325,7 +367,7 @@ func (s *Spanner) apply(c *call, op string, sides []side, build func(side) ([]*s
 	if s.same {
 		st.atomic = func(ctx context.Context, ms []*spanner.Mutation) error { return applyMutations(ctx, s.newC, ms) }
 	}
-	return applyCall(&s.router, c, op, sides, st)
+	return st
 }
 
 // applyMutations commits ms in one read-write transaction (replay

@@ -313,20 +313,31 @@ func (s *soak) run(t *testing.T, d time.Duration) {
 					return
 				default:
 				}
-				var u string
-				for {
-					i := rnd.IntN(len(s.users))
-					if i%workers == w || i%4 == 0 && (i/4)%2 == w%2 {
-						u = s.users[i]
-						break
+				pick := func() string {
+					for {
+						i := rnd.IntN(len(s.users))
+						if i%workers == w || i%4 == 0 && (i/4)%2 == w%2 {
+							return s.users[i]
+						}
 					}
 				}
+				u := pick()
 				q := int64(rnd.IntN(soakSeqs))
 				inst := w % len(s.apps)
 				switch x := rnd.Float64(); {
-				case x < 0.45:
+				case x < 0.38:
 					n++
 					s.call(ctx, inst, u, q, 'w', fmt.Sprintf("w%d-%d", w, n))
+				case x < 0.45:
+					// A batch of writes, as rekey load makes them: 2 to 5
+					// records of this worker's users (a key may repeat).
+					var b []soakWrite
+					for range 2 + rnd.IntN(4) {
+						n++
+						b = append(b, soakWrite{u, q, fmt.Sprintf("w%d-%d", w, n)})
+						u, q = pick(), int64(rnd.IntN(soakSeqs))
+					}
+					s.batch(ctx, inst, b)
 				case x < 0.6:
 					s.call(ctx, inst, u, q, 'd', "")
 				default:
@@ -390,6 +401,39 @@ func (s *soak) call(ctx context.Context, inst int, user string, seq int64, kind 
 	op.id = len(s.ops)
 	s.ops = append(s.ops, op)
 	s.mu.Unlock()
+}
+
+// soakWrite is one record of a batch of writes.
+type soakWrite struct {
+	user string
+	seq  int64
+	val  string
+}
+
+// batch writes b through the library's WriteBatch and records each
+// record's write as an op of its own, invoked and returned with the
+// batch.
+func (s *soak) batch(ctx context.Context, inst int, b []soakWrite) {
+	lib := s.apps[inst]
+	ops := make([]*soakOp, len(b))
+	recs := make([]record.Record, len(b))
+	for i, r := range b {
+		ops[i] = &soakOp{key: logID(r.user, r.seq), kind: 'w', val: r.val, instance: inst, phase: lib.Phases().Phase(cohort.Of(r.user, soakBuckets))}
+		recs[i] = s.rec(r.user, r.seq, r.val)
+	}
+	inv := time.Now()
+	errs := lib.WriteBatch(ctx, recs)
+	ret := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, op := range ops {
+		op.inv, op.ret, op.ok = inv, ret, errs[i] == nil
+		if errs[i] != nil {
+			op.err = errs[i].Error()
+		}
+		op.id = len(s.ops)
+		s.ops = append(s.ops, op)
+	}
 }
 
 // operate takes cohorts rs round the phases until deadline (from

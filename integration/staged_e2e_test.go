@@ -185,7 +185,7 @@ func (a *simApp) wanted() map[string]string {
 // verify --mark is clean; at the end new, authoritative, holds exactly
 // every acknowledged write and no deleted record.
 func TestStagedMigrationEndToEnd(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range stagedShapes {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

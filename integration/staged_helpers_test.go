@@ -43,6 +43,7 @@ const (
 // stagedApp is the application library, for either store.
 type stagedApp interface {
 	Write(ctx context.Context, rec record.Record) error
+	WriteBatch(ctx context.Context, recs []record.Record) []error
 	Delete(ctx context.Context, key record.Record) error
 	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
 	Phases() *cutover.Map
@@ -180,17 +181,32 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 	return e
 }
 
-// dsLog is a Log entity as the tests read it.
+// dsLog is a Log entity as the tests read it (OldKey: the old key a
+// migration with keep_original_key keeps).
 type dsLog struct {
-	User string
-	Seq  int64
-	Page string
+	User   string
+	Seq    int64
+	Page   string
+	OldKey *datastore.Key
 }
 
 // newStagedDatastore makes the Datastore env: kind Log from one namespace
 // to another of the emulator's database, the phase store in the new one.
 // The user id is in the key's name ("user.seq") and the User property.
 func newStagedDatastore(t *testing.T) *stagedEnv {
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}")
+}
+
+// newStagedDatastoreKept is newStagedDatastore with keys no inverse can
+// give back (UUIDv5) and the old key kept in each new entity (OldKey), so
+// that a reverse backfill must read it.
+func newStagedDatastoreKept(t *testing.T) *stagedEnv {
+	return newStagedDatastoreWith(t, "rewrite: {strategy: uuid, params: {version: 5}}\nkeep_original_key: OldKey")
+}
+
+// newStagedDatastoreWith is newStagedDatastore with the config's rewrite
+// settings rewriteYAML.
+func newStagedDatastoreWith(t *testing.T, rewriteYAML string) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
@@ -198,10 +214,10 @@ func newStagedDatastore(t *testing.T) *stagedEnv {
 	yaml := fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
 target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Log}
-rewrite: {strategy: hashprefix}
+%[8]s
 dead_letter: %[4]s
 cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
-`, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+`, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew, rewriteYAML)
 	e := &stagedEnv{store: "datastore", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.DatastoreStore{Client: c, Namespace: newNS}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	lib, err := cutover.OpenDatastore(ctx, c, e.configPath, cutover.Options{Migration: e.migration})
@@ -279,6 +295,13 @@ var stagedEnvs = []struct {
 	{"spanner", newStagedSpanner},
 	{"datastore", newStagedDatastore},
 }
+
+// stagedShapes are the envs the end-to-end test runs: stagedEnvs and the
+// other shapes of migration the staged cutover takes.
+var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{"datastore keep_original_key", newStagedDatastoreKept})
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {

@@ -6,7 +6,10 @@
 //     spannerio.Write, on the same rows and the same runner;
 //   - Datastore: rekey's pipeline into a Datastore target against a plain
 //     Go program: G goroutines, each committing 500 entities at a time with
-//     PutMulti.
+//     PutMulti;
+//   - load: `rekey load` through the cutover library (every cohort done,
+//     so each record goes to new only) against `rekey run` of the same
+//     JSON Lines file into an empty Datastore namespace.
 //
 // Every side writes the same N rows (entities), sorted by key, into a
 // fresh database (namespace), with ramp-up off. The sides alternate which
@@ -18,7 +21,7 @@
 // commits rekey's Datastore sink has in flight at once in a worker process,
 // write.parallelism (default 8); --goroutines overrides it.
 //
-//	go run ./bench/throughput [--rows 100000] [--runner prism] [--reps 3] [--only spanner|datastore]
+//	go run ./bench/throughput [--rows 100000] [--runner prism] [--reps 3] [--only spanner|datastore|load]
 //
 // For investigating: --goroutines, --spannerio-batch, --strategy, --write
 // (rekey's write settings as YAML) and --profile DIR (a CPU profile per
@@ -147,7 +150,7 @@ func main() {
 	flag.IntVar(&o.rows, "rows", 100_000, "rows (entities) each side writes")
 	flag.StringVar(&o.runner, "runner", "prism", "Beam runner for both pipelines")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions per side (the report gives medians)")
-	flag.StringVar(&o.only, "only", "", "spanner or datastore: measure one store only")
+	flag.StringVar(&o.only, "only", "", "spanner, datastore or load: measure one comparison only")
 	flag.IntVar(&o.goroutines, "goroutines", 0, "the Datastore baseline's goroutines (0: rekey's write parallelism, see the package doc)")
 	flag.IntVar(&o.spannerioBatch, "spannerio-batch", 0, "spannerio.Write's batch size (0: its default, 1,000)")
 	flag.StringVar(&o.strategy, "strategy", "hashprefix", "rekey's rewrite strategy (its defaults)")
@@ -156,8 +159,8 @@ func main() {
 	flag.Parse()
 	beam.Init()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if o.only != "" && o.only != "spanner" && o.only != "datastore" {
-		fmt.Fprintln(os.Stderr, "throughput: --only: want spanner or datastore")
+	if o.only != "" && o.only != "spanner" && o.only != "datastore" && o.only != "load" {
+		fmt.Fprintln(os.Stderr, "throughput: --only: want spanner, datastore or load")
 		os.Exit(2)
 	}
 	// A signal cancels the run, so that the emulators it started stop.
@@ -201,14 +204,19 @@ func run(ctx context.Context, o options) error {
 	host, _ := os.Hostname()
 	fmt.Printf("%d rows of ~%d bytes sorted by key, %s runner, %d reps; %s, GOMAXPROCS %d, %d CPUs, host %s\n",
 		o.rows, rowBytes(rows), o.runner, o.reps, runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), host)
-	if o.only != "datastore" {
+	if o.only == "" || o.only == "spanner" {
 		if err := compareSpanner(ctx, o, dir, rows); err != nil {
 			return fmt.Errorf("spanner: %w", err)
 		}
 	}
-	if o.only != "spanner" {
+	if o.only == "" || o.only == "datastore" {
 		if err := compareDatastore(ctx, o, dir, rows); err != nil {
 			return fmt.Errorf("datastore: %w", err)
+		}
+	}
+	if o.only == "" || o.only == "load" {
+		if err := compareLoad(ctx, o, dir, rows); err != nil {
+			return fmt.Errorf("load: %w", err)
 		}
 	}
 	return nil
@@ -370,17 +378,7 @@ func compareDatastore(ctx context.Context, o options, dir string, rows []Account
 	}
 	sides := []side{
 		{name: fmt.Sprintf("rekey run → Datastore (%s)", o.runner), tag: "datastore-rekey", run: func() (sample, error) {
-			ns := emulator.UniqueNamespace("tprekey")
-			s, err := rekeyRun(ctx, o, dir, fmt.Sprintf(`
-source: {type: jsonl, path: %q}
-target: {type: datastore, project: %s, namespace: %s, kind: %s}
-rewrite: {strategy: %s}
-ramp: {profile: none}
-%s`, in, emulator.DatastoreProject(), ns, kind, o.strategy, o.writeYAML()), datastoreCommitSpan)
-			if err == nil {
-				err = checkDatastore(ctx, client, ns, o.rows)
-			}
-			return s, err
+			return runToDatastore(ctx, o, dir, in, client, "tprekey")
 		}},
 		{name: fmt.Sprintf("plain Go, %d goroutines × PutMulti(%d)", g, putBatch), tag: "datastore-putmulti", run: func() (sample, error) {
 			ns := emulator.UniqueNamespace("tpplain")
@@ -400,6 +398,22 @@ ramp: {profile: none}
 	}
 	fmt.Printf("\nDatastore: rekey with `rewrite: {strategy: %s}` and %s, against %d goroutines (%s) each committing 500 entities at a time with PutMulti, one shared client\n\n", o.strategy, o.writeText("500 entities"), g, why)
 	return compare(o, sides)
+}
+
+// runToDatastore runs `rekey run` of the JSON Lines file in into a new
+// namespace (named from prefix) and checks that it holds every row.
+func runToDatastore(ctx context.Context, o options, dir, in string, client *datastore.Client, prefix string) (sample, error) {
+	ns := emulator.UniqueNamespace(prefix)
+	s, err := rekeyRun(ctx, o, dir, fmt.Sprintf(`
+source: {type: jsonl, path: %q}
+target: {type: datastore, project: %s, namespace: %s, kind: %s}
+rewrite: {strategy: %s}
+ramp: {profile: none}
+%s`, in, emulator.DatastoreProject(), ns, kind, o.strategy, o.writeYAML()), datastoreCommitSpan)
+	if err == nil {
+		err = checkDatastore(ctx, client, ns, o.rows)
+	}
+	return s, err
 }
 
 // writeParallelism is the number of commits rekey's Datastore sink has

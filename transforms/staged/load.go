@@ -32,6 +32,7 @@ var (
 
 const (
 	loadParallel = 8
+	loadBatch    = 100
 	loadRetryFor = 20 * time.Second
 )
 
@@ -41,7 +42,7 @@ func init() {
 
 // loadApp is what LoadFn needs of the library.
 type loadApp interface {
-	Write(ctx context.Context, rec record.Record) error
+	WriteBatch(ctx context.Context, recs []record.Record) []error
 	Phases() *cutover.Map
 	Close()
 }
@@ -116,24 +117,61 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 		phase cutover.Phase
 	}
 	results := make([]result, len(recs))
+	// Chunks of loadBatch records, loadParallel at once; each chunk's
+	// records go through the library's WriteBatch (a few commits for the
+	// chunk), and those that fail are written again, together, until
+	// they succeed or loadRetryFor passes. A record refused for good in a
+	// commit of several (a value the store refuses fails its whole
+	// commit) is written again alone, so that only the record at fault
+	// is dead-lettered.
+	var write func(pending []int)
+	write = func(pending []int) {
+		deadline := time.Now().Add(loadRetryFor)
+		for len(pending) > 0 {
+			batch := make([]record.Record, len(pending))
+			for j, i := range pending {
+				batch[j] = recs[i]
+			}
+			errs := f.lib.WriteBatch(ctx, batch)
+			var again, alone []int
+			for j, i := range pending {
+				switch err := errs[j]; {
+				case err == nil || ctx.Err() != nil:
+					results[i].err = err
+				case isPermanent(err) && len(pending) > 1:
+					alone = append(alone, i)
+				case isPermanent(err) || time.Now().After(deadline):
+					results[i].err = err
+				default:
+					results[i].err = err
+					again = append(again, i)
+				}
+			}
+			for _, i := range alone {
+				write([]int{i})
+			}
+			if pending = again; len(pending) > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
 	sem := make(chan struct{}, loadParallel)
 	var wg sync.WaitGroup
-	for i := range recs {
+	for lo := 0; lo < len(recs); lo += loadBatch {
+		hi := min(lo+loadBatch, len(recs))
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			deadline := time.Now().Add(loadRetryFor)
-			for {
-				err := f.lib.Write(ctx, recs[i])
-				if err == nil || ctx.Err() != nil || time.Now().After(deadline) || isPermanent(err) {
-					results[i].err = err
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+			pending := make([]int, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				pending = append(pending, i)
 			}
-			if c, err := f.user.Cohort(&recs[i], f.buckets); err == nil {
-				results[i].phase = f.lib.Phases().Phase(c)
+			write(pending)
+			for i := lo; i < hi; i++ {
+				if c, err := f.user.Cohort(&recs[i], f.buckets); err == nil {
+					results[i].phase = f.lib.Phases().Phase(c)
+				}
 			}
 		}()
 	}
