@@ -94,8 +94,8 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	if cfg.Source.Type != config.TypeDatastore || cfg.Target.Type != config.TypeDatastore {
 		return nil, fmt.Errorf("cutover.NewDatastore: the migration goes from %s to %s; want datastore to datastore", cfg.Source.Type, cfg.Target.Type)
 	}
-	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 || len(job.Spec.DescendantKinds) > 0 {
-		return nil, errors.New("cutover.NewDatastore: references and descendants are not routed by the library yet")
+	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 {
+		return nil, errors.New("cutover.NewDatastore: references are not routed by the library yet")
 	}
 	o, err := optionsFor(job, o)
 	if err != nil {

@@ -71,11 +71,15 @@ const (
 	soakSeqs    = 4
 )
 
-func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner") }
-func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore") }
+func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner", soakSeeds) }
+func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore", soakSeeds) }
 
-func runSoak(t *testing.T, store string) {
-	seeds := soakSeeds
+// TestSoakDatastoreGroups soaks the Datastore migration whose logs are
+// descendants of their user's root entity (user: key:User, ancestors:
+// root; see newStagedDatastoreGroups); CI runs its first seed.
+func TestSoakDatastoreGroups(t *testing.T) { runSoak(t, "datastore-groups", soakSeeds[:1]) }
+
+func runSoak(t *testing.T, store string, seeds []uint64) {
 	if *soakSeed != 0 {
 		seeds = []uint64{*soakSeed}
 	}
@@ -143,7 +147,8 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	ctx := context.Background()
 	s := &soak{store: store, seed: seed, apart: apart, migration: fmt.Sprintf("soak-%d", time.Now().UnixNano())}
 	hostEnv := emulator.EnvSpannerHost
-	if store == "datastore" {
+	grouped := store == "datastore-groups"
+	if store != "spanner" {
 		hostEnv = emulator.EnvDatastoreHost
 	}
 	backend := os.Getenv(hostEnv)
@@ -221,17 +226,25 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			}
 			t.Cleanup(func() { newC.Close() })
 		}
+		kind, user, extra := "Log", "User", ""
+		if grouped {
+			kind, user, extra = "User", "key:User", "ancestors: root\ndescendants: [Log]"
+		}
 		yaml = fmt.Sprintf(`
-source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
-target: {type: datastore, project: %[1]s, database: %[3]q, namespace: %[4]s, kind: Log}
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: %[9]s}
+target: {type: datastore, project: %[1]s, database: %[3]q, namespace: %[4]s, kind: %[9]s}
 rewrite: {strategy: hashprefix}
+%[11]s
 dead_letter: %[5]s
-cohort: {user: User, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
-`, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew)
+cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew, kind, user, extra)
 		s.phases = cutover.DatastoreStore{Client: newC, Namespace: newNS}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record {
 			k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+			if grouped {
+				k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
+			}
 			return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
 		}
 		s.newPages = func(t *testing.T) map[string]string {

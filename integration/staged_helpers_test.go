@@ -194,30 +194,43 @@ type dsLog struct {
 // to another of the emulator's database, the phase store in the new one.
 // The user id is in the key's name ("user.seq") and the User property.
 func newStagedDatastore(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}")
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}", false)
+}
+
+// newStagedDatastoreGroups is newStagedDatastore with each log in its
+// user's entity group: a descendant (kind Log) of the root User:<user>,
+// which the migration's kind is (the roots themselves never exist); the
+// rewrite changes the root only, and the user is the root's name.
+func newStagedDatastoreGroups(t *testing.T) *stagedEnv {
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}\nancestors: root", true)
 }
 
 // newStagedDatastoreKept is newStagedDatastore with keys no inverse can
 // give back (UUIDv5) and the old key kept in each new entity (OldKey), so
 // that a reverse backfill must read it.
 func newStagedDatastoreKept(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: uuid, params: {version: 5}}\nkeep_original_key: OldKey")
+	return newStagedDatastoreWith(t, "rewrite: {strategy: uuid, params: {version: 5}}\nkeep_original_key: OldKey", false)
 }
 
 // newStagedDatastoreWith is newStagedDatastore with the config's rewrite
-// settings rewriteYAML.
-func newStagedDatastoreWith(t *testing.T, rewriteYAML string) *stagedEnv {
+// settings rewriteYAML, and the logs in their users' entity groups if
+// grouped (newStagedDatastoreGroups).
+func newStagedDatastoreWith(t *testing.T, rewriteYAML string, grouped bool) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
 	oldNS, newNS := emulator.UniqueNamespace("staged-old"), emulator.UniqueNamespace("staged-new")
+	kind, user := "Log", "User"
+	if grouped {
+		kind, user, rewriteYAML = "User", "key:User", rewriteYAML+"\ndescendants: [Log]"
+	}
 	yaml := fmt.Sprintf(`
-source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
-target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Log}
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: %[9]s}
+target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: %[9]s}
 %[8]s
 dead_letter: %[4]s
-cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
-`, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew, rewriteYAML)
+cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
+`, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew, rewriteYAML, kind, user)
 	e := &stagedEnv{store: "datastore", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.DatastoreStore{Client: c, Namespace: newNS}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	lib, err := cutover.OpenDatastore(ctx, c, e.configPath, cutover.Options{Migration: e.migration})
@@ -228,6 +241,9 @@ cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 	e.app = lib
 	e.key = func(user string, seq int64) record.Record {
 		k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+		if grouped {
+			k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
+		}
 		return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
 	}
 	e.putOld = func(t *testing.T, recs ...record.Record) {
@@ -236,7 +252,12 @@ cohort: {user: User, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 	}
 	e.deleteOld = func(t *testing.T, user string, seq int64) {
 		t.Helper()
-		k := datastore.NameKey("Log", fmt.Sprintf("%s.%d", user, seq), nil)
+		var parent *datastore.Key
+		if grouped {
+			parent = datastore.NameKey("User", user, nil)
+			parent.Namespace = oldNS
+		}
+		k := datastore.NameKey("Log", fmt.Sprintf("%s.%d", user, seq), parent)
 		k.Namespace = oldNS
 		if err := c.Delete(ctx, k); err != nil {
 			t.Fatal(err)
@@ -301,7 +322,10 @@ var stagedEnvs = []struct {
 var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
 	name string
 	make func(t *testing.T) *stagedEnv
-}{"datastore keep_original_key", newStagedDatastoreKept})
+}{"datastore keep_original_key", newStagedDatastoreKept}, struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{"datastore entity groups", newStagedDatastoreGroups})
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {

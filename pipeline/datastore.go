@@ -77,15 +77,22 @@ func (datastoreKind) describe(e config.Endpoint) string {
 }
 
 // readNew reads the target's kind (the source's when it keeps the name)
-// whole.
+// and each descendant kind (they keep theirs) whole.
 func (datastoreKind) readNew(s beam.Scope, j *migration.Job, _ *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
 	t := j.Config.Target
 	kind := t.Kind
 	if kind == "" {
 		kind = j.Config.Source.Kind
 	}
-	batches, dead := source.Datastore(s, source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: kind})
-	return batches, []beam.PCollection{dead}
+	var batches, deads []beam.PCollection
+	for _, k := range append([]string{kind}, j.Config.DescendantKinds()...) {
+		b, d := source.Datastore(s.Scope(k), source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: k})
+		batches, deads = append(batches, b), append(deads, d)
+	}
+	if len(batches) == 1 {
+		return batches[0], deads
+	}
+	return beam.Flatten(s, batches...), deads
 }
 
 // simDefaults are Firestore's, with nodes > 0 nodes.

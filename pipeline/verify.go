@@ -54,7 +54,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 			return err
 		}
 		deads = append(deads, newDeads...)
-		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side}, newBatches)
+		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side, Spec: spec}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
 		cmp := &staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Config.Source}
 		if v.Repair == nil {

@@ -16,11 +16,12 @@ import (
 // be a Spanner table or a Datastore kind (where the old records are) and
 // its target one too (where the phase store is); the config must say who
 // a record's user is (cohort.user), for a Spanner source a column of the
-// table; the source may have no interleaved child tables or descendant
-// kinds (the application library does not route them, so their cohorts'
-// old records may still be in use, and deleting a parent row would
-// delete or orphan them); and it reads its source (not a dead-letter
-// file).
+// table; a Spanner source may have no interleaved child tables (the
+// application library does not route them, so their cohorts' old rows
+// may still be in use, and deleting a parent row would delete or orphan
+// them; a Datastore source's descendant kinds are routed by their root's
+// user and deleted with it, each entity by its own key); and it reads its
+// source (not a dead-letter file).
 func CheckCleanup(j *migration.Job) error {
 	cfg := j.Config
 	var problems []string
@@ -34,9 +35,6 @@ func CheckCleanup(j *migration.Job) error {
 			problems = append(problems, fmt.Sprintf("the source has interleaved child tables (%s), which a cohort cleanup does not delete yet", strings.Join(cfg.Interleaved, ", ")))
 		}
 	case config.TypeDatastore:
-		if kinds := cfg.DescendantKinds(); len(kinds) > 0 {
-			problems = append(problems, fmt.Sprintf("the source has descendant kinds (%s), which a cohort cleanup does not delete yet", strings.Join(kinds, ", ")))
-		}
 	default:
 		problems = append(problems, fmt.Sprintf("source.type %s: a cohort cleanup deletes the old records of a Spanner or Datastore source", cfg.Source.Type))
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// TestCheckCleanup: a cleanup deletes from a Spanner table or a Datastore
-// kind without children or descendants, keeps its phases at a Spanner or
+// TestCheckCleanup: a cleanup deletes from a Spanner table without
+// children or a Datastore kind (with its descendants), keeps its phases at a Spanner or
 // Datastore target, and must be able to tell each record's user; every
 // problem is named at once, as a config error.
 func TestCheckCleanup(t *testing.T) {
@@ -30,11 +30,14 @@ func TestCheckCleanup(t *testing.T) {
 	if err := CheckCleanup(job(config.TypeDatastore, config.TypeDatastore, "key:User")); err != nil {
 		t.Errorf("datastore to datastore: %v", err)
 	}
+	descendants := job(config.TypeDatastore, config.TypeDatastore, "key:User")
+	descendants.Config.Descendants = []string{"Page"}
+	if err := CheckCleanup(descendants); err != nil {
+		t.Errorf("datastore to datastore with descendants: %v", err)
+	}
 	children := job(config.TypeSpanner, config.TypeSpanner, "Owner")
 	children.Config.Interleaved = []string{"LogPages"}
 	children.RedriveFrom = "dead.jsonl"
-	descendants := job(config.TypeDatastore, config.TypeSpanner, "key:User")
-	descendants.Config.Descendants = []string{"Page"}
 	for _, tc := range []struct {
 		j    *migration.Job
 		want []string
@@ -42,7 +45,7 @@ func TestCheckCleanup(t *testing.T) {
 		{job(config.TypeJSONL, config.TypeJSONL, ""), []string{"source.type jsonl", "target.type jsonl", "cohort.user is not set"}},
 		{children, []string{"cohort.user Owner is not a column of source table Logs", "interleaved child tables (LogPages)", "not a dead-letter file"}},
 		{job(config.TypeSpanner, config.TypeDatastore, "key:User"), []string{"cohort.user key:User is not a column"}},
-		{descendants, []string{"descendant kinds (Page)"}},
+		{job(config.TypeDatastore, config.TypeJSONL, "key:User"), []string{"target.type jsonl"}},
 	} {
 		err := CheckCleanup(tc.j)
 		if !migration.IsConfigError(err) {

@@ -201,9 +201,15 @@ func (f *ExpectFn) ProcessElement(ctx context.Context, batch []byte, emit func(s
 // only the old side can then attribute).
 type NewSideFn struct {
 	Side Side `json:"side"`
+	// Spec is the migration's rewrite: a user id taken from the record's
+	// own Datastore key (cohort.user key:Kind) is read from the old key
+	// (Rekeyer.Invert), since the rewrite may have changed that element
+	// (the root of an entity group, with ancestors: root).
+	Spec rekeyer.Text `json:"spec"`
 
 	user cohort.User
 	in   []bool
+	rk   *rekeyer.Rekeyer
 }
 
 func (f *NewSideFn) Setup() error {
@@ -212,6 +218,11 @@ func (f *NewSideFn) Setup() error {
 		return err
 	}
 	f.user = u
+	if u.From == cohort.FromKey && f.Spec != "" {
+		if f.rk, err = f.Spec.Build(); err != nil {
+			return err
+		}
+	}
 	f.in = make([]bool, f.Side.Sel.Buckets)
 	for _, r := range rs {
 		for c := r.First; c <= r.Last; c++ {
@@ -231,7 +242,14 @@ func (f *NewSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		if err != nil {
 			return err
 		}
-		c, err := f.user.Cohort(&got, f.Side.Sel.Buckets)
+		of := &got
+		if f.rk != nil {
+			old := got // Invert replaces the key and the fields, it does not change them
+			if err := f.rk.Invert(&old); err == nil {
+				of = &old
+			}
+		}
+		c, err := f.user.Cohort(of, f.Side.Sel.Buckets)
 		switch {
 		case err != nil:
 			c = -1
