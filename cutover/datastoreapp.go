@@ -94,8 +94,11 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	if cfg.Source.Type != config.TypeDatastore || cfg.Target.Type != config.TypeDatastore {
 		return nil, fmt.Errorf("cutover.NewDatastore: the migration goes from %s to %s; want datastore to datastore", cfg.Source.Type, cfg.Target.Type)
 	}
-	if len(job.Spec.References) > 0 || len(job.Spec.ReferencesTo) > 0 {
-		return nil, errors.New("cutover.NewDatastore: references are not routed by the library yet")
+	if len(job.Spec.ReferencesTo) > 0 {
+		return nil, errors.New("cutover.NewDatastore: references_to (keys of another run's kinds) are not routed by the library yet")
+	}
+	if st, err := rewrite.New(job.Spec.Strategy); err == nil && len(job.Spec.References) > 0 && !st.Info().Invertible {
+		return nil, fmt.Errorf("cutover.NewDatastore: references need a strategy with an inverse (a read of new gives them back in old keys); %s has none", st.Info().Name)
 	}
 	o, err := optionsFor(job, o)
 	if err != nil {
@@ -563,8 +566,9 @@ func (d *Datastore) readNewMarked(c *call, key *record.Record) (*record.Record, 
 	if err != nil {
 		return nil, markState{}, err
 	}
-	k := key.Key.Clone()
-	rec.Key, rec.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
+	if err := d.asOld(&rec, key); err != nil {
+		return nil, markState{}, err
+	}
 	return &rec, m, nil
 }
 
@@ -588,8 +592,8 @@ func (d *Datastore) readOld(ctx context.Context, key *record.Record) (*record.Re
 	return getEntity(ctx, d.oldC, *key.Key)
 }
 
-// readNew reads key's new entity and returns it under the old key,
-// without the property keep_original_key added.
+// readNew reads key's new entity and returns it as the application wrote
+// it (asOld).
 func (d *Datastore) readNew(ctx context.Context, key *record.Record) (*record.Record, error) {
 	nr, err := d.newRecord(key)
 	if err != nil {
@@ -599,14 +603,27 @@ func (d *Datastore) readNew(ctx context.Context, key *record.Record) (*record.Re
 	if got == nil || err != nil {
 		return nil, err
 	}
-	k := key.Key.Clone()
-	got.Key, got.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
-	if d.kept != "" {
-		if i := got.Index(d.kept); i >= 0 {
-			got.Fields = append(got.Fields[:i:i], got.Fields[i+1:]...)
-		}
+	if err := d.asOld(got, key); err != nil {
+		return nil, err
 	}
 	return got, nil
+}
+
+// asOld turns rec, key's new entity as read, into what the application
+// wrote: under the old key, without the property keep_original_key
+// added, its references in old keys (Rekeyer.InvertReferences).
+func (d *Datastore) asOld(rec, key *record.Record) error {
+	k := key.Key.Clone()
+	rec.Key, rec.Table = &k, key.Key.Path[len(key.Key.Path)-1].Kind
+	if d.kept != "" {
+		if i := rec.Index(d.kept); i >= 0 {
+			rec.Fields = append(rec.Fields[:i:i], rec.Fields[i+1:]...)
+		}
+	}
+	if err := d.rk.InvertReferences(rec); err != nil {
+		return fmt.Errorf("cutover: reading %s: %w", key.Key, err)
+	}
+	return nil
 }
 
 // BackfillRow is a backfill's write of rec (an old entity as the backfill

@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration/config"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
 )
 
 // TestOpenSpannerConfig opens the library as an application outside the
@@ -66,5 +69,60 @@ func TestOpenSpannerConfig(t *testing.T) {
 	lib.Close()
 	if got := pages(t, newC, "LogsV2", "alice"); len(got) != 1 {
 		t.Errorf("after Close, the application's client of new reads %q", got)
+	}
+}
+
+// TestDatastoreReferences: with references: [Prev] and keep_original_key,
+// a write in read_new stores Prev as the referenced entity's new key and
+// the old key in OldKey, and a read (of new) gives the entity back as the
+// application wrote it: Prev the old key, no OldKey.
+func TestDatastoreReferences(t *testing.T) {
+	ctx := context.Background()
+	c := emulator.TestDatastore(t)
+	oldNS, newNS := emulator.UniqueNamespace("refs-old"), emulator.UniqueNamespace("refs-new")
+	cfg := config.Config{
+		Source:          config.Endpoint{Type: config.TypeDatastore, Project: emulator.DatastoreProject(), Namespace: oldNS, Kind: "Log"},
+		Target:          config.Endpoint{Type: config.TypeDatastore, Project: emulator.DatastoreProject(), Namespace: newNS, Kind: "Log"},
+		Rewrite:         config.RewriteConfig{Strategy: "hashprefix"},
+		References:      []string{"Prev"},
+		KeepOriginalKey: "OldKey",
+		Cohort:          config.CohortConfig{User: "User"},
+	}
+	mig := fmt.Sprintf("refs-%d", time.Now().UnixNano())
+	lib, err := cutover.OpenDatastoreConfig(ctx, c, cfg, cutover.Options{Migration: mig, CacheTTL: envTTL, Skew: envSkew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	e := &dsEnv{lib: lib, c: c, newC: c, store: cutover.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
+	e.setPhase(t, "alice", cutover.ReadNew)
+	prev := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: "alice.0"}}}
+	rec := e.entity("alice", 1, "v1")
+	rec.Fields = append(rec.Fields, record.Field{Name: "Prev", Value: record.Key(prev)})
+	if err := lib.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	var stored []struct {
+		User, Page   string
+		Prev, OldKey *datastore.Key
+	}
+	if _, err := c.GetAll(ctx, datastore.NewQuery("Log").Namespace(newNS), &stored); err != nil || len(stored) != 1 {
+		t.Fatalf("new holds %d entities (%v), want 1", len(stored), err)
+	}
+	if p := stored[0].Prev; p == nil || p.Namespace != newNS || p.Name == "alice.0" {
+		t.Errorf("new's Prev is %v; want alice.0's new key, in namespace %s", p, newNS)
+	}
+	if k := stored[0].OldKey; k == nil || k.Name != "alice.1" || k.Namespace != oldNS {
+		t.Errorf("new's OldKey is %v; want alice.1's old key", k)
+	}
+	got, found, err := lib.Read(ctx, e.key("alice", 1))
+	if err != nil || !found {
+		t.Fatalf("read: found %v, %v", found, err)
+	}
+	if v, _ := got.Get("Prev"); v.Key == nil || v.Key.String() != prev.String() {
+		t.Errorf("read gives Prev %v, want the old key %s", v.Key, prev.String())
+	}
+	if _, ok := got.Get("OldKey"); ok {
+		t.Errorf("read gives the kept key OldKey too: %s", got.Describe())
 	}
 }

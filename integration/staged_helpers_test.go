@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,6 +189,7 @@ type dsLog struct {
 	Seq    int64
 	Page   string
 	OldKey *datastore.Key
+	Prev   *datastore.Key
 }
 
 // newStagedDatastore makes the Datastore env: kind Log from one namespace
@@ -195,6 +197,13 @@ type dsLog struct {
 // The user id is in the key's name ("user.seq") and the User property.
 func newStagedDatastore(t *testing.T) *stagedEnv {
 	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}", false)
+}
+
+// newStagedDatastoreRefs is newStagedDatastore with a reference in every
+// log: Prev, the key of the user's first log (seq 0), rewritten with the
+// logs' own keys (references: [Prev]).
+func newStagedDatastoreRefs(t *testing.T) *stagedEnv {
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}\nreferences: [Prev]", false)
 }
 
 // newStagedDatastoreGroups is newStagedDatastore with each log in its
@@ -244,7 +253,12 @@ cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 		if grouped {
 			k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
 		}
-		return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		r := record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		if strings.Contains(rewriteYAML, "references:") {
+			first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
+			r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
+		}
+		return r
 	}
 	e.putOld = func(t *testing.T, recs ...record.Record) {
 		t.Helper()
@@ -325,7 +339,10 @@ var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
 }{"datastore keep_original_key", newStagedDatastoreKept}, struct {
 	name string
 	make func(t *testing.T) *stagedEnv
-}{"datastore entity groups", newStagedDatastoreGroups})
+}{"datastore entity groups", newStagedDatastoreGroups}, struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{"datastore references", newStagedDatastoreRefs})
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {

@@ -184,7 +184,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 			j.Spec.TargetKind = tgt.Kind
 		}
 		if tgt.Namespace != src.Namespace {
-			j.Spec.TargetNamespace = tgt.Namespace
+			j.Spec.TargetNamespace, j.Spec.SourceNamespace = tgt.Namespace, src.Namespace
 		}
 	}
 	for i, r := range cfg.ReferencesTo {

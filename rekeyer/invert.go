@@ -3,6 +3,7 @@ package rekeyer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rekeyio/rekey/record"
@@ -20,15 +21,19 @@ var ErrNotInvertible = rewrite.ErrNotInvertible
 // the original key kept in KeepOriginalKey; the columns the rewrite added
 // (and the kept key) are dropped and the old table or kind restored. A
 // Datastore record's namespace is left for the caller to set (the source
-// namespace), as is its database. Invert(Rewrite(r)) holds r's content.
-// Migrations that map references, cross stores or rewrite interleaved
-// children are not inverted (ErrNotInvertible).
+// namespace), as is its database; its references are inverted
+// (InvertReferences). Invert(Rewrite(r)) holds r's content. Migrations
+// that cross stores, map references to another run's kinds or rewrite
+// interleaved children are not inverted (ErrNotInvertible).
 func (rk *Rekeyer) Invert(rec *record.Record) error {
 	if rk.o.SourceStore != rk.o.TargetStore {
 		return fmt.Errorf("%w: the migration goes from %s to %s", ErrNotInvertible, rk.o.SourceStore, rk.o.TargetStore)
 	}
-	if len(rk.refs) > 0 || len(rk.foreign) > 0 {
-		return fmt.Errorf("%w: the migration rewrites references", ErrNotInvertible)
+	if len(rk.foreign) > 0 {
+		return fmt.Errorf("%w: the migration rewrites references to kinds of another run", ErrNotInvertible)
+	}
+	if err := rk.InvertReferences(rec); err != nil {
+		return err
 	}
 	if rk.o.TargetStore == record.Spanner {
 		return rk.invertRow(rec)
@@ -128,6 +133,58 @@ func (rk *Rekeyer) invertEntity(rec *record.Record) error {
 	rec.Key = &old
 	rec.Table = old.Leaf().Kind
 	rec.Fields = fields
+	return nil
+}
+
+// InvertReferences turns the keys a rewritten entity's reference
+// properties (Options.References) hold back into the keys they were
+// rewritten from, in place: the strategy's inverse of each key that
+// points at a migrated entity (its kind renamed back), moved back from
+// TargetNamespace to SourceNamespace. A strategy without an inverse
+// cannot give them back (ErrNotInvertible); other properties are left.
+// The record's fields are replaced, not changed: a shallow copy of the
+// record keeps the rewritten values.
+func (rk *Rekeyer) InvertReferences(rec *record.Record) error {
+	if len(rk.refs) == 0 {
+		return nil
+	}
+	rec.Fields = append([]record.Field(nil), rec.Fields...)
+	newKind := firstNonEmpty(rk.o.TargetKind, rk.o.Kind)
+	for i := range rec.Fields {
+		if !rk.refs[rec.Fields[i].Name] {
+			continue
+		}
+		v, err := mapKeys(rec.Fields[i].Value, func(k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
+			leaf := k.Leaf().Kind
+			if newKind != "" && leaf != newKind && !slices.Contains(rk.o.DescendantKinds, leaf) {
+				return k, false, nil
+			}
+			if !rk.ds.Invertible() {
+				return k, false, fmt.Errorf("%w: reference property %s: strategy %s has no inverse", ErrNotInvertible, rec.Fields[i].Name, rk.o.Strategy.Info().Name)
+			}
+			nk := k.Clone()
+			if rk.o.TargetKind != "" && rk.o.Kind != "" {
+				for j := range nk.Path {
+					if nk.Path[j].Kind == rk.o.TargetKind {
+						nk.Path[j].Kind = rk.o.Kind
+					}
+				}
+			}
+			old, err := rk.ds.Invert(nk)
+			if err != nil {
+				return k, false, fmt.Errorf("reference property %s: %w", rec.Fields[i].Name, err)
+			}
+			old.Namespace, old.Database = k.Namespace, k.Database
+			if rk.o.TargetNamespace != "" && k.Namespace == rk.o.TargetNamespace {
+				old.Namespace = rk.o.SourceNamespace
+			}
+			return old, true, nil
+		})
+		if err != nil {
+			return err
+		}
+		rec.Fields[i].Value = v
+	}
 	return nil
 }
 

@@ -73,3 +73,67 @@ func TestInvert(t *testing.T) {
 		})
 	}
 }
+
+// TestInvertReferences: Invert gives a rewritten entity's references back
+// (a key, and keys in an array, of the migrated kind and a descendant
+// kind, moved back to the source namespace, the kind renamed back),
+// leaves a key of another kind as it is, does not change the rewritten
+// record's fields in place, and refuses references under a strategy with
+// no inverse.
+func TestInvertReferences(t *testing.T) {
+	ref := func(elems ...any) record.Value {
+		k := dsKey(elems...)
+		k.Namespace = "old"
+		return record.Key(k)
+	}
+	k := dsKey("Log", "u1.3")
+	k.Namespace = "old"
+	other := dsKey("Other", "x")
+	other.Namespace = "elsewhere"
+	ent := record.Record{Table: "Log", Key: &k, Fields: []record.Field{
+		{Name: "Prev", Value: ref("Log", "u1.2")},
+		{Name: "Seen", Value: record.Value{Kind: record.KindArray, Array: []record.Value{ref("Log", "u1.1"), ref("Log", "u1.1", "Page", 7), record.Key(other)}}},
+		{Name: "Page", Value: record.String("/a")},
+	}}
+	o := Options{Strategy: strategy(t, "hashprefix", nil), SourceStore: record.Datastore, TargetStore: record.Datastore,
+		Kind: "Log", TargetKind: "LogV2", TargetNamespace: "new", SourceNamespace: "old", DescendantKinds: []string{"Page"}, References: []string{"Prev", "Seen"}}
+	rk, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ent
+	r.Fields = append([]record.Field(nil), ent.Fields...)
+	if err := rk.Rewrite(&r); err != nil {
+		t.Fatal(err)
+	}
+	prev, _ := r.Get("Prev")
+	if prev.Key.Namespace != "new" || prev.Key.Leaf().Kind != "LogV2" {
+		t.Fatalf("the rewrite gave Prev %s; want it in namespace new, of kind LogV2", prev.Key)
+	}
+	rewritten := r
+	if err := rk.Invert(&r); err != nil {
+		t.Fatal(err)
+	}
+	r.Key.Namespace = "old"
+	if d := record.Diff(&r, &ent); d != "" {
+		t.Errorf("Invert(Rewrite(%s)): %s", ent.Describe(), d)
+	}
+	if p, _ := rewritten.Get("Prev"); p.Key.Namespace != "new" {
+		t.Errorf("Invert changed the rewritten record's fields in place: Prev is %s", p.Key)
+	}
+
+	o.Strategy = strategy(t, "uuid", rewrite.Params{"version": 5, "namespace": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"})
+	o.KeepOriginalKey = "OldKey"
+	rk, err = New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = ent
+	r.Fields = append([]record.Field(nil), ent.Fields...)
+	if err := rk.Rewrite(&r); err != nil {
+		t.Fatal(err)
+	}
+	if err := rk.Invert(&r); !errors.Is(err, ErrNotInvertible) {
+		t.Errorf("references under uuid: Invert = %v, want ErrNotInvertible", err)
+	}
+}

@@ -40,6 +40,9 @@ type Options struct {
 	// rows going to Datastore); TargetKind renames it ("" keeps it), and
 	// TargetNamespace moves entities to another namespace ("" keeps it).
 	Kind, TargetKind, TargetNamespace string
+	// SourceNamespace is the namespace TargetNamespace moves entities
+	// from: a reference Invert finds in TargetNamespace goes back to it.
+	SourceNamespace string
 	// DescendantKinds are the kinds of migrated descendant entities.
 	DescendantKinds []string
 	// References are properties holding keys of migrated entities (of Kind

@@ -21,6 +21,7 @@ type Spec struct {
 	Kind            string             `json:"kind"`
 	TargetKind      string             `json:"target_kind"`
 	TargetNamespace string             `json:"target_namespace"`
+	SourceNamespace string             `json:"source_namespace,omitempty"`
 	DescendantKinds []string           `json:"descendant_kinds"`
 	References      []string           `json:"references"`
 	KeepOriginalKey string             `json:"keep_original_key"`
@@ -45,7 +46,7 @@ func (sp Spec) Build() (*Rekeyer, error) {
 	o := Options{
 		Strategy: st, SourceStore: sp.SourceStore, TargetStore: sp.TargetStore,
 		Table: sp.Table, TargetTable: sp.TargetTable, Kind: sp.Kind, TargetKind: sp.TargetKind,
-		TargetNamespace: sp.TargetNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
+		TargetNamespace: sp.TargetNamespace, SourceNamespace: sp.SourceNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
 	}
 	for _, r := range sp.ReferencesTo {
 		st, err := rewrite.New(r.Strategy)
