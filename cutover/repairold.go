@@ -14,7 +14,6 @@ import (
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -248,35 +247,12 @@ func RepairOldFor(ctx context.Context, job *migration.Job, migrationName string,
 	if len(want) == 0 {
 		return nil, nil
 	}
-	o := Options{Migration: migrationName}
-	src := job.Config.Source
-	switch src.Type {
-	case config.TypeSpanner:
-		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		lib, err := NewSpanner(ctx, c, job, o)
-		if err != nil {
-			return nil, err
-		}
-		defer lib.Close()
-		return lib.RepairOld(ctx, want)
-	case config.TypeDatastore:
-		c, err := datastoredb.Client(ctx, src.Project, src.Database)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		lib, err := NewDatastore(ctx, c, job, o)
-		if err != nil {
-			return nil, err
-		}
-		defer lib.Close()
-		return lib.RepairOld(ctx, want)
+	lib, closeLib, err := openLibrary(ctx, job, Options{Migration: migrationName})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("cutover: repairing old: source type %s has no library", src.Type)
+	defer closeLib()
+	return lib.RepairOld(ctx, want)
 }
 
 // BehindClearer is a Store that can clear the touched marks' Behind

@@ -8,8 +8,6 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/internal/store/datastoredb"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
 )
 
@@ -43,35 +41,6 @@ type Store interface {
 // no phase store yet: no move was ever made there (OpenStore with create
 // makes its tables). A migration in it has every cohort Old.
 var ErrNoPhaseStore = errors.New("no phase store")
-
-// OpenStore opens the phase store at a migration's target: the Spanner
-// database's tables (created where missing when create is set: a first
-// move needs them) or the Datastore database's namespace. close releases
-// its client.
-func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st Store, close func(), err error) {
-	switch t.Type {
-	case config.TypeSpanner:
-		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
-		c, err := spanner.NewClient(ctx, db)
-		if err != nil {
-			return nil, nil, err
-		}
-		if create {
-			if _, err := CreateSpannerTables(ctx, c, db); err != nil {
-				c.Close()
-				return nil, nil, err
-			}
-		}
-		return SpannerStore{Client: c}, c.Close, nil
-	case config.TypeDatastore:
-		c, err := datastoredb.Client(ctx, t.Project, t.Database)
-		if err != nil {
-			return nil, nil, err
-		}
-		return DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
-	}
-	return nil, nil, fmt.Errorf("the phase store is kept at a Spanner or Datastore target; this target is %s", t.Type)
-}
 
 // RulesFor returns the move rules of a migration's config: dual_write and
 // read_new held for cohort.cache_ttl + cohort.skew (the defaults where

@@ -40,7 +40,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		deads = append(deads, cohortDead)
 		spec := j.Spec.Text()
 		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
-		side := staged.Side{Store: j.Config.Target.Type, Sel: sel}
+		side := staged.Side{Store: j.Spec.TargetStore, Sel: sel}
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
 			side.Table = j.Spanner.Targets[0]
 		}

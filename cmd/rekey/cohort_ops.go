@@ -47,8 +47,8 @@ func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (cutover.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
-		return nil, nil, nil, usagef("the phase store is kept at a Spanner or Datastore target; this config's target is %s", t)
+	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
+		return nil, nil, nil, usagef("%v; this config's target is %s", cutover.ErrNoPhaseStoreKind, t)
 	}
 	st, done, err := cutover.OpenStore(ctx, cfg.Target, create)
 	if err != nil {

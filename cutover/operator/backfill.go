@@ -22,14 +22,11 @@ import (
 func CheckBackfill(j *migration.Job) error {
 	cfg := j.Config
 	var problems []string
-	switch cfg.Target.Type {
-	case config.TypeSpanner:
-		if j.Spanner != nil && (len(j.Spanner.Targets) > 1 || len(j.Spanner.Children) > 0) {
-			problems = append(problems, "the target has interleaved child tables, which a cohort backfill does not copy yet")
-		}
-	case config.TypeDatastore:
-	default:
+	if !cutover.KeepsPhases(cfg.Target.Type) {
 		problems = append(problems, fmt.Sprintf("target.type %s: a cohort backfill writes a Spanner or Datastore target, where the phase store is", cfg.Target.Type))
+	}
+	if j.Spanner != nil && (len(j.Spanner.Targets) > 1 || len(j.Spanner.Children) > 0) {
+		problems = append(problems, "the target has interleaved child tables, which a cohort backfill does not copy yet")
 	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
 		problems = append(problems, "cohort.user is not set: the config must say where a record's user id is")

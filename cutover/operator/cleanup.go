@@ -25,21 +25,18 @@ import (
 func CheckCleanup(j *migration.Job) error {
 	cfg := j.Config
 	var problems []string
-	switch cfg.Source.Type {
-	case config.TypeSpanner:
-		if u, ok, err := cfg.Cohort.UserSpec(); err == nil && ok && j.Spanner != nil && j.Spanner.Source != nil &&
-			(u.From != cohort.FromField || j.Spanner.Source.Column(u.Name) == nil) {
-			problems = append(problems, fmt.Sprintf("cohort.user %s is not a column of source table %s", cfg.Cohort.User, j.Spanner.Source.Name))
-		}
-		if len(cfg.Interleaved) > 0 {
-			problems = append(problems, fmt.Sprintf("the source has interleaved child tables (%s), which a cohort cleanup does not delete yet", strings.Join(cfg.Interleaved, ", ")))
-		}
-	case config.TypeDatastore:
-	default:
+	if !cutover.HoldsOld(cfg.Source.Type) {
 		problems = append(problems, fmt.Sprintf("source.type %s: a cohort cleanup deletes the old records of a Spanner or Datastore source", cfg.Source.Type))
 	}
-	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
-		problems = append(problems, fmt.Sprintf("target.type %s: the phase store is kept at a Spanner or Datastore target", t))
+	if u, ok, err := cfg.Cohort.UserSpec(); err == nil && ok && j.Spanner != nil && j.Spanner.Source != nil &&
+		(u.From != cohort.FromField || j.Spanner.Source.Column(u.Name) == nil) {
+		problems = append(problems, fmt.Sprintf("cohort.user %s is not a column of source table %s", cfg.Cohort.User, j.Spanner.Source.Name))
+	}
+	if len(cfg.Interleaved) > 0 {
+		problems = append(problems, fmt.Sprintf("the source has interleaved child tables (%s), which a cohort cleanup does not delete yet", strings.Join(cfg.Interleaved, ", ")))
+	}
+	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
+		problems = append(problems, fmt.Sprintf("target.type %s: %v", t, cutover.ErrNoPhaseStoreKind))
 	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
 		problems = append(problems, "cohort.user is not set: the config must say where a record's user id is")

@@ -38,8 +38,8 @@ func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what strin
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
 	}
-	if t := cfg.Target.Type; t != config.TypeSpanner && t != config.TypeDatastore {
-		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: the phase store is kept at a Spanner or Datastore target; this config's target is %s", what, t)}
+	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
+		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: %w; this config's target is %s", what, cutover.ErrNoPhaseStoreKind, t)}
 	}
 	if !o.Run.TranslateOnly {
 		if err := migration.Reach(ctx, cfg); err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
@@ -106,18 +105,11 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, say); err != nil {
 		return j, nil, nil, err
 	}
-	rev := cutover.Reverse{Spec: j.Spec.Text()}
-	t := cfg.Target
-	switch t.Type {
-	case config.TypeSpanner:
-		rev.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
-		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
-			rev.NewTable = j.Spanner.Targets[0]
-		}
-	case config.TypeDatastore:
-		rev.NewProject, rev.NewDatastoreDB, rev.OldNamespace = t.Project, t.Database, cfg.Source.Namespace
+	rev, err := cutover.ReverseFor(j)
+	if err != nil {
+		return j, nil, nil, err
 	}
-	b := cutover.Backfill{Migration: o.Migration, Namespace: t.Namespace, Reverse: &rev}
+	b := cutover.Backfill{Migration: o.Migration, Namespace: cfg.Target.Namespace, Reverse: &rev}
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Phase: cutover.ReadNew})
 	}

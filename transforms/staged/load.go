@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
@@ -16,8 +15,6 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/store/datastoredb"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
@@ -67,31 +64,8 @@ func (f *LoadFn) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o := cutover.Options{Migration: f.Migration}
-	src := cfg.Source
-	switch src.Type {
-	case config.TypeSpanner:
-		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
-		if err != nil {
-			return err
-		}
-		lib, err := cutover.NewSpanner(ctx, c, j, o)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		f.lib, f.closeFn = lib, c.Close
-	default:
-		c, err := datastoredb.Client(ctx, src.Project, src.Database)
-		if err != nil {
-			return err
-		}
-		lib, err := cutover.NewDatastore(ctx, c, j, o)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		f.lib, f.closeFn = lib, func() { c.Close() }
+	if f.lib, f.closeFn, err = cutover.OpenLibrary(ctx, j, cutover.Options{Migration: f.Migration}); err != nil {
+		return err
 	}
 	f.user, _, err = cfg.Cohort.UserSpec()
 	f.buckets = cfg.Cohort.Buckets
@@ -99,9 +73,6 @@ func (f *LoadFn) Setup(ctx context.Context) error {
 }
 
 func (f *LoadFn) Teardown() {
-	if f.lib != nil {
-		f.lib.Close()
-	}
 	if f.closeFn != nil {
 		f.closeFn()
 	}

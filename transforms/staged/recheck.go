@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
@@ -58,15 +59,18 @@ type RecheckSpec struct {
 	Target      config.Endpoint  `json:"target"`
 	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
 	Spec        rekeyer.Text     `json:"spec"`
+	// SourceStore and TargetStore are record.Spanner or record.Datastore.
+	SourceStore string `json:"source_store"`
+	TargetStore string `json:"target_store"`
 }
 
 // NewRecheck returns the recheck of a verify job, nil when its source is
 // not a database.
 func NewRecheck(cfg *config.Config, source *spannerdb.Table, spec rekeyer.Spec) *RecheckSpec {
-	if t := cfg.Source.Type; t != config.TypeSpanner && t != config.TypeDatastore {
+	if !cutover.HoldsOld(cfg.Source.Type) {
 		return nil
 	}
-	return &RecheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text()}
+	return &RecheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text(), SourceStore: spec.SourceStore, TargetStore: spec.TargetStore}
 }
 
 // rechecker reads findings again.
@@ -85,19 +89,19 @@ func openRechecker(ctx context.Context, spec *RecheckSpec, side Side) (*rechecke
 		return nil, err
 	}
 	r := &rechecker{spec: spec, side: side, rk: rk}
-	open := func(e config.Endpoint, s **spanner.Client, d **datastore.Client) error {
+	open := func(store string, e config.Endpoint, s **spanner.Client, d **datastore.Client) error {
 		var release func()
 		var err error
-		*s, *d, release, err = sharedClient(e)
+		*s, *d, release, err = sharedClient(store, e)
 		if err == nil {
 			r.releases = append(r.releases, release)
 		}
 		return err
 	}
-	if err := open(spec.Source, &r.oldS, &r.oldD); err != nil {
+	if err := open(spec.SourceStore, spec.Source, &r.oldS, &r.oldD); err != nil {
 		return nil, err
 	}
-	if err := open(spec.Target, &r.newS, &r.newD); err != nil {
+	if err := open(spec.TargetStore, spec.Target, &r.newS, &r.newD); err != nil {
 		r.close()
 		return nil, err
 	}

@@ -142,7 +142,7 @@ type RepairDeleteFn struct {
 
 func (f *RepairDeleteFn) Setup(ctx context.Context) error {
 	var err error
-	f.sc, f.dc, f.release, err = sharedClient(f.Target)
+	f.sc, f.dc, f.release, err = sharedClient(f.Store, f.Target)
 	return err
 }
 
@@ -154,9 +154,10 @@ func (f *RepairDeleteFn) Teardown() {
 }
 
 // sharedClient is this process's client of e's database, Spanner's or
-// Datastore's, and its release (spannerdb.Shared, datastoredb.Shared).
-func sharedClient(e config.Endpoint) (*spanner.Client, *datastore.Client, func(), error) {
-	if e.Type == config.TypeSpanner {
+// Datastore's (store: record.Spanner or record.Datastore), and its
+// release (spannerdb.Shared, datastoredb.Shared).
+func sharedClient(store string, e config.Endpoint) (*spanner.Client, *datastore.Client, func(), error) {
+	if store == record.Spanner {
 		db := spannerdb.DatabasePath(e.Project, e.Instance, e.Database)
 		c, release, err := spannerdb.Shared(db, "", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
 		return c, nil, release, err

@@ -47,7 +47,7 @@ func init() {
 // Side is what both sides of the join need to key and compare
 // records: the target store, its Spanner table, the cohort selection.
 type Side struct {
-	Store string                     `json:"store"`
+	Store string                     `json:"store"` // record.Spanner or record.Datastore
 	Table *spannerdb.Table           `json:"table,omitempty"`
 	Sel   transforms.CohortSelection `json:"sel"`
 	// SourceTable is the old Spanner table (Spanner sources).
@@ -73,7 +73,7 @@ func (v Side) oldKey(r *record.Record) (string, error) {
 // key is the text of a new record's key, namespace and database left out
 // (the target's are given).
 func (v Side) key(r *record.Record) (string, error) {
-	if v.Store == config.TypeSpanner {
+	if v.Store == record.Spanner {
 		k, err := spannerdb.KeyOf(r, v.Table)
 		if err != nil {
 			return "", err
@@ -91,7 +91,7 @@ func (v Side) key(r *record.Record) (string, error) {
 // normal is a new record as the store gives it back: Spanner's types
 // applied, generated columns left out.
 func (v Side) normal(r *record.Record) (record.Record, error) {
-	if v.Store != config.TypeSpanner {
+	if v.Store != record.Spanner {
 		out := *r
 		if out.Key != nil {
 			k := *out.Key
