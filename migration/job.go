@@ -146,7 +146,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 
 	// The key schema of the main table.
 	switch {
-	case src.Type == config.TypeSpanner:
+	case kindOf(src.Type).spannerDB():
 		if err := j.resolveSpannerSource(ctx); err != nil {
 			return nil, err
 		}
@@ -166,10 +166,10 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 	if holdsRows(tgt.Type) && tgt.Table != "" && !strings.EqualFold(tgt.Table, j.Spec.Table) {
 		j.Spec.TargetTable = tgt.Table
 	}
-	if src.Type == config.TypeDatastore {
+	if kindOf(src.Type).datastoreDB() {
 		j.Spec.DescendantKinds = cfg.DescendantKinds()
 	}
-	if src.Type == config.TypeDatastore || src.Type == config.TypeSpanner {
+	if kindOf(src.Type).database {
 		rt, ok, err := cfg.SourceReadTime(time.Now())
 		if err != nil {
 			return nil, configErrorf("source.read_time: %w", err)
@@ -178,7 +178,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 			j.ReadTime = rt
 		}
 	}
-	if tgt.Type == config.TypeDatastore {
+	if kindOf(tgt.Type).datastoreDB() {
 		j.Spec.Kind = firstNonEmpty(src.Kind, tgt.Kind)
 		if src.Kind != "" && tgt.Kind != "" && src.Kind != tgt.Kind {
 			j.Spec.TargetKind = tgt.Kind
@@ -316,7 +316,7 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 		return rs, fmt.Errorf("config %s: %w", r.Config, err)
 	}
 	kind := firstNonEmpty(oc.Source.Kind, oc.Target.Kind)
-	if oc.Target.Type != config.TypeDatastore || kind == "" {
+	if !kindOf(oc.Target.Type).datastoreDB() || kind == "" {
 		return rs, fmt.Errorf("config %s does not migrate a Datastore kind", r.Config)
 	}
 	if r.Kind != "" && r.Kind != kind {
@@ -336,24 +336,18 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 
 // holdsRows reports whether a target of type t holds Spanner tables: a
 // database, or an avro target (a Spanner export).
-func holdsRows(t string) bool { return t == config.TypeSpanner || t == config.TypeAvro }
+func holdsRows(t string) bool { return kindOf(t).tables }
 
 // storeOf is the store whose record shape an endpoint of type t carries:
 // an entity-json file holds entities; another file holds records shaped
 // for the store at the other end; between files, rows (Spanner) when a
 // key schema is given, else entities (Datastore).
 func storeOf(t, other, key string) string {
-	switch t {
-	case config.TypeSpanner:
-		return record.Spanner
-	case config.TypeDatastore, config.TypeEntityJSON:
-		return record.Datastore
+	if sh := kindOf(t).shape; sh != "" {
+		return sh
 	}
-	switch other {
-	case config.TypeSpanner:
-		return record.Spanner
-	case config.TypeDatastore:
-		return record.Datastore
+	if sh := kindOf(other).shape; sh != "" {
+		return sh
 	}
 	if key != "" {
 		return record.Spanner

@@ -17,15 +17,6 @@ import (
 // ReachTimeout bounds how long Reach waits for a store to answer.
 const ReachTimeout = 10 * time.Second
 
-// Service endpoints of the stores, and the variables that point the
-// clients at an emulator instead.
-const (
-	spannerEndpoint   = "spanner.googleapis.com:443"
-	datastoreEndpoint = "datastore.googleapis.com:443"
-	spannerEmulator   = "SPANNER_EMULATOR_HOST"
-	datastoreEmulator = "DATASTORE_EMULATOR_HOST"
-)
-
 // Reach checks that every store the config names (source and target,
 // Spanner or Datastore) can be reached: it opens a TCP connection to the
 // address the client would use (the emulator's when SPANNER_EMULATOR_HOST
@@ -41,15 +32,11 @@ func Reach(ctx context.Context, cfg *config.Config) error {
 		role string
 		ep   config.Endpoint
 	}{{"source", cfg.Source}, {"target", cfg.Target}} {
-		addr, env := "", ""
-		switch e.ep.Type {
-		case config.TypeSpanner:
-			addr, env = spannerEndpoint, spannerEmulator
-		case config.TypeDatastore:
-			addr, env = datastoreEndpoint, datastoreEmulator
-		default:
+		k := kindOf(e.ep.Type)
+		if !k.database {
 			continue
 		}
+		addr, env := k.addr, k.env
 		if h := os.Getenv(env); h != "" {
 			addr = h
 		}
@@ -95,7 +82,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	if _, err := Resolve(ctx, cfg); err != nil {
 		return err
 	}
-	if src := cfg.Source; src.Type == config.TypeDatastore {
+	if src := cfg.Source; kindOf(src.Type).datastoreDB() {
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
 		if err != nil {
 			return err

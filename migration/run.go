@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, r Runner) (*Job, *R
 		o.Notes.Say(WritePlan{Text: d})
 	}
 	res, err := r.Migrate(ctx, j)
-	if err == nil && j.Config.Target.Type == config.TypeSpanner {
+	if err == nil && kindOf(j.Config.Target.Type).spannerDB() {
 		err = j.CreateIndexesAfter(ctx, o)
 	}
 	return j, res, err

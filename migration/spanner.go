@@ -198,7 +198,7 @@ func (j *Job) resolveSpannerTarget(ctx context.Context) error {
 	}
 	// read is the target database's table name (nil: it does not exist).
 	var read func(name string) (*spannerdb.Table, error)
-	export := tgt.Type == config.TypeAvro
+	export := kindOf(tgt.Type).export
 	var err error
 	switch {
 	case export:

@@ -100,7 +100,7 @@ func (j *Job) writeDDL(w *strings.Builder, header string) {
 		return
 	}
 	indexes := j.IndexDDL()
-	if j.Config.Target.Type == config.TypeAvro {
+	if kindOf(j.Config.Target.Type).export {
 		fmt.Fprintf(w, "-- the tables of the Spanner export in %s, which `gcloud spanner databases import` creates\n%s;\n", j.Config.Target.Path, strings.Join(j.TargetDDL, ";\n\n"))
 		if len(indexes) > 0 {
 			fmt.Fprintf(w, "-- secondary indexes, in the export's schemas (the import creates them after the data)\n%s;\n", strings.Join(indexes, ";\n"))
@@ -132,7 +132,7 @@ func (j *Job) writeDDL(w *strings.Builder, header string) {
 // the job created its target (o.CreateTarget).
 func (j *Job) CreateIndexesAfter(ctx context.Context, o Options) error {
 	ddl := j.IndexDDL()
-	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly || j.Config.Target.Type != config.TypeSpanner {
+	if !o.CreateTarget || !j.indexesAfter() || len(ddl) == 0 || j.DryRun || o.TranslateOnly || !kindOf(j.Config.Target.Type).spannerDB() {
 		return nil
 	}
 	admin, err := database.NewDatabaseAdminClient(ctx)
@@ -162,13 +162,8 @@ func (j *Job) sayDDL(o Options, header string) {
 // Prepare shows (o.Notes) and with o.CreateTarget runs the target DDL, and checks
 // and records the rewrite spec in the target's manifest.
 func (j *Job) Prepare(ctx context.Context, o Options) error {
-	switch j.Config.Target.Type {
-	case config.TypeSpanner:
-		return prepareSpanner(ctx, j, o)
-	case config.TypeDatastore:
-		return prepareDatastore(ctx, j, o)
-	case config.TypeAvro:
-		j.sayDDL(o, "")
+	if k := kindOf(j.Config.Target.Type); k.prepare != nil {
+		return k.prepare(ctx, j, o)
 	}
 	return nil
 }
@@ -301,7 +296,7 @@ func rampTable(ctx context.Context, admin *database.DatabaseAdminClient, c *span
 // target's tables nor its manifest.
 func (j *Job) PrepareCleanup(ctx context.Context) error {
 	src := j.Config.Source
-	if src.Type != config.TypeSpanner || j.Ramp("").Off() {
+	if !kindOf(src.Type).spannerDB() || j.Ramp("").Off() {
 		return nil
 	}
 	admin, err := database.NewDatabaseAdminClient(ctx)

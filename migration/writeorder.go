@@ -43,12 +43,12 @@ const (
 func (j *Job) WriteOrder(deletes bool) (WriteOrder, bool) {
 	wc := j.Config.Write
 	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows}
-	store := j.Config.Target.Type
+	k := kindOf(j.Config.Target.Type)
 	if deletes {
-		store = j.Config.Source.Type
+		k = kindOf(j.Config.Source.Type)
 	}
-	switch store {
-	case config.TypeSpanner:
+	switch {
+	case k.spannerDB():
 		o.Store = record.Spanner
 		o.Key = j.TargetKey.Text()
 		if deletes {
@@ -59,7 +59,7 @@ func (j *Job) WriteOrder(deletes bool) (WriteOrder, bool) {
 				o.Children[t.Name] = t.Key.Text()
 			}
 		}
-	case config.TypeDatastore:
+	case k.datastoreDB():
 		o.Store = record.Datastore
 		if wc.BatchMutations > 0 && wc.BatchMutations < o.BatchRows {
 			o.BatchRows = wc.BatchMutations // the sink's entity bound
@@ -92,5 +92,5 @@ func (j *Job) WriteOrder(deletes bool) (WriteOrder, bool) {
 // so that write planning needs no global shuffle when the rewrite keeps
 // the input's order.
 func (j *Job) interleavable() bool {
-	return j.Config.Source.Type == config.TypeJSONL && j.RedriveFrom == ""
+	return kindOf(j.Config.Source.Type).ranges && j.RedriveFrom == ""
 }
