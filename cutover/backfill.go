@@ -164,8 +164,15 @@ func FinishBackfill(ctx context.Context, st Store, b Backfill, who, why string, 
 	}
 }
 
-// spannerTouchedKey is the text of a new row's key in RekeyTouched.
-func spannerTouchedKey(k []rewrite.Value) string { return rewrite.FormatKey(k, false) }
+// spannerTouchedKey is the text of the key k of a new row of t in
+// RekeyTouched: rekey's key notation, after the table's name for a table
+// interleaved in another ("Orders[7,1]").
+func spannerTouchedKey(t *spannerdb.Table, k []rewrite.Value) string {
+	if t.Parent != "" {
+		return t.Name + rewrite.FormatKey(k, false)
+	}
+	return rewrite.FormatKey(k, false)
+}
 
 // SpannerBackfill returns the conditional commit (spannerdb.Writer's
 // Conditional) of b into table t of client's database: one read-write
@@ -213,7 +220,7 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 		if err != nil {
 			return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", rec(i).Describe(), err)
 		}
-		keys[i] = spannerTouchedKey(k)
+		keys[i] = spannerTouchedKey(t, k)
 		set[i] = spanner.Key{b.Migration, keys[i]}
 	}
 	skipped := 0

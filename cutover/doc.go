@@ -172,6 +172,54 @@
 // phase before it; a rollback goes to dual_write, not old (instances in
 // read_new read new, which old-only writes would no longer reach).
 //
+// # Interleaved tables
+//
+// A Spanner migration may carry tables interleaved in its main table
+// (the config's interleaved; new holds them under the same names,
+// interleaved under the new main table, their keys rewritten with their
+// root's). A row of such a table belongs to its root row's user: the
+// config's cohort.user must be a column of the main table's key, which
+// every interleaved row carries, so each row routes as its root does and
+// every argument above is made per row, with its own touched mark (a
+// child's mark is keyed by its table's name and its new key). Three
+// things are the tables' own:
+//
+//   - A new row's ancestors. A write of a child where old is written
+//     first (dual_write to shadow) puts in new's transaction, before the
+//     child, each ancestor's key columns alone (an InsertOrUpdate of the
+//     key, which creates a missing row with its other columns NULL and
+//     changes nothing in an existing one): old took the child, so its
+//     parent exists there, while new may not hold it until the backfill,
+//     which copies it whole (the placeholder marks nothing). Where new is
+//     written first, no placeholder is written: a child of a missing
+//     parent fails there, as it would in one database.
+//   - A delete takes the rows interleaved under the row. Each side's
+//     transaction deletes, with the row, every descendant table's rows
+//     under its key (a key range per table, whatever the tables' ON
+//     DELETE), and new's marks every descendant that old or new held when
+//     the call was built as deleted, with the row. So a backfill or
+//     repair that read a descendant before the delete skips it, as it
+//     skips a deleted row: every descendant old held is marked, and one
+//     written after the call was built was written through the library
+//     and marked by its own write (after the cohort's Since). A failed
+//     second write of the delete marks each of those keys behind, as
+//     "Missed writes" says of one.
+//   - A read of a child reads, in the same snapshot as its own mark, the
+//     marks of its ancestors, which stand for it where its own says
+//     nothing: an ancestor's Behind (its latest write or delete missed a
+//     store, so the child's rows there may be stale) sends the read where
+//     Behind says, and an ancestor's deleted mark, or Behind = "old",
+//     stops read_new's fallback to old. That covers a descendant written
+//     between the delete's build and its commit, which has no delete
+//     mark of its own.
+//
+// A write of a child under a parent deleted while one store missed that
+// delete can be acknowledged by the store that still holds the parent,
+// where one database would refuse it; the repair of the parent's entry
+// then deletes the child there. The cohort jobs (backfill, verify,
+// repair, reverse backfill, cleanup) do not carry interleaved tables yet
+// (operator.CheckBackfill and the others refuse them).
+//
 // # Batches
 //
 // WriteBatch (what `rekey load` writes through) routes every record as

@@ -53,13 +53,9 @@ func eachMissedOld(ctx context.Context, entries []RepairEntry, repair func(conte
 }
 
 func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
-	pk, err := rewrite.ParseKey(e.OldKey, &s.oldT.Key)
-	if err != nil || pk.IsDatastore || len(pk.Values) != len(s.oldT.Key.Columns) {
-		return fmt.Errorf("cutover: repair-log entry %s: its key is not one of %s (%v)", e, s.oldT.Name, err)
-	}
-	key := record.Record{Table: s.oldT.Name}
-	for i, kc := range s.oldT.Key.Columns {
-		key.Fields = append(key.Fields, record.Field{Name: kc.Name, Value: record.FromKeyValue(pk.Values[i])})
+	t, key, err := s.parseOldKey(e.OldKey)
+	if err != nil {
+		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
 	}
 	c, err := s.routeCohort(ctx, e.Cohort, e.OldKey)
 	if err != nil {
@@ -73,7 +69,7 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 	if err != nil {
 		return err
 	}
-	tk, err := s.touchedKey(nk)
+	tk, err := t.touchedKey(nk)
 	if err != nil {
 		return err
 	}
@@ -81,13 +77,13 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 	if err != nil {
 		return err
 	}
-	oldKey, err := spannerdb.SpannerKey(&key, s.oldT)
+	oldKey, err := spannerdb.SpannerKey(&key, t.old)
 	if err != nil {
 		return err
 	}
 	outer := ctx
 	_, err = spannerdb.Transact(ctx, s.oldC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		if _, err := txn.ReadRow(ctx, s.oldT.Name, oldKey, s.oldCols[:1]); err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
+		if _, err := txn.ReadRow(ctx, t.old.Name, oldKey, t.oldCols[:1]); err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
 			return err
 		}
 		// New strongly, outside the transaction (another database).
@@ -96,15 +92,21 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 			return err
 		}
 		if got == nil {
-			return txn.BufferWrite([]*spanner.Mutation{spanner.Delete(s.oldT.Name, oldKey)})
+			return txn.BufferWrite(append(subtreeDeletes(t, oldKey, false), spanner.Delete(t.old.Name, oldKey)))
 		}
-		m, err := spannerdb.MutationFor(got, s.oldT, storewrite.ModeUpsert)
+		m, err := spannerdb.MutationFor(got, t.old, storewrite.ModeUpsert)
 		if err != nil {
 			return err
 		}
+		if len(t.children) > 0 {
+			// Not deleted first, which would delete the rows
+			// interleaved under it: the columns new holds as NULL are
+			// set NULL after the write.
+			return txn.BufferWrite(append([]*spanner.Mutation{m}, nullColumns(got, t.old, oldKey)...))
+		}
 		// Deleted first: the columns new holds as NULL are left out of
 		// the write.
-		return txn.BufferWrite([]*spanner.Mutation{spanner.Delete(s.oldT.Name, oldKey), m})
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Delete(t.old.Name, oldKey), m})
 	})
 	if err != nil {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
@@ -120,6 +122,30 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return fmt.Errorf("cutover: clearing the mark of %s: %w", e.OldKey, err)
 	}
 	return nil
+}
+
+// nullColumns is the update that sets NULL the columns of t that rec (a
+// row of t, key k) does not hold; none when it holds them all.
+func nullColumns(rec *record.Record, t *spannerdb.Table, k spanner.Key) []*spanner.Mutation {
+	var cols []string
+	var vals []any
+	for _, kc := range t.Key.Columns {
+		cols = append(cols, kc.Name)
+	}
+	vals = append(vals, []any(k)...)
+	n := len(cols)
+	for _, c := range t.Columns {
+		if c.Generated || t.Key.Index(c.Name) >= 0 {
+			continue
+		}
+		if v, ok := rec.Get(c.Name); !ok || v.Kind == record.KindNull {
+			cols, vals = append(cols, c.Name), append(vals, nil)
+		}
+	}
+	if len(cols) == n {
+		return nil
+	}
+	return []*spanner.Mutation{spanner.Update(t.Name, cols, vals)}
 }
 
 // markID is what RepairOld compares of a mark before and after: the id of

@@ -18,7 +18,6 @@ import (
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
-	"github.com/rekeyio/rekey/rewrite"
 )
 
 // Options configure the application library.
@@ -89,11 +88,9 @@ type Spanner struct {
 	router
 	oldC, newC *spanner.Client
 	ownNew     bool
-	same       bool // old and new in one database: dual writes are one transaction
-	oldT, newT *spannerdb.Table
-	oldCols    []string
-	newCols    []string
-	oldKeyCols map[string]bool // the old table's key columns
+	same       bool                     // old and new in one database: dual writes are one transaction
+	root       *spannerTable            // the main table
+	tables     map[string]*spannerTable // every table, by its old name in lower case
 	rk         *rekeyer.Rekeyer
 	store      SpannerStore
 }
@@ -132,9 +129,6 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	if cfg.Source.Type != config.TypeSpanner || cfg.Target.Type != config.TypeSpanner {
 		return nil, fmt.Errorf("cutover.NewSpanner: the migration goes from %s to %s; want spanner to spanner", cfg.Source.Type, cfg.Target.Type)
 	}
-	if len(job.Children) > 0 {
-		return nil, fmt.Errorf("cutover.NewSpanner: interleaved child tables (%d) are not routed by the library yet", len(job.Children))
-	}
 	o, err := optionsFor(job, o)
 	if err != nil {
 		return nil, fmt.Errorf("cutover.NewSpanner: %w", err)
@@ -157,26 +151,13 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	} else {
 		s.ownNew = true
 	}
-	if s.oldT, err = spannerdb.ReadTable(ctx, s.oldC, cfg.Source.Table); err != nil {
+	if s.root, s.tables, err = spannerTables(ctx, s.oldC, s.newC, job, o.user); err != nil {
 		s.Close()
 		return nil, err
 	}
-	newTable := job.Spec.TargetTable
-	if newTable == "" {
-		newTable = cfg.Source.Table
-	}
-	if s.newT, err = spannerdb.ReadTable(ctx, s.newC, newTable); err != nil {
+	if s.same && strings.EqualFold(s.root.old.Name, s.root.new.Name) {
 		s.Close()
-		return nil, err
-	}
-	if s.same && strings.EqualFold(s.oldT.Name, s.newT.Name) {
-		s.Close()
-		return nil, fmt.Errorf("cutover: old and new are the same table %s", s.oldT.Name)
-	}
-	s.oldCols, s.newCols = columnNames(s.oldT), columnNames(s.newT)
-	s.oldKeyCols = map[string]bool{}
-	for _, kc := range s.oldT.Key.Columns {
-		s.oldKeyCols[kc.Name] = true
+		return nil, fmt.Errorf("cutover: old and new are the same table %s", s.root.old.Name)
 	}
 	s.store = SpannerStore{Client: s.newC}
 	if s.cache, err = newPhaseCache(ctx, s.store, o.Migration, o.ttl(), s.stats.refresh); err != nil {
@@ -206,14 +187,15 @@ func (s *Spanner) Close() {
 }
 
 func (s *Spanner) route(ctx context.Context, rec *record.Record) (*call, error) {
-	if rec.Table == "" {
-		rec.Table = s.oldT.Name
+	t, err := s.table(rec)
+	if err != nil {
+		return nil, err
 	}
-	key, err := spannerdb.KeyOf(rec, s.oldT)
+	key, err := spannerdb.KeyOf(rec, t.old)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
-	return s.router.route(ctx, rec, rewrite.FormatKey(key, false))
+	return s.router.route(ctx, rec, t.keyText(key))
 }
 
 // newRecord is rec rewritten: its new key and the new table's row.
@@ -224,15 +206,6 @@ func (s *Spanner) newRecord(rec *record.Record) (*record.Record, error) {
 		return nil, fmt.Errorf("cutover: rewriting %s: %w", rec.Describe(), err)
 	}
 	return &nr, nil
-}
-
-// touchedKey is the text of a new record's key in the touched marks.
-func (s *Spanner) touchedKey(nr *record.Record) (string, error) {
-	k, err := spannerdb.KeyOf(nr, s.newT)
-	if err != nil {
-		return "", err
-	}
-	return spannerTouchedKey(k), nil
 }
 
 // Write writes rec (a row of the old table, in old keys) where its
@@ -260,8 +233,12 @@ func (s *Spanner) WriteBatch(ctx context.Context, recs []record.Record) []error 
 
 // writeMutations are the mutations writing rec on side sd.
 func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spanner.Mutation, error) {
+	t, err := s.table(rec)
+	if err != nil {
+		return nil, err
+	}
 	if sd == oldSide {
-		m, err := spannerdb.MutationFor(rec, s.oldT, storewrite.ModeUpsert)
+		m, err := spannerdb.MutationFor(rec, t.old, storewrite.ModeUpsert)
 		if err != nil {
 			return nil, fmt.Errorf("cutover: %s: %w", c.key, err)
 		}
@@ -271,17 +248,23 @@ func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spann
 	if err != nil {
 		return nil, err
 	}
-	m, err := spannerdb.MutationFor(nr, s.newT, storewrite.ModeUpsert)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, s.newT.Name, err)
+	var muts []*spanner.Mutation
+	if t.parent != nil && c.route.writes[0] == oldSide {
+		if muts, err = placeholders(t, nr); err != nil {
+			return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
+		}
 	}
-	muts := []*spanner.Mutation{m}
+	m, err := spannerdb.MutationFor(nr, t.new, storewrite.ModeUpsert)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
+	}
+	muts = append(muts, m)
 	if c.route.touch {
-		t, err := s.touch(c, nr, false)
+		tm, err := s.touch(c, t, nr, nil, false)
 		if err != nil {
 			return nil, err
 		}
-		muts = append(muts, t)
+		muts = append(muts, tm...)
 	}
 	return muts, nil
 }
@@ -302,40 +285,57 @@ func (s *Spanner) Delete(ctx context.Context, key record.Record) error {
 
 // deleteMutations are the mutations deleting key's record on side sd.
 func (s *Spanner) deleteMutations(c *call, sd side, key *record.Record) ([]*spanner.Mutation, error) {
+	t, err := s.table(key)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := spannerdb.SpannerKey(key, t.old)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
 	if sd == oldSide {
-		k, err := spannerdb.SpannerKey(key, s.oldT)
-		if err != nil {
-			return nil, fmt.Errorf("cutover: %w", err)
-		}
-		return []*spanner.Mutation{spanner.Delete(s.oldT.Name, k)}, nil
+		return append(subtreeDeletes(t, ok, false), spanner.Delete(t.old.Name, ok)), nil
 	}
 	nr, err := s.newRecord(key)
 	if err != nil {
 		return nil, err
 	}
-	k, err := spannerdb.SpannerKey(nr, s.newT)
+	nk, err := spannerdb.SpannerKey(nr, t.new)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
-	muts := []*spanner.Mutation{spanner.Delete(s.newT.Name, k)}
+	muts := append(subtreeDeletes(t, nk, true), spanner.Delete(t.new.Name, nk))
 	if c.route.touch {
-		t, err := s.touch(c, nr, true)
+		var under []string
+		if len(t.children) > 0 {
+			if under, err = s.subtreeMarks(c.ctx, t, ok, nk); err != nil {
+				return nil, err
+			}
+		}
+		tm, err := s.touch(c, t, nr, under, true)
 		if err != nil {
 			return nil, err
 		}
-		muts = append(muts, t)
+		muts = append(muts, tm...)
 	}
 	return muts, nil
 }
 
-// touch marks nr's key touched by the application now (its commit time).
-func (s *Spanner) touch(c *call, nr *record.Record, deleted bool) (*spanner.Mutation, error) {
-	tk, err := s.touchedKey(nr)
+// touch marks nr's key (a row of t) touched by the application now (its
+// commit time), and the keys under, the rows interleaved under it that a
+// delete deletes with it. The call's marks are its keys, its own first.
+func (s *Spanner) touch(c *call, t *spannerTable, nr *record.Record, under []string, deleted bool) ([]*spanner.Mutation, error) {
+	tk, err := t.touchedKey(nr)
 	if err != nil {
 		return nil, err
 	}
-	c.mark = tk
-	return spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, tk, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}}), nil
+	keys := append([]string{tk}, under...)
+	c.mark = keys
+	muts := make([]*spanner.Mutation, len(keys))
+	for i, k := range keys {
+		muts[i] = spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, k, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}})
+	}
+	return muts, nil
 }
 
 // spannerTouchColumns are the columns a touch writes: Behind is cleared,
@@ -390,7 +390,11 @@ func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *
 func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first bool) error {
 	_, err := spannerdb.Transact(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		var muts []*spanner.Mutation
-		if tk, ok := c.mark.(string); ok {
+		keys, _ := c.mark.([]string)
+		if len(keys) == 0 && missed == oldSide && first {
+			return nil
+		}
+		for i, tk := range keys {
 			row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Op"})
 			exists := err == nil
 			if err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
@@ -404,7 +408,7 @@ func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first 
 			}
 			ours := exists && markOp.Valid && markOp.StringVal == c.op
 			switch {
-			case missed == oldSide && !ours && first:
+			case missed == oldSide && !ours && first && i == 0:
 				return nil // new did not take the call's write: nothing to repair
 			case missed == oldSide && !ours:
 				// A later write of new is the latest, and goes to old
@@ -419,8 +423,6 @@ func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first 
 			default:
 				muts = append(muts, spanner.Insert(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
 			}
-		} else if missed == oldSide && first {
-			return nil
 		}
 		return txn.BufferWrite(append(muts, s.repairMutation(c, op, missed, cause)))
 	})
@@ -434,25 +436,59 @@ type markState struct {
 }
 
 // readMark reads the touched mark of the call's new key (nk: the new
-// record of key) through r.
-func (s *Spanner) readMark(ctx context.Context, r rowReader, c *call, nk *record.Record) (markState, error) {
-	tk, err := s.touchedKey(nk)
+// record of key) through r, in one read with the marks of the rows it is
+// interleaved under, which stand for it where its own says nothing (see
+// the package doc, "Interleaved tables"): a delete of an ancestor that
+// new or old missed, or that deleted it.
+func (s *Spanner) readMark(ctx context.Context, r rowReader, c *call, key, nk *record.Record) (markState, error) {
+	t, err := s.table(key)
 	if err != nil {
 		return markState{}, err
 	}
-	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Deleted", "Behind"})
-	if errors.Is(err, spanner.ErrRowNotFound) {
-		return markState{}, nil
+	tk, err := t.touchedKey(nk)
+	if err != nil {
+		return markState{}, err
 	}
+	keys := []string{tk}
+	for _, a := range t.ancestors() {
+		ak, err := a.touchedKey(nk)
+		if err != nil {
+			return markState{}, err
+		}
+		keys = append(keys, ak)
+	}
+	ks := make([]spanner.KeySet, len(keys))
+	for i, k := range keys {
+		ks[i] = spanner.Key{s.o.Migration, k}
+	}
+	got := map[string]markState{}
+	it := r.Read(ctx, SpannerTouchedTable, spanner.KeySets(ks...), []string{"NewKey", "Deleted", "Behind"})
+	err = it.Do(func(row *spanner.Row) error {
+		var k string
+		var behind spanner.NullString
+		m := markState{exists: true}
+		if err := row.Columns(&k, &m.deleted, &behind); err != nil {
+			return err
+		}
+		m.behind = behind.StringVal
+		got[k] = m
+		return nil
+	})
 	if err != nil {
 		return markState{}, fmt.Errorf("cutover: reading the touched mark of %s: %w", c.key, err)
 	}
-	m := markState{exists: true}
-	var behind spanner.NullString
-	if err := row.Columns(&m.deleted, &behind); err != nil {
-		return markState{}, err
+	m := got[tk]
+	for _, k := range keys[1:] {
+		a, ok := got[k]
+		if !ok {
+			continue
+		}
+		m.exists = true
+		m.deleted = m.deleted || a.deleted
+		if m.behind == "" {
+			m.behind = a.behind
+		}
 	}
-	m.behind = behind.StringVal
 	return m, nil
 }
 
@@ -536,7 +572,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 			if err != nil {
 				return err
 			}
-			m, err := s.readMark(ctx, txn, c, nk)
+			m, err := s.readMark(ctx, txn, c, key, nk)
 			if err != nil || m.exists && m.deleted {
 				return err
 			}
@@ -553,7 +589,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		// The mark, then new at the mark's timestamp: one snapshot of
 		// new's database in two single-use reads.
 		ro := s.newC.Single()
-		m, err := s.readMark(c.ctx, ro, c, nk)
+		m, err := s.readMark(c.ctx, ro, c, key, nk)
 		if err != nil {
 			return nil, err
 		}
@@ -587,7 +623,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 			got, gerr = s.readOld(c.ctx, s.oldC.Single(), key)
 		}()
 		ro := s.newC.Single()
-		m, err := s.readMark(c.ctx, ro, c, nk)
+		m, err := s.readMark(c.ctx, ro, c, key, nk)
 		<-done
 		if err != nil {
 			return nil, err
@@ -612,7 +648,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 // reads.
 func (s *Spanner) readNewMarked(c *call, key, nk *record.Record) (*record.Record, markState, error) {
 	ro := s.newC.Single()
-	m, err := s.readMark(c.ctx, ro, c, nk)
+	m, err := s.readMark(c.ctx, ro, c, key, nk)
 	if err != nil {
 		return nil, markState{}, err
 	}
@@ -626,21 +662,26 @@ func (s *Spanner) readNewMarked(c *call, key, nk *record.Record) (*record.Record
 
 type rowReader interface {
 	ReadRow(ctx context.Context, table string, key spanner.Key, columns []string) (*spanner.Row, error)
+	Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator
 }
 
 func (s *Spanner) readOld(ctx context.Context, r rowReader, key *record.Record) (*record.Record, error) {
-	k, err := spannerdb.SpannerKey(key, s.oldT)
+	t, err := s.table(key)
+	if err != nil {
+		return nil, err
+	}
+	k, err := spannerdb.SpannerKey(key, t.old)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
-	row, err := r.ReadRow(ctx, s.oldT.Name, k, s.oldCols)
+	row, err := r.ReadRow(ctx, t.old.Name, k, t.oldCols)
 	if errors.Is(err, spanner.ErrRowNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, s.oldT.Name, err)
+		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, t.old.Name, err)
 	}
-	rec, err := spannerdb.RowToRecord(row, s.oldT)
+	rec, err := spannerdb.RowToRecord(row, t.old)
 	if err != nil {
 		return nil, err
 	}
@@ -650,33 +691,37 @@ func (s *Spanner) readOld(ctx context.Context, r rowReader, key *record.Record) 
 // readNew reads the new record of key and returns it as a row of the old
 // table: the old table's columns, the key as asked.
 func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) (*record.Record, error) {
+	t, err := s.table(key)
+	if err != nil {
+		return nil, err
+	}
 	nk, err := s.newRecord(key)
 	if err != nil {
 		return nil, err
 	}
-	k, err := spannerdb.SpannerKey(nk, s.newT)
+	k, err := spannerdb.SpannerKey(nk, t.new)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)
 	}
-	row, err := r.ReadRow(ctx, s.newT.Name, k, s.newCols)
+	row, err := r.ReadRow(ctx, t.new.Name, k, t.newCols)
 	if errors.Is(err, spanner.ErrRowNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, s.newT.Name, err)
+		return nil, fmt.Errorf("cutover: reading %s from %s: %w", k, t.new.Name, err)
 	}
-	nr, err := spannerdb.RowToRecord(row, s.newT)
+	nr, err := spannerdb.RowToRecord(row, t.new)
 	if err != nil {
 		return nil, err
 	}
-	out := record.Record{Table: s.oldT.Name}
-	old, err := spannerdb.Normalize(key, s.oldT)
+	out := record.Record{Table: t.old.Name}
+	old, err := spannerdb.Normalize(key, t.old)
 	if err != nil {
 		return nil, err
 	}
-	for _, col := range s.oldCols {
+	for _, col := range t.oldCols {
 		from := &nr
-		if s.oldKeyCols[col] {
+		if t.oldKeyCols[col] {
 			from = &old
 		}
 		if v, ok := from.Get(col); ok {
@@ -705,15 +750,19 @@ func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, err
 	if err := s.backfillable(c); err != nil {
 		return false, err
 	}
+	t, err := s.table(&rec)
+	if err != nil {
+		return false, err
+	}
 	nr, err := s.newRecord(&rec)
 	if err != nil {
 		return false, err
 	}
-	m, err := spannerdb.MutationFor(nr, s.newT, storewrite.ModeUpsert)
+	m, err := spannerdb.MutationFor(nr, t.new, storewrite.ModeUpsert)
 	if err != nil {
 		return false, fmt.Errorf("cutover: %s: %w", rec.Describe(), err)
 	}
-	tk, err := s.touchedKey(nr)
+	tk, err := t.touchedKey(nr)
 	if err != nil {
 		return false, err
 	}
