@@ -216,9 +216,13 @@
 // A write of a child under a parent deleted while one store missed that
 // delete can be acknowledged by the store that still holds the parent,
 // where one database would refuse it; the repair of the parent's entry
-// then deletes the child there. The cohort jobs (backfill, verify,
-// repair, reverse backfill, cleanup) do not carry interleaved tables yet
-// (operator.CheckBackfill and the others refuse them).
+// then deletes the child there. A cohort backfill carries the tables: it
+// reads each table's rows of the cohorts and writes a level only once
+// the level above is written, so a child it writes finds its parent in
+// new (copied, written by the application, or a placeholder), unless
+// the parent was deleted, which marked the child. Verify, repair, the
+// reverse backfill and cleanup do not carry them yet
+// (operator.CheckVerify, CheckReverse and CheckCleanup refuse them).
 //
 // # Batches
 //

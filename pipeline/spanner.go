@@ -41,6 +41,11 @@ func (spannerKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCo
 	batches, dead := source.Spanner(s, spannerSource(j, filter))
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
 	for _, cfg := range spannerChildren(j) {
+		if len(o.cohorts) > 0 {
+			// The cohorts' rows of each child: its rows carry the user id
+			// column of the main table's key (cutover.NewSpanner).
+			cfg.Filter = cohortFilterOn(j, j.Spanner.Children[cfg.Table], o.cohorts)
+		}
 		cb, cd := source.Spanner(s.Scope(cfg.Table), cfg)
 		all = append(all, cb)
 		deads = append(deads, cd)
@@ -126,7 +131,7 @@ func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) 
 	t := j.Config.Target
 	filter := ""
 	if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
-		filter = cohortFilterOn(j, j.Spanner.Targets[0], b)
+		filter = cohortFilterOn(j, j.Spanner.Targets[0], b.Cohorts())
 	}
 	batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
 	return batches, []beam.PCollection{dead}

@@ -22,7 +22,7 @@ import (
 // v.Repair set).
 func verifyGraph(v operator.VerifyJob) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
-		if err := operator.CheckBackfill(j); err != nil {
+		if err := operator.CheckVerify(j); err != nil {
 			return err
 		}
 		if v.ReportPath == "" {
@@ -95,12 +95,12 @@ func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PColl
 // cohortFilterOn is cohortFilter for a Spanner table other than the
 // source (verify's read of the target): "" when the user id is not one
 // of its columns.
-func cohortFilterOn(j *migration.Job, t *spannerdb.Table, b *cutover.Backfill) string {
+func cohortFilterOn(j *migration.Job, t *spannerdb.Table, cohorts []cohort.Range) string {
 	jj := *j
 	schemas := *j.Spanner
 	schemas.Source = t
 	jj.Spanner = &schemas
-	return cohortFilter(&jj, b.Cohorts())
+	return cohortFilter(&jj, cohorts)
 }
 
 // keysPath is where a verify job writes its differing keys (keyLine),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/rekeyio/rekey/cohort"
@@ -14,7 +15,8 @@ import (
 )
 
 // CheckBackfill refuses a job a cohort backfill cannot run: its target
-// must be a Spanner table without interleaved children or a Datastore
+// must be a Spanner table (with its interleaved children, if the user id
+// is a column each of them has) or a Datastore
 // kind (where the phase store and the touched marks are), its strategy
 // deterministic (the application's library computes the same new keys),
 // its config must say who a record's user is (cohort.user), and it reads
@@ -25,11 +27,10 @@ func CheckBackfill(j *migration.Job) error {
 	if !cutover.KeepsPhases(cfg.Target.Type) {
 		problems = append(problems, fmt.Sprintf("target.type %s: a cohort backfill writes a Spanner or Datastore target, where the phase store is", cfg.Target.Type))
 	}
-	if j.Spanner != nil && (len(j.Spanner.Targets) > 1 || len(j.Spanner.Children) > 0) {
-		problems = append(problems, "the target has interleaved child tables, which a cohort backfill does not copy yet")
-	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
 		problems = append(problems, "cohort.user is not set: the config must say where a record's user id is")
+	} else if p := childrenWithoutUser(j); p != "" {
+		problems = append(problems, p)
 	}
 	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Deterministic {
 		problems = append(problems, fmt.Sprintf("strategy %s does not give the same new key for the same old key, so the application and the backfill would disagree", st.Info().Name))
@@ -100,4 +101,51 @@ func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Job
 	}
 	say(moved(a))
 	return job, res, &a, nil
+}
+
+// childrenWithoutUser names the interleaved tables of j's Spanner source
+// whose rows do not carry the user id (a column of the main table's key
+// that every child has, as the application library routes them), "" if
+// none.
+func childrenWithoutUser(j *migration.Job) string {
+	if j.Spanner == nil || len(j.Spanner.Children) == 0 {
+		return ""
+	}
+	u, _, _ := j.Config.Cohort.UserSpec()
+	var missing []string
+	for name, t := range j.Spanner.Children {
+		if u.From != cohort.FromField || t.Column(u.Name) == nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	sort.Strings(missing)
+	return fmt.Sprintf("cohort.user %s is not a column of interleaved tables %s: with interleaved tables it must be a column of the main table's key, which every child row carries", j.Config.Cohort.User, strings.Join(missing, ", "))
+}
+
+// CheckVerify refuses a job a verify (and a repair) cannot run: what
+// CheckBackfill refuses, and interleaved tables, which they do not
+// compare yet (the backfill carries them; the application library routes
+// them).
+func CheckVerify(j *migration.Job) error {
+	if err := CheckBackfill(j); err != nil {
+		return err
+	}
+	return refuseChildren(j, "verify")
+}
+
+// refuseChildren refuses a job with interleaved tables for a cohort job
+// (what) that does not carry them yet.
+func refuseChildren(j *migration.Job, what string) error {
+	if j.Spanner == nil || len(j.Spanner.Children) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(j.Spanner.Children))
+	for n := range j.Spanner.Children {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return &migration.ConfigError{Err: fmt.Errorf("cohort %s: the source has interleaved tables (%s), which a %s does not carry yet (a backfill does)", what, strings.Join(names, ", "), what)}
 }

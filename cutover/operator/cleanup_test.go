@@ -59,3 +59,31 @@ func TestCheckCleanup(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBackfillChildren: a backfill carries interleaved tables whose
+// rows hold the user id column, and refuses, naming them, those that do
+// not.
+func TestCheckBackfillChildren(t *testing.T) {
+	key, _ := rewrite.ParseKeySchema("Customers", "CustomerId INT64")
+	okey, _ := rewrite.ParseKeySchema("Orders", "CustomerId INT64, OrderId INT64")
+	customers := &spannerdb.Table{Name: "Customers", Key: key, Columns: []spannerdb.Column{{Name: "CustomerId", Type: "INT64"}, {Name: "Region", Type: "STRING(MAX)"}}}
+	orders := &spannerdb.Table{Name: "Orders", Parent: "Customers", Key: okey, Columns: []spannerdb.Column{{Name: "CustomerId", Type: "INT64"}, {Name: "OrderId", Type: "INT64"}}}
+	job := func(user string) *migration.Job {
+		return &migration.Job{
+			Config:  &config.Config{Source: config.Endpoint{Type: config.TypeSpanner}, Target: config.Endpoint{Type: config.TypeSpanner}, Cohort: config.CohortConfig{User: user, Buckets: 100}, Interleaved: []string{"Orders"}},
+			Spanner: &migration.SpannerSchemas{Source: customers, Children: map[string]*spannerdb.Table{"Orders": orders}},
+		}
+	}
+	if err := CheckBackfill(job("CustomerId")); err != nil {
+		t.Errorf("user CustomerId (in every child): %v", err)
+	}
+	for what, check := range map[string]func(*migration.Job) error{"verify": CheckVerify, "reverse backfill": CheckReverse} {
+		if err := check(job("CustomerId")); !migration.IsConfigError(err) || !strings.Contains(err.Error(), "interleaved tables (Orders), which a "+what+" does not carry yet") {
+			t.Errorf("%s of a job with Orders: %v, want a config error naming them", what, err)
+		}
+	}
+	err := CheckBackfill(job("Region"))
+	if !migration.IsConfigError(err) || !strings.Contains(err.Error(), "cohort.user Region is not a column of interleaved tables Orders") {
+		t.Errorf("user Region (not in Orders): %v, want a config error naming Orders", err)
+	}
+}

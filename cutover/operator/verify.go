@@ -288,7 +288,7 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := CheckBackfill(j); err != nil {
+	if err := CheckVerify(j); err != nil {
 		return nil, nil, nil, err
 	}
 	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
