@@ -126,15 +126,27 @@ func (spannerKind) describe(e config.Endpoint) string {
 }
 
 // readNew reads the target table, the rows of b's cohorts where the user
-// id is one of its columns.
+// id is one of its columns, as old's (not one the rewrite changes).
 func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
 	t := j.Config.Target
 	filter := ""
-	if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
+	if j.Spanner != nil && len(j.Spanner.Targets) > 0 && newKeepsUser(j) {
 		filter = cohortFilterOn(j, j.Spanner.Targets[0], b.Cohorts())
 	}
 	batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
 	return batches, []beam.PCollection{dead}
+}
+
+// newKeepsUser reports whether new rows hold the user id column as old
+// rows do (the rewrite does not change it), so that a cohort filter on it
+// selects the same users in new.
+func newKeepsUser(j *migration.Job) bool {
+	u, ok, err := j.Config.Cohort.UserSpec()
+	if err != nil || !ok || u.From != cohort.FromField {
+		return false
+	}
+	rk, err := j.Spec.Build()
+	return err == nil && rk.Keeps(u.Name)
 }
 
 func (spannerKind) simDefaults(nodes int) sim.Params { return sim.SpannerDefaults(nodes) }

@@ -10,7 +10,9 @@ package rekeyer
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -477,4 +479,52 @@ func (rk *Rekeyer) rowToEntity(rec *record.Record) error {
 	rec.Key = &rewrite.DatastoreKey{Path: []rewrite.PathElement{e}}
 	rec.Table = rk.o.Kind
 	return nil
+}
+
+// Keeps reports whether the rewrite leaves the value of column (a column
+// of a Spanner source table's key, or any other column, which it copies)
+// as it is in the rows it writes: so a new row holds its old value, and a
+// query of new on it selects what the same query of old does. It rewrites
+// two probe keys of distinct values and compares; false for a Datastore
+// target or a column the rewrite drops.
+func (rk *Rekeyer) Keeps(column string) bool {
+	if rk.o.TargetStore != record.Spanner || rk.o.Key.Index(column) < 0 {
+		return rk.o.TargetStore == record.Spanner
+	}
+	for _, seed := range []int64{1234567, 7654321987} {
+		rec := record.Record{Table: rk.o.Table}
+		var want record.Value
+		for i, c := range rk.o.Key.Columns {
+			v := probeValue(c.Type, seed+int64(i))
+			rec.Fields = append(rec.Fields, record.Field{Name: c.Name, Value: record.FromKeyValue(v)})
+			if strings.EqualFold(c.Name, column) {
+				want = record.FromKeyValue(v)
+			}
+		}
+		if err := rk.Rewrite(&rec); err != nil {
+			return false
+		}
+		got, ok := rec.Get(column)
+		if !ok || !got.Equal(want) {
+			return false
+		}
+	}
+	return true
+}
+
+// probeValue is a value of type t made from n, distinct for distinct n.
+func probeValue(t rewrite.Type, n int64) rewrite.Value {
+	switch t {
+	case rewrite.TypeString, rewrite.TypeNumeric:
+		return rewrite.Value{Type: t, Str: strconv.FormatInt(n, 10)}
+	case rewrite.TypeBytes:
+		return rewrite.Bytes([]byte(strconv.FormatInt(n, 10)))
+	case rewrite.TypeTimestamp:
+		return rewrite.Value{Type: t, Time: time.Unix(n, 0).UTC()}
+	case rewrite.TypeFloat64:
+		return rewrite.Value{Type: t, Float: float64(n) + 0.5}
+	case rewrite.TypeBool:
+		return rewrite.Bool(n%2 == 1)
+	}
+	return rewrite.Value{Type: t, Int: n} // INT64, DATE
 }

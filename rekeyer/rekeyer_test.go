@@ -223,3 +223,31 @@ func TestReferencesToAnotherRun(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestKeeps: a shard rewrite keeps the key columns it puts a shard in
+// front of; bitreverse changes the column it reverses; other columns are
+// copied.
+func TestKeeps(t *testing.T) {
+	build := func(name string, p rewrite.Params, key string, target string) *Rekeyer {
+		t.Helper()
+		rk, err := New(Options{Strategy: strategy(t, name, p), SourceStore: target, TargetStore: target, Table: "T", Key: schema(t, "T", key), Kind: "T"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rk
+	}
+	for _, tc := range []struct {
+		rk     *Rekeyer
+		column string
+		want   bool
+	}{
+		{build("shard", rewrite.Params{"n": 8}, "UserId STRING(36), Seq INT64", record.Spanner), "UserId", true},
+		{build("shard", rewrite.Params{"n": 8}, "UserId STRING(36), Seq INT64", record.Spanner), "Page", true},
+		{build("bitreverse", nil, "CustomerId INT64", record.Spanner), "CustomerId", false},
+		{build("bitreverse", nil, "CustomerId INT64", record.Spanner), "Name", true},
+	} {
+		if got := tc.rk.Keeps(tc.column); got != tc.want {
+			t.Errorf("%s: Keeps(%s) = %v, want %v", tc.rk.o.Strategy.Info().Name, tc.column, got, tc.want)
+		}
+	}
+}

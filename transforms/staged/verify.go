@@ -204,7 +204,8 @@ type NewSideFn struct {
 	// Spec is the migration's rewrite: a user id taken from the record's
 	// own Datastore key (cohort.user key:Kind) is read from the old key
 	// (Rekeyer.Invert), since the rewrite may have changed that element
-	// (the root of an entity group, with ancestors: root).
+	// (the root of an entity group, with ancestors: root); so is one taken
+	// from a key column the rewrite changes (bitreverse on it).
 	Spec rekeyer.Text `json:"spec"`
 
 	user cohort.User
@@ -218,9 +219,12 @@ func (f *NewSideFn) Setup() error {
 		return err
 	}
 	f.user = u
-	if u.From == cohort.FromKey && f.Spec != "" {
+	if (u.From == cohort.FromKey || u.From == cohort.FromField) && f.Spec != "" {
 		if f.rk, err = f.Spec.Build(); err != nil {
 			return err
+		}
+		if u.From == cohort.FromField && f.rk.Keeps(u.Name) {
+			f.rk = nil // new holds the user id column as old does
 		}
 	}
 	f.in = make([]bool, f.Side.Sel.Buckets)
