@@ -220,9 +220,12 @@
 // reads each table's rows of the cohorts and writes a level only once
 // the level above is written, so a child it writes finds its parent in
 // new (copied, written by the application, or a placeholder), unless
-// the parent was deleted, which marked the child. Verify, repair, the
-// reverse backfill and cleanup do not carry them yet
-// (operator.CheckVerify, CheckReverse and CheckCleanup refuse them).
+// the parent was deleted, which marked the child. A cleanup deletes the
+// main table's rows of done cohorts and their children go with them (ON
+// DELETE CASCADE, which operator.CheckCleanup requires): nothing reads or
+// writes old for a done cohort, whatever the table. Verify, repair and
+// the reverse backfill do not carry them yet (operator.CheckVerify and
+// CheckReverse refuse them).
 //
 // # Batches
 //

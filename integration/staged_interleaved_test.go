@@ -14,8 +14,10 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -249,4 +251,58 @@ func TestStagedVerifyRewrittenUser(t *testing.T) {
 // is missing.
 func isParentMissing(err error) bool {
 	return strings.Contains(err.Error(), "not found in parent table")
+}
+
+// TestStagedCleanupInterleaved cleans up cohorts of the demo's Customers
+// + Orders (forced: they are not done): the cohorts' customers go from
+// old with their orders (ON DELETE CASCADE), the other cohorts' stay.
+func TestStagedCleanupInterleaved(t *testing.T) {
+	ctx := context.Background()
+	e, oldC, _ := newStagedCustomers(t, true)
+	const customers, orders = 30, 3
+	var ms []*spanner.Mutation
+	for c := int64(1); c <= customers; c++ {
+		ms = append(ms, spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{c, fmt.Sprint("c", c)}))
+		for o := int64(1); o <= orders; o++ {
+			ms = append(ms, spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{c, o, "seed"}))
+		}
+	}
+	if _, err := oldC.Apply(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	half := []cohort.Range{{First: 0, Last: stagedBuckets/2 - 1}}
+	_, res, _, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: half, Force: true, Who: "test"}, pipeline.Runner{Runner: cohortRunner})
+	if err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	count := func(sql string) map[int64]int {
+		out := map[int64]int{}
+		err := oldC.Single().Query(ctx, spanner.Statement{SQL: sql}).Do(func(r *spanner.Row) error {
+			var id int64
+			if err := r.Columns(&id); err != nil {
+				return err
+			}
+			out[id]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	left, leftOrders := count("SELECT CustomerId FROM Customers"), count("SELECT CustomerId FROM Orders")
+	gone := 0
+	for c := int64(1); c <= customers; c++ {
+		in := cohortOf(fmt.Sprint(c)) < stagedBuckets/2
+		if in {
+			gone++
+		}
+		if want := map[bool]int{true: 0, false: 1}[in]; left[c] != want || leftOrders[c] != want*orders {
+			t.Errorf("customer %d (cohort %d, cleaned %v): old holds %d rows and %d orders", c, cohortOf(fmt.Sprint(c)), in, left[c], leftOrders[c])
+		}
+	}
+	if gone == 0 || gone == customers {
+		t.Fatalf("%d of %d customers in the cleaned cohorts: the test needs some of each", gone, customers)
+	}
+	t.Logf("cleanup: %s; %d customers (and their orders) gone", res.Counters, gone)
 }

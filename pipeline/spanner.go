@@ -180,7 +180,8 @@ func init() {
 // write writes the main table's rows, then each level of
 // interleaved children once the level above is written (the emulator and
 // Spanner reject a child whose parent row does not exist yet). Deletes
-// go to the source table, which has no children then (operator.CheckCleanup).
+// go to the source's main table, its interleaved tables' rows going with
+// its rows by their ON DELETE CASCADE (operator.CheckCleanup).
 func (spannerKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
 	tgt, wc := w.endpoint(), w.job.Config.Write
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/rekeyio/rekey/cohort"
@@ -16,11 +17,12 @@ import (
 // be a Spanner table or a Datastore kind (where the old records are) and
 // its target one too (where the phase store is); the config must say who
 // a record's user is (cohort.user), for a Spanner source a column of the
-// table; a Spanner source may have no interleaved child tables (the
-// application library does not route them, so their cohorts' old rows
-// may still be in use, and deleting a parent row would delete or orphan
-// them; a Datastore source's descendant kinds are routed by their root's
-// user and deleted with it, each entity by its own key); and it reads its
+// table; a Spanner source's interleaved tables must be ON DELETE CASCADE
+// (the cleanup deletes the main table's rows of the cohorts, and the rows
+// under them go with them: done cohorts' rows of every table are no
+// longer read or written, see cutover's package doc, "Cleaning up"; a
+// Datastore source's descendant kinds are routed by their root's user
+// and deleted with it, each entity by its own key); and it reads its
 // source (not a dead-letter file).
 func CheckCleanup(j *migration.Job) error {
 	cfg := j.Config
@@ -32,8 +34,17 @@ func CheckCleanup(j *migration.Job) error {
 		(u.From != cohort.FromField || j.Spanner.Source.Column(u.Name) == nil) {
 		problems = append(problems, fmt.Sprintf("cohort.user %s is not a column of source table %s", cfg.Cohort.User, j.Spanner.Source.Name))
 	}
-	if len(cfg.Interleaved) > 0 {
-		problems = append(problems, fmt.Sprintf("the source has interleaved child tables (%s), which a cohort cleanup does not delete yet", strings.Join(cfg.Interleaved, ", ")))
+	if j.Spanner != nil {
+		var noCascade []string
+		for name, t := range j.Spanner.Children {
+			if !t.OnDeleteCascade {
+				noCascade = append(noCascade, name)
+			}
+		}
+		if len(noCascade) > 0 {
+			sort.Strings(noCascade)
+			problems = append(problems, fmt.Sprintf("interleaved tables %s are not ON DELETE CASCADE: a cohort cleanup deletes the main table's rows and the rows under them go with them only by the cascade", strings.Join(noCascade, ", ")))
+		}
 	}
 	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
 		problems = append(problems, fmt.Sprintf("target.type %s: %v", t, cutover.ErrNoPhaseStoreKind))

@@ -10,8 +10,8 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// TestCheckCleanup: a cleanup deletes from a Spanner table without
-// children or a Datastore kind (with its descendants), keeps its phases at a Spanner or
+// TestCheckCleanup: a cleanup deletes from a Spanner table (with its
+// children ON DELETE CASCADE) or a Datastore kind (with its descendants), keeps its phases at a Spanner or
 // Datastore target, and must be able to tell each record's user; every
 // problem is named at once, as a config error.
 func TestCheckCleanup(t *testing.T) {
@@ -30,6 +30,12 @@ func TestCheckCleanup(t *testing.T) {
 	if err := CheckCleanup(job(config.TypeDatastore, config.TypeDatastore, "key:User")); err != nil {
 		t.Errorf("datastore to datastore: %v", err)
 	}
+	cascade := job(config.TypeSpanner, config.TypeSpanner, "UserId")
+	cascade.Config.Interleaved = []string{"LogPages"}
+	cascade.Spanner.Children = map[string]*spannerdb.Table{"LogPages": {Name: "LogPages", Parent: "Logs", OnDeleteCascade: true}}
+	if err := CheckCleanup(cascade); err != nil {
+		t.Errorf("spanner to spanner with a child ON DELETE CASCADE: %v", err)
+	}
 	descendants := job(config.TypeDatastore, config.TypeDatastore, "key:User")
 	descendants.Config.Descendants = []string{"Page"}
 	if err := CheckCleanup(descendants); err != nil {
@@ -37,13 +43,14 @@ func TestCheckCleanup(t *testing.T) {
 	}
 	children := job(config.TypeSpanner, config.TypeSpanner, "Owner")
 	children.Config.Interleaved = []string{"LogPages"}
+	children.Spanner.Children = map[string]*spannerdb.Table{"LogPages": {Name: "LogPages", Parent: "Logs"}}
 	children.RedriveFrom = "dead.jsonl"
 	for _, tc := range []struct {
 		j    *migration.Job
 		want []string
 	}{
 		{job(config.TypeJSONL, config.TypeJSONL, ""), []string{"source.type jsonl", "target.type jsonl", "cohort.user is not set"}},
-		{children, []string{"cohort.user Owner is not a column of source table Logs", "interleaved child tables (LogPages)", "not a dead-letter file"}},
+		{children, []string{"cohort.user Owner is not a column of source table Logs", "interleaved tables LogPages are not ON DELETE CASCADE", "not a dead-letter file"}},
 		{job(config.TypeSpanner, config.TypeDatastore, "key:User"), []string{"cohort.user key:User is not a column"}},
 		{job(config.TypeDatastore, config.TypeJSONL, "key:User"), []string{"target.type jsonl"}},
 	} {
