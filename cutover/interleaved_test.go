@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"cloud.google.com/go/spanner"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -28,10 +30,19 @@ var customersDDL = []string{
 // newCustomersEnv opens the library on Customers + Orders, cohort.user
 // user (CustomerId routes a child as its parent).
 func newCustomersEnv(t *testing.T, user string) (*spannerEnv, error) {
+	return newCustomersEnvVia(t, user, "")
+}
+
+// newCustomersEnvVia is newCustomersEnv with the library's client of new
+// going through the proxy at newVia ("" for none).
+func newCustomersEnvVia(t *testing.T, user, newVia string) (*spannerEnv, error) {
 	t.Helper()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, customersDDL...)
 	newC := emulator.TestDB(t, append(append([]string(nil), customersDDL...), cutover.SpannerDDL...)...)
+	if newVia != "" {
+		t.Setenv(emulator.EnvSpannerHost, newVia) // the library opens its client of new now
+	}
 	dbID := func(c *spanner.Client) string { return c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:] }
 	path := filepath.Join(t.TempDir(), "rekey.yaml")
 	yaml := fmt.Sprintf(`
@@ -188,5 +199,56 @@ func TestSpannerInterleaved(t *testing.T) {
 	}
 	if got := rows(t, e.new, "Customers"); got[nk] != "bea" {
 		t.Errorf("read_new: new's customers %v, want %s = bea", got, nk)
+	}
+}
+
+// TestSpannerInterleavedMissedDelete: a customer's delete in dual_write
+// whose second write (new's) fails leaves new holding the customer and
+// its orders; the repair-log entry marks every order behind too, so reads
+// in read_new go to old, which took the delete, for the customer and for
+// each order.
+func TestSpannerInterleavedMissedDelete(t *testing.T) {
+	ctx := context.Background()
+	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	e, err := newCustomersEnvVia(t, "CustomerId", tap.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = 11
+	user := fmt.Sprint(id)
+	e.setPhase(t, user, cutover.DualWrite)
+	for i, err := range e.lib.WriteBatch(ctx, []record.Record{customer(id, "ada"), order(id, 1, "one"), order(id, 2, "two")}) {
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Customers"}})
+	if err := e.lib.Delete(ctx, record.Record{Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id)}}}); err != nil {
+		t.Fatalf("delete with new failing: %v, want success (old took it)", err)
+	}
+	tap.SetFaults(committap.Faults{})
+	if got := rows(t, e.new, "Orders"); len(got) != 2 {
+		t.Fatalf("new holds orders %v, want the two the failed delete left", got)
+	}
+	var behind int64
+	if err := e.new.Single().Query(ctx, spanner.Statement{SQL: "SELECT COUNT(*) FROM RekeyTouched WHERE Migration = @m AND Behind = 'new'", Params: map[string]any{"m": e.migration}}).
+		Do(func(r *spanner.Row) error { return r.Columns(&behind) }); err != nil {
+		t.Fatal(err)
+	}
+	if behind != 3 {
+		t.Errorf("%d marks say new is behind, want 3 (the customer and its two orders)", behind)
+	}
+	e.setPhase(t, user, cutover.ReadNew)
+	for _, k := range []record.Record{orderKey(id, 1), orderKey(id, 2), {Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id)}}}} {
+		if got, found, err := e.lib.Read(ctx, k); err != nil || found {
+			t.Errorf("read_new: read of %s after its delete: %s, %v, %v; want none", k.Describe(), got.Describe(), found, err)
+		}
+	}
+	if st := e.lib.Stats(); st.Redirected < 3 {
+		t.Errorf("%d reads redirected to old, want 3", st.Redirected)
 	}
 }
