@@ -131,6 +131,10 @@ func (p *pool) StartWorker(_ context.Context, req *fnpb.StartWorkerRequest) (*fn
 		if d := <-copied; d != "" {
 			_ = os.RemoveAll(d)
 		}
+		// The worker binary boot staged (a few hundred MB a job; a test
+		// run starts dozens of jobs): the log and what the worker left
+		// stay for the tests to look at.
+		_ = os.RemoveAll(filepath.Join(dir, "staged"))
 		p.mu.Lock()
 		if p.workers[id] == cmd {
 			delete(p.workers, id)
