@@ -223,9 +223,12 @@
 // the parent was deleted, which marked the child. A cleanup deletes the
 // main table's rows of done cohorts and their children go with them (ON
 // DELETE CASCADE, which operator.CheckCleanup requires): nothing reads or
-// writes old for a done cohort, whatever the table. Verify, repair and
-// the reverse backfill do not carry them yet (operator.CheckVerify and
-// CheckReverse refuse them).
+// writes old for a done cohort, whatever the table. Verify and repair
+// compare and copy every table's rows, a child's keyed by its table and
+// key as the library names it; the reverse backfill copies every table
+// back (a child's old key is its root's, inverted, then its own
+// columns), parents before children. The end-to-end test runs the demo's
+// Customers with Orders interleaved through every phase.
 //
 // # Batches
 //

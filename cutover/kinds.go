@@ -103,7 +103,7 @@ var pairKinds = map[pair]pairKind{
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
-			r.NewTable = job.Spanner.Targets[0]
+			r.NewTable, r.NewChildren = job.Spanner.Targets[0], job.Spanner.Targets[1:]
 		}
 	}},
 	{config.TypeDatastore, config.TypeDatastore}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
@@ -26,6 +27,9 @@ type Reverse struct {
 	// (projects/P/instances/I/databases/D).
 	NewTable    *spannerdb.Table `json:"new_table,omitempty"`
 	NewDatabase string           `json:"new_database,omitempty"`
+	// NewChildren are the new interleaved tables (under the old ones'
+	// names).
+	NewChildren []*spannerdb.Table `json:"new_children,omitempty"`
 	// NewProject and NewDatastoreDB name the new Datastore database, and
 	// OldNamespace the namespace old records go to.
 	NewProject     string `json:"new_project,omitempty"`
@@ -53,7 +57,19 @@ func SpannerReverse(oldC, newC *spanner.Client, t *spannerdb.Table, r Reverse) (
 	if r.NewTable == nil {
 		return nil, errors.New("reverse backfill: no new table")
 	}
-	newCols := columnNames(r.NewTable)
+	newT := r.NewTable
+	if t.Parent != "" { // an interleaved table: new's of the same name
+		newT = nil
+		for _, c := range r.NewChildren {
+			if strings.EqualFold(c.Name, t.Name) {
+				newT = c
+			}
+		}
+		if newT == nil {
+			return nil, fmt.Errorf("reverse backfill: no new table for interleaved table %s", t.Name)
+		}
+	}
+	newCols := columnNames(newT)
 	return func(outer context.Context, rows []spannerdb.Row) (int, error) {
 		ctx := outer
 		oldKeys := make([]spanner.KeySet, len(rows))
@@ -69,7 +85,7 @@ func SpannerReverse(oldC, newC *spanner.Client, t *spannerdb.Table, r Reverse) (
 			if err := rk.Rewrite(&nr); err != nil {
 				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", row.Record.Describe(), err)
 			}
-			nk, err := spannerdb.SpannerKey(&nr, r.NewTable)
+			nk, err := spannerdb.SpannerKey(&nr, newT)
 			if err != nil {
 				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", row.Record.Describe(), err)
 			}
@@ -89,12 +105,12 @@ func SpannerReverse(oldC, newC *spanner.Client, t *spannerdb.Table, r Reverse) (
 				read, rctx = newC.Single().Read, outer
 			}
 			found := make([]*record.Record, len(rows))
-			err := read(rctx, r.NewTable.Name, spanner.KeySets(newKeys...), newCols).Do(func(row *spanner.Row) error {
-				nr, err := spannerdb.RowToRecord(row, r.NewTable)
+			err := read(rctx, newT.Name, spanner.KeySets(newKeys...), newCols).Do(func(row *spanner.Row) error {
+				nr, err := spannerdb.RowToRecord(row, newT)
 				if err != nil {
 					return err
 				}
-				nk, err := spannerdb.SpannerKey(&nr, r.NewTable)
+				nk, err := spannerdb.SpannerKey(&nr, newT)
 				if err != nil {
 					return err
 				}

@@ -73,6 +73,9 @@ func startSimApp(t *testing.T, e *stagedEnv, users []string, seqs, workers int) 
 				a.mu.Lock()
 				want := a.want[k]
 				a.mu.Unlock()
+				if e.cascade && q > 0 && a.get(logID(u, 0)) == nil {
+					q, k, want = 0, logID(u, 0), nil // a child needs its parent: write the parent
+				}
 				switch r := rnd.IntN(100); {
 				case r < 45:
 					v := fmt.Sprintf("w%d-%d", w, n)
@@ -82,6 +85,11 @@ func startSimApp(t *testing.T, e *stagedEnv, users []string, seqs, workers int) 
 				case r < 60:
 					if a.do("delete "+k, func() error { return e.app.Delete(ctx, e.key(u, q)) }) {
 						a.set(k, nil)
+						if e.cascade && q == 0 { // its children go with it
+							for c := int64(1); c < int64(seqs); c++ {
+								a.set(logID(u, c), nil)
+							}
+						}
 					}
 				default:
 					var got record.Record
@@ -103,6 +111,12 @@ func startSimApp(t *testing.T, e *stagedEnv, users []string, seqs, workers int) 
 		}()
 	}
 	return a
+}
+
+func (a *simApp) get(k string) *string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.want[k]
 }
 
 func (a *simApp) set(k string, v *string) {
@@ -224,9 +238,9 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				f := committap.Faults{}
 				switch m {
 				case transientFaults:
-					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.Unavailable}}, Tables: []string{"LogsV2"}, Seed: 5}
+					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.Unavailable}}, Tables: e.faultTables, Seed: 5}
 				case allFaults:
-					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.PermissionDenied}, {Code: codes.Unavailable}}, Tables: []string{"LogsV2"}, Seed: 5}
+					f = committap.Faults{Rate: 0.05, Kinds: []committap.Fault{{Code: codes.PermissionDenied}, {Code: codes.Unavailable}}, Tables: e.faultTables, Seed: 5}
 				}
 				e.tap.SetFaults(f)
 			}

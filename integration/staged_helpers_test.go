@@ -63,8 +63,16 @@ type stagedEnv struct {
 	phases     cutover.Store
 	app        stagedApp
 	// tap, if set, is in front of the library's client of new (Spanner:
-	// old and new in two databases), for faults in the second write.
-	tap *committap.Tap
+	// old and new in two databases), for faults in the second write of
+	// new's faultTables.
+	tap         *committap.Tap
+	faultTables []string
+	// users, if set, names the seeded users (default prefix-i).
+	users func(prefix string, i int) string
+	// cascade: seq 0 is a user's parent row and the other seqs its
+	// interleaved children (Spanner): its delete deletes them, and a child
+	// is written only under it.
+	cascade bool
 
 	// key is user's log seq's key alone, as the application gives it.
 	key func(user string, seq int64) record.Record
@@ -112,7 +120,7 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 	}
 	t.Cleanup(tap.Close)
 	t.Setenv(emulator.EnvSpannerHost, tap.Addr())
-	e.tap = tap
+	e.tap, e.faultTables = tap, []string{"LogsV2"}
 	lib, err := cutover.OpenSpanner(ctx, oldC, e.configPath, cutover.Options{Migration: e.migration})
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +350,10 @@ var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
 }{"datastore entity groups", newStagedDatastoreGroups}, struct {
 	name string
 	make func(t *testing.T) *stagedEnv
-}{"datastore references", newStagedDatastoreRefs})
+}{"datastore references", newStagedDatastoreRefs}, struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{"spanner interleaved", newStagedInterleaved})
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {

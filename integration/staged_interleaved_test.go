@@ -2,9 +2,13 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +20,7 @@ import (
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
@@ -260,16 +265,7 @@ func TestStagedCleanupInterleaved(t *testing.T) {
 	ctx := context.Background()
 	e, oldC, _ := newStagedCustomers(t, true)
 	const customers, orders = 30, 3
-	var ms []*spanner.Mutation
-	for c := int64(1); c <= customers; c++ {
-		ms = append(ms, spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{c, fmt.Sprint("c", c)}))
-		for o := int64(1); o <= orders; o++ {
-			ms = append(ms, spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{c, o, "seed"}))
-		}
-	}
-	if _, err := oldC.Apply(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
+	seedCustomers(t, oldC, customers, orders)
 	half := []cohort.Range{{First: 0, Last: stagedBuckets/2 - 1}}
 	_, res, _, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: half, Force: true, Who: "test"}, pipeline.Runner{Runner: cohortRunner})
 	if err != nil {
@@ -305,4 +301,201 @@ func TestStagedCleanupInterleaved(t *testing.T) {
 		t.Fatalf("%d of %d customers in the cleaned cohorts: the test needs some of each", gone, customers)
 	}
 	t.Logf("cleanup: %s; %d customers (and their orders) gone", res.Counters, gone)
+}
+
+// TestStagedVerifyInterleaved verifies and repairs cohorts of the demo's
+// Customers + Orders (bitreverse on CustomerId): after the backfill a
+// verify of half the cohorts matches each of their customers and orders;
+// then new is changed behind the library's back — an order deleted, a
+// customer renamed, an order no customer in old has — and verify reports
+// each (missing, mismatched, extra), repair puts them right, and a
+// verify --mark is clean.
+func TestStagedVerifyInterleaved(t *testing.T) {
+	ctx := context.Background()
+	e, oldC, newC := newStagedCustomers(t, true)
+	const customers, orders = 40, 3
+	seedCustomers(t, oldC, customers, orders)
+	half := []cohort.Range{{First: 0, Last: stagedBuckets/2 - 1}}
+	e.move(t, half, cutover.DualWrite)
+	waitHold()
+	if _, _, err := e.backfill(t, cohortRunner, half, false); err != nil {
+		t.Fatal(err)
+	}
+	var mine []int64 // the customers of the verified cohorts
+	for c := int64(1); c <= customers; c++ {
+		if cohortOf(fmt.Sprint(c)) < stagedBuckets/2 {
+			mine = append(mine, c)
+		}
+	}
+	if len(mine) < 3 {
+		t.Fatalf("%d customers in cohorts %s, the test needs 3", len(mine), cohort.Format(half))
+	}
+	sum := func(by map[int]operator.VerifyCohort) (v operator.VerifyCohort) {
+		for _, c := range by {
+			v.Matching += c.Matching
+			v.Missing += c.Missing
+			v.Extra += c.Extra
+			v.Mismatched += c.Mismatched
+		}
+		return v
+	}
+	by, _, err := e.verify(t, half, false)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if got := sum(by); got.Matching != len(mine)*(1+orders) || got.Missing+got.Extra+got.Mismatched != 0 {
+		t.Fatalf("verify after the backfill: %+v, want %d matching (%d customers with %d orders each) and nothing else", got, len(mine)*(1+orders), len(mine), orders)
+	}
+
+	// New changed behind the library's back.
+	a, b, c := rev(mine[0]), rev(mine[1]), rev(mine[2])
+	if _, err := newC.Apply(ctx, []*spanner.Mutation{
+		spanner.Delete("Orders", spanner.Key{a, int64(1)}),
+		spanner.Update("Customers", []string{"CustomerId", "Name"}, []any{b, "changed"}),
+		spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{c, int64(99), "extra"}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	by, _, err = e.verify(t, half, true)
+	if !errors.Is(err, operator.ErrNotClean) {
+		t.Fatalf("verify --mark of a changed new: %v, want not clean", err)
+	}
+	if got := sum(by); got.Missing != 1 || got.Mismatched != 1 || got.Extra != 1 {
+		t.Errorf("verify of a changed new: %+v, want 1 missing, 1 mismatched, 1 extra", got)
+	}
+	if _, _, err := operator.Repair(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: half, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	if by, _, err = e.verify(t, half, true); err != nil {
+		t.Fatalf("verify --mark after the repair: %v (%+v)", err, sum(by))
+	}
+}
+
+// rev is a CustomerId as new holds it (bitreverse, the sign kept).
+func rev(id int64) int64 { return int64(bits.Reverse64(uint64(id)) >> 1) }
+
+// stagedInterleavedDDL is the demo's Customers with Orders interleaved,
+// each with the Page column the simulated application writes.
+var stagedInterleavedDDL = []string{
+	`CREATE TABLE Customers (CustomerId INT64 NOT NULL, Name STRING(MAX), Email STRING(MAX), Since TIMESTAMP, Page STRING(MAX)) PRIMARY KEY (CustomerId)`,
+	`CREATE TABLE Orders (CustomerId INT64 NOT NULL, OrderId INT64 NOT NULL, Total FLOAT64, Items INT64, Page STRING(MAX)) PRIMARY KEY (CustomerId, OrderId), INTERLEAVE IN PARENT Customers ON DELETE CASCADE`,
+}
+
+// newStagedInterleaved is the end-to-end test's env of the demo's
+// Customers + Orders (bitreverse on CustomerId, the user id), old and new
+// in two databases, the library's client of new through a commit tap:
+// a user's log seq 0 is its customer row, seq n its order n.
+func newStagedInterleaved(t *testing.T) *stagedEnv {
+	t.Helper()
+	ctx := context.Background()
+	oldC := emulator.TestDB(t, stagedInterleavedDDL...)
+	newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
+	yaml := fmt.Sprintf(`
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Customers}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: Customers}
+interleaved: [Orders]
+rewrite: {strategy: bitreverse}
+dead_letter: %[5]s
+cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}, cascade: true}
+	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
+	j, err := migration.Resolve(ctx, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Prepare(ctx, migration.Options{CreateTarget: true}); err != nil {
+		t.Fatal(err)
+	}
+	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	t.Setenv(emulator.EnvSpannerHost, tap.Addr())
+	e.tap, e.faultTables = tap, []string{"Customers", "Orders"}
+	lib, err := cutover.OpenSpanner(ctx, oldC, e.configPath, cutover.Options{Migration: e.migration})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lib.Close)
+	e.app = lib
+	e.users = func(_ string, i int) string { return fmt.Sprint(1000 + i) }
+	id := func(user string) int64 {
+		n, err := strconv.ParseInt(user, 10, 64)
+		if err != nil {
+			t.Fatalf("user %q is not a CustomerId", user)
+		}
+		return n
+	}
+	e.key = func(user string, seq int64) record.Record {
+		if seq == 0 {
+			return record.Record{Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id(user))}}}
+		}
+		return record.Record{Table: "Orders", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id(user))}, {Name: "OrderId", Value: record.Int(seq)}}}
+	}
+	e.putOld = func(t *testing.T, recs ...record.Record) {
+		t.Helper()
+		var ms []*spanner.Mutation
+		for _, r := range recs {
+			c, _ := r.Get("CustomerId")
+			p, _ := r.Get("Page")
+			if o, ok := r.Get("OrderId"); ok {
+				ms = append(ms, spanner.InsertOrUpdate("Orders", []string{"CustomerId", "OrderId", "Page"}, []any{c.Int, o.Int, p.Str}))
+			} else {
+				ms = append(ms, spanner.InsertOrUpdate("Customers", []string{"CustomerId", "Page"}, []any{c.Int, p.Str}))
+			}
+		}
+		if _, err := oldC.Apply(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.deleteOld = func(t *testing.T, user string, seq int64) {
+		t.Helper()
+		m := spanner.Delete("Customers", spanner.Key{id(user)})
+		if seq > 0 {
+			m = spanner.Delete("Orders", spanner.Key{id(user), seq})
+		}
+		if _, err := oldC.Apply(ctx, []*spanner.Mutation{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages := func(c *spanner.Client, id string) func(t *testing.T) map[string]string {
+		return func(t *testing.T) map[string]string {
+			t.Helper()
+			out := map[string]string{}
+			sql := fmt.Sprintf("SELECT %[1]s, 0, Page FROM Customers UNION ALL SELECT %[1]s, OrderId, Page FROM Orders", id)
+			err := c.Single().Query(ctx, spanner.Statement{SQL: sql}).Do(func(r *spanner.Row) error {
+				var u, q int64
+				var p spanner.NullString
+				if err := r.Columns(&u, &q, &p); err != nil {
+					return err
+				}
+				out[logID(fmt.Sprint(u), q)] = p.StringVal
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+	e.oldPages, e.newPages = pages(oldC, "CustomerId"), pages(newC, "BIT_REVERSE(CustomerId, true)")
+	return e
+}
+
+// seedCustomers writes customers 1..customers to old, each with orders
+// 1..orders.
+func seedCustomers(t *testing.T, oldC *spanner.Client, customers, orders int64) {
+	t.Helper()
+	var ms []*spanner.Mutation
+	for c := int64(1); c <= customers; c++ {
+		ms = append(ms, spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{c, fmt.Sprint("c", c)}))
+		for o := int64(1); o <= orders; o++ {
+			ms = append(ms, spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{c, o, "seed"}))
+		}
+	}
+	if _, err := oldC.Apply(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -27,6 +27,9 @@ func stagedSeed(t *testing.T, e *stagedEnv, prefix string, n, seqs int) ([]strin
 	var rs []cohort.Range
 	for i := range n {
 		u := fmt.Sprintf("%s-%d", prefix, i)
+		if e.users != nil {
+			u = e.users(prefix, i)
+		}
 		users = append(users, u)
 		rs = append(rs, one(cohortOf(u))...)
 		for q := range int64(seqs) {

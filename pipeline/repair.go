@@ -37,6 +37,6 @@ func repairs(s beam.Scope, j *migration.Job, v operator.VerifyJob, side staged.S
 	}
 	b := *v.Repair
 	b.Namespace = j.Config.Target.Namespace
-	del := beam.ParDo(s, &staged.RepairDeleteFn{Store: j.Spec.TargetStore, Target: j.Config.Target, Table: side.Table, Backfill: b}, deletes)
+	del := beam.ParDo(s, &staged.RepairDeleteFn{Store: j.Spec.TargetStore, Target: j.Config.Target, Table: side.Table, Children: side.Children, Backfill: b}, deletes)
 	return append(dead, del), nil
 }

@@ -78,7 +78,13 @@ func toOld(j *migration.Job) *migration.Job {
 	jr.TargetKey = j.SourceKey
 	if j.Spanner != nil {
 		sp := *j.Spanner
+		// The old tables, parents before children, as new's are.
 		sp.Targets = []*spannerdb.Table{j.Spanner.Source}
+		for _, t := range j.Spanner.Targets[min(1, len(j.Spanner.Targets)):] {
+			if ot := j.Spanner.Children[t.Name]; ot != nil {
+				sp.Targets = append(sp.Targets, ot)
+			}
+		}
 		jr.Spanner = &sp
 	}
 	return &jr

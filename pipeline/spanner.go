@@ -12,6 +12,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/progress"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
@@ -125,16 +126,33 @@ func (spannerKind) describe(e config.Endpoint) string {
 	return fmt.Sprintf("Spanner %s/%s table %s", e.Instance, e.Database, firstOf(e.Table, "?"))
 }
 
-// readNew reads the target table, the rows of b's cohorts where the user
-// id is one of its columns, as old's (not one the rewrite changes).
+// readNew reads the target tables (the main table and its interleaved
+// children), the rows of b's cohorts where the user id is one of their
+// columns as old's (not one the rewrite changes).
 func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
 	t := j.Config.Target
-	filter := ""
-	if j.Spanner != nil && len(j.Spanner.Targets) > 0 && newKeepsUser(j) {
-		filter = cohortFilterOn(j, j.Spanner.Targets[0], b.Cohorts())
+	var tables []*spannerdb.Table
+	if j.Spanner != nil {
+		tables = j.Spanner.Targets
 	}
-	batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table, Filter: filter})
-	return batches, []beam.PCollection{dead}
+	if len(tables) == 0 {
+		batches, dead := source.Spanner(s, source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: t.Table})
+		return batches, []beam.PCollection{dead}
+	}
+	keeps := newKeepsUser(j)
+	var all, deads []beam.PCollection
+	for _, tt := range tables {
+		filter := ""
+		if keeps {
+			filter = cohortFilterOn(j, tt, b.Cohorts())
+		}
+		batches, dead := source.Spanner(s.Scope(tt.Name), source.SpannerConfig{Project: t.Project, Instance: t.Instance, Database: t.Database, Table: tt.Name, Filter: filter})
+		all, deads = append(all, batches), append(deads, dead)
+	}
+	if len(all) == 1 {
+		return all[0], deads
+	}
+	return beam.Flatten(s, all...), deads
 }
 
 // newKeepsUser reports whether new rows hold the user id column as old

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
@@ -42,10 +44,13 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
 		side := staged.Side{Store: j.Spec.TargetStore, Sel: sel}
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
-			side.Table = j.Spanner.Targets[0]
+			side.Table, side.Children = j.Spanner.Targets[0], j.Spanner.Targets[1:]
 		}
 		if j.Spanner != nil {
 			side.SourceTable = j.Spanner.Source
+			for _, name := range slices.Sorted(maps.Keys(j.Spanner.Children)) {
+				side.SourceChildren = append(side.SourceChildren, j.Spanner.Children[name])
+			}
 		}
 		expected, rewriteDead := beam.ParDo2(s.Scope("old"), &staged.ExpectFn{Spec: spec, Side: side}, oldBatches)
 		deads = append(deads, rewriteDead)

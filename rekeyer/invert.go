@@ -22,9 +22,10 @@ var ErrNotInvertible = rewrite.ErrNotInvertible
 // (and the kept key) are dropped and the old table or kind restored. A
 // Datastore record's namespace is left for the caller to set (the source
 // namespace), as is its database; its references are inverted
-// (InvertReferences). Invert(Rewrite(r)) holds r's content. Migrations
-// that cross stores, map references to another run's kinds or rewrite
-// interleaved children are not inverted (ErrNotInvertible).
+// (InvertReferences). A row of an interleaved child table gets its
+// root's old key back in front of its own columns. Invert(Rewrite(r))
+// holds r's content. Migrations that cross stores or map references to
+// another run's kinds are not inverted (ErrNotInvertible).
 func (rk *Rekeyer) Invert(rec *record.Record) error {
 	if rk.o.SourceStore != rk.o.TargetStore {
 		return fmt.Errorf("%w: the migration goes from %s to %s", ErrNotInvertible, rk.o.SourceStore, rk.o.TargetStore)
@@ -43,8 +44,14 @@ func (rk *Rekeyer) Invert(rec *record.Record) error {
 
 func (rk *Rekeyer) invertRow(rec *record.Record) error {
 	in, out := rk.o.Key, rk.sp.Out()
-	if t := rk.o.TargetTable; rec.Table != "" && !strings.EqualFold(rec.Table, t) && !strings.EqualFold(rec.Table, rk.o.Table) {
-		return fmt.Errorf("%w: row of table %s, not of %s", ErrNotInvertible, rec.Table, firstNonEmpty(t, rk.o.Table))
+	t := rk.o.TargetTable
+	main := rec.Table == "" || strings.EqualFold(rec.Table, t) || strings.EqualFold(rec.Table, rk.o.Table)
+	if !main {
+		c, ok := rk.children[strings.ToLower(rec.Table)]
+		if !ok {
+			return fmt.Errorf("%w: row of table %s, not of %s or one of its interleaved children", ErrNotInvertible, rec.Table, firstNonEmpty(t, rk.o.Table))
+		}
+		in, out = c.in, c.out
 	}
 	var old []rewrite.Value
 	if rk.sp.Invertible() {
@@ -52,9 +59,12 @@ func (rk *Rekeyer) invertRow(rec *record.Record) error {
 		if err != nil {
 			return err
 		}
-		if old, err = rk.sp.Invert(nil, nk); err != nil {
+		// A child's key is its root's new key, then its own columns.
+		root := len(rk.sp.Out().Columns)
+		if old, err = rk.sp.Invert(nil, nk[:root]); err != nil {
 			return err
 		}
+		old = append(old, nk[root:]...)
 	} else if rk.o.KeepOriginalKey != "" {
 		v, ok := rec.Get(rk.o.KeepOriginalKey)
 		if !ok || v.Kind != record.KindString {
@@ -93,7 +103,9 @@ func (rk *Rekeyer) invertRow(rec *record.Record) error {
 	for i, c := range in.Columns {
 		rec.Set(c.Name, record.FromKeyValue(old[i]))
 	}
-	rec.Table = rk.o.Table
+	if main {
+		rec.Table = rk.o.Table // a child keeps its table's name
+	}
 	return nil
 }
 

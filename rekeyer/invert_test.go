@@ -10,7 +10,8 @@ import (
 
 // TestInvert checks that Invert(Rewrite(r)) is r, for a Spanner row
 // (shard: a column added in front, a table rename) and a Datastore entity
-// (hashprefix, a kind rename and a namespace move), through the
+// (hashprefix, a kind rename and a namespace move) and a row of an
+// interleaved child (its root's key inverted in front), through the
 // strategy's inverse, and through the kept original key where the
 // strategy has none (uuid v5); without either it refuses.
 func TestInvert(t *testing.T) {
@@ -18,6 +19,12 @@ func TestInvert(t *testing.T) {
 	k := dsKey("Log", "u1.3")
 	k.Namespace = "old"
 	ent := record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String("u1")}, {Name: "Page", Value: record.String("/a")}}}
+	order := record.Record{Table: "Orders", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(7)}, {Name: "OrderId", Value: record.Int(2)}, {Name: "Note", Value: record.String("n")}}}
+	customers := func(strat string, p rewrite.Params, kept string) Options {
+		return Options{Strategy: strategy(t, strat, p), SourceStore: record.Spanner, TargetStore: record.Spanner,
+			Table: "Customers", Key: schema(t, "Customers", "CustomerId INT64"), KeepOriginalKey: kept,
+			Children: map[string]rewrite.KeySchema{"Orders": schema(t, "Orders", "CustomerId INT64, OrderId INT64")}}
+	}
 	for _, tc := range []struct {
 		name string
 		o    Options
@@ -27,6 +34,9 @@ func TestInvert(t *testing.T) {
 			Table: "Logs", Key: schema(t, "Logs", "UserId STRING(36), Seq INT64"), TargetTable: "LogsV2"}, row},
 		{"spanner uuid kept", Options{Strategy: strategy(t, "uuid", rewrite.Params{"version": 5, "namespace": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"}), SourceStore: record.Spanner, TargetStore: record.Spanner,
 			Table: "Logs", Key: schema(t, "Logs", "UserId STRING(36), Seq INT64"), TargetTable: "LogsV2", KeepOriginalKey: "OldKey"}, row},
+		{"spanner child bitreverse", customers("bitreverse", nil, ""), order},
+		{"spanner child shard", customers("shard", rewrite.Params{"n": 8, "mode": "abs"}, ""), order},
+		{"spanner child uuid kept", customers("uuid", rewrite.Params{"version": 5, "namespace": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"}, "OldKey"), order},
 		{"datastore hashprefix", Options{Strategy: strategy(t, "hashprefix", nil), SourceStore: record.Datastore, TargetStore: record.Datastore,
 			Kind: "Log", TargetKind: "LogV2", TargetNamespace: "new"}, ent},
 		{"datastore uuid kept", Options{Strategy: strategy(t, "uuid", rewrite.Params{"version": 5, "namespace": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"}), SourceStore: record.Datastore, TargetStore: record.Datastore,

@@ -126,26 +126,5 @@ func childrenWithoutUser(j *migration.Job) string {
 }
 
 // CheckVerify refuses a job a verify (and a repair) cannot run: what
-// CheckBackfill refuses, and interleaved tables, which they do not
-// compare yet (the backfill carries them; the application library routes
-// them).
-func CheckVerify(j *migration.Job) error {
-	if err := CheckBackfill(j); err != nil {
-		return err
-	}
-	return refuseChildren(j, "verify")
-}
-
-// refuseChildren refuses a job with interleaved tables for a cohort job
-// (what) that does not carry them yet.
-func refuseChildren(j *migration.Job, what string) error {
-	if j.Spanner == nil || len(j.Spanner.Children) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(j.Spanner.Children))
-	for n := range j.Spanner.Children {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return &migration.ConfigError{Err: fmt.Errorf("cohort %s: the source has interleaved tables (%s), which a %s does not carry yet (a backfill does)", what, strings.Join(names, ", "), what)}
-}
+// CheckBackfill refuses.
+func CheckVerify(j *migration.Job) error { return CheckBackfill(j) }

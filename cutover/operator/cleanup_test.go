@@ -67,9 +67,9 @@ func TestCheckCleanup(t *testing.T) {
 	}
 }
 
-// TestCheckBackfillChildren: a backfill carries interleaved tables whose
-// rows hold the user id column, and refuses, naming them, those that do
-// not.
+// TestCheckBackfillChildren: a backfill (a verify, a reverse backfill)
+// carries interleaved tables whose rows hold the user id column, and
+// refuses, naming them, those that do not.
 func TestCheckBackfillChildren(t *testing.T) {
 	key, _ := rewrite.ParseKeySchema("Customers", "CustomerId INT64")
 	okey, _ := rewrite.ParseKeySchema("Orders", "CustomerId INT64, OrderId INT64")
@@ -85,8 +85,8 @@ func TestCheckBackfillChildren(t *testing.T) {
 		t.Errorf("user CustomerId (in every child): %v", err)
 	}
 	for what, check := range map[string]func(*migration.Job) error{"verify": CheckVerify, "reverse backfill": CheckReverse} {
-		if err := check(job("CustomerId")); !migration.IsConfigError(err) || !strings.Contains(err.Error(), "interleaved tables (Orders), which a "+what+" does not carry yet") {
-			t.Errorf("%s of a job with Orders: %v, want a config error naming them", what, err)
+		if err := check(job("CustomerId")); err != nil {
+			t.Errorf("%s of a job with Orders: %v", what, err)
 		}
 	}
 	err := CheckBackfill(job("Region"))

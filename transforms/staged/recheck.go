@@ -15,7 +15,6 @@ import (
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rekeyer"
-	"github.com/rekeyio/rekey/rewrite"
 )
 
 // A verify runs while the application writes: it reads old and new at
@@ -234,48 +233,52 @@ func (r *rechecker) readAtOnce(ctx context.Context, items []*recheckItem, starte
 }
 
 // readSpanner reads the items' new rows in a strong read-only transaction
-// and their old rows at its timestamp.
+// and their old rows at its timestamp, each row in its table (the main
+// table or an interleaved one).
 func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds, news []*record.Record, err error) {
-	newT, oldT := r.side.Table, r.spec.SourceTable
-	if newT == nil || oldT == nil {
+	if r.side.Table == nil || r.spec.SourceTable == nil {
 		return nil, nil, errors.New("verify: a Spanner recheck without the tables' schemas")
 	}
-	var newKeys, oldKeys []spanner.Key
+	newKeys, oldKeys := map[*spannerdb.Table][]spanner.Key{}, map[*spannerdb.Table][]spanner.Key{}
 	newText := make([]string, len(items))
 	oldText := make([]string, len(items))
 	for i, it := range items {
+		newT, _ := tableOf(it.newRef, r.side.Table, r.side.Children)
 		k, err := spannerdb.SpannerKey(it.newRef, newT)
 		if err != nil {
 			return nil, nil, err
 		}
-		newKeys = append(newKeys, k)
-		if newText[i], err = spannerKeyText(it.newRef, newT); err != nil {
+		newKeys[newT] = append(newKeys[newT], k)
+		if newText[i], err = rowKeyText(it.newRef, newT, true); err != nil {
 			return nil, nil, err
 		}
 		if it.oldRef == nil {
 			continue
 		}
+		oldT, _ := tableOf(it.oldRef, r.spec.SourceTable, r.side.SourceChildren)
 		if k, err = spannerdb.SpannerKey(it.oldRef, oldT); err != nil {
 			return nil, nil, err
 		}
-		oldKeys = append(oldKeys, k)
-		if oldText[i], err = spannerKeyText(it.oldRef, oldT); err != nil {
+		oldKeys[oldT] = append(oldKeys[oldT], k)
+		if oldText[i], err = rowKeyText(it.oldRef, oldT, true); err != nil {
 			return nil, nil, err
 		}
 	}
 	txn := r.newS.ReadOnlyTransaction()
 	defer txn.Close()
-	newRows, err := readSpannerRows(ctx, txn, newT, newKeys)
-	if err != nil {
-		return nil, nil, fmt.Errorf("new: %w", err)
+	newRows := map[string]*record.Record{}
+	for t, keys := range newKeys {
+		if err := readSpannerRows(ctx, txn, t, keys, newRows); err != nil {
+			return nil, nil, fmt.Errorf("new: %w", err)
+		}
 	}
 	at, err := txn.Timestamp()
 	if err != nil {
 		return nil, nil, fmt.Errorf("new: the read's timestamp: %w", err)
 	}
 	oldRows := map[string]*record.Record{}
-	if len(oldKeys) > 0 {
-		if oldRows, err = readSpannerRows(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), oldT, oldKeys); err != nil {
+	for t, keys := range oldKeys {
+		if err := readSpannerRows(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), t, keys, oldRows); err != nil {
 			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
 		}
 	}
@@ -289,40 +292,30 @@ func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds
 	return olds, news, nil
 }
 
-// spannerKeyText is the text of a record's key in table t.
-func spannerKeyText(rec *record.Record, t *spannerdb.Table) (string, error) {
-	k, err := spannerdb.KeyOf(rec, t)
-	if err != nil {
-		return "", err
-	}
-	return rewrite.FormatKey(k, false), nil
-}
-
 // spannerReader is a read-only transaction or a single use.
 type spannerReader interface {
 	Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator
 }
 
-// readSpannerRows reads the rows of keys from t, by their key's text.
-func readSpannerRows(ctx context.Context, rd spannerReader, t *spannerdb.Table, keys []spanner.Key) (map[string]*record.Record, error) {
+// readSpannerRows reads the rows of keys from t into out, by their key's
+// text after the table's name (rowKeyText).
+func readSpannerRows(ctx context.Context, rd spannerReader, t *spannerdb.Table, keys []spanner.Key, out map[string]*record.Record) error {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = c.Name
 	}
-	out := map[string]*record.Record{}
-	err := rd.Read(ctx, t.Name, spanner.KeySetFromKeys(keys...), cols).Do(func(row *spanner.Row) error {
+	return rd.Read(ctx, t.Name, spanner.KeySetFromKeys(keys...), cols).Do(func(row *spanner.Row) error {
 		rec, err := spannerdb.RowToRecord(row, t)
 		if err != nil {
 			return err
 		}
-		k, err := spannerKeyText(&rec, t)
+		k, err := rowKeyText(&rec, t, true)
 		if err != nil {
 			return err
 		}
 		out[k] = &rec
 		return nil
 	})
-	return out, err
 }
 
 // readDatastore looks up the items' old (or new) entities in a read-only

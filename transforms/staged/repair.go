@@ -129,10 +129,13 @@ func (RepairPutFn) ProcessElement(b []byte, writes, deletes func([]byte)) error 
 // RepairDeleteFn deletes new records, conditionally (cutover's repair
 // deletes), in commits of up to 500 made at the end of each bundle.
 type RepairDeleteFn struct {
-	Store    string           `json:"store"`
-	Target   config.Endpoint  `json:"target"`
-	Table    *spannerdb.Table `json:"table,omitempty"`
-	Backfill cutover.Backfill `json:"backfill"`
+	Store  string           `json:"store"`
+	Target config.Endpoint  `json:"target"`
+	Table  *spannerdb.Table `json:"table,omitempty"`
+	// Children are the new interleaved tables (a record of one is
+	// deleted from it).
+	Children []*spannerdb.Table `json:"children,omitempty"`
+	Backfill cutover.Backfill   `json:"backfill"`
 
 	sc      *spanner.Client
 	dc      *datastore.Client
@@ -184,7 +187,7 @@ func (f *RepairDeleteFn) FinishBundle(ctx context.Context, _ func(string)) error
 		var skipped int
 		var err error
 		if f.sc != nil {
-			skipped, err = cutover.SpannerRepairDeletes(f.sc, f.Table, f.Backfill)(ctx, part)
+			skipped, err = f.spannerDeletes(ctx, part)
 		} else {
 			keys := make([]*datastore.Key, n)
 			for i := range part {
@@ -202,6 +205,28 @@ func (f *RepairDeleteFn) FinishBundle(ctx context.Context, _ func(string)) error
 		f.recs = f.recs[n:]
 	}
 	return nil
+}
+
+// spannerDeletes deletes recs, each from its table, one commit a table.
+func (f *RepairDeleteFn) spannerDeletes(ctx context.Context, recs []record.Record) (int, error) {
+	by := map[*spannerdb.Table][]record.Record{}
+	var order []*spannerdb.Table
+	for _, r := range recs {
+		t, _ := tableOf(&r, f.Table, f.Children)
+		if by[t] == nil {
+			order = append(order, t)
+		}
+		by[t] = append(by[t], r)
+	}
+	skipped := 0
+	for _, t := range order {
+		n, err := cutover.SpannerRepairDeletes(f.sc, t, f.Backfill)(ctx, by[t])
+		if err != nil {
+			return skipped, err
+		}
+		skipped += n
+	}
+	return skipped, nil
 }
 
 // CountWrites counts the repair's writes as they go to the sink.

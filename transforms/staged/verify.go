@@ -45,13 +45,43 @@ func init() {
 }
 
 // Side is what both sides of the join need to key and compare
-// records: the target store, its Spanner table, the cohort selection.
+// records: the target store, its Spanner tables, the cohort selection.
 type Side struct {
 	Store string                     `json:"store"` // record.Spanner or record.Datastore
 	Table *spannerdb.Table           `json:"table,omitempty"`
 	Sel   transforms.CohortSelection `json:"sel"`
 	// SourceTable is the old Spanner table (Spanner sources).
 	SourceTable *spannerdb.Table `json:"source_table,omitempty"`
+	// Children and SourceChildren are the new and the old interleaved
+	// tables (new's under the same names). A child row's key text is
+	// its table's name, then its key ("Orders[7,1]"), as the
+	// application library names it.
+	Children       []*spannerdb.Table `json:"children,omitempty"`
+	SourceChildren []*spannerdb.Table `json:"source_children,omitempty"`
+}
+
+// tableOf is the table of r among main and children (main when r names
+// none of the children).
+func tableOf(r *record.Record, main *spannerdb.Table, children []*spannerdb.Table) (t *spannerdb.Table, child bool) {
+	for _, c := range children {
+		if strings.EqualFold(c.Name, r.Table) {
+			return c, true
+		}
+	}
+	return main, false
+}
+
+// rowKeyText is the text of r's key in t: rekeyer's key notation, after
+// the table's name for a child.
+func rowKeyText(r *record.Record, t *spannerdb.Table, child bool) (string, error) {
+	k, err := spannerdb.KeyOf(r, t)
+	if err != nil {
+		return "", err
+	}
+	if child {
+		return t.Name + rewrite.FormatKey(k, false), nil
+	}
+	return rewrite.FormatKey(k, false), nil
 }
 
 // oldKey is the text of an old record's key as the application library
@@ -63,22 +93,16 @@ func (v Side) oldKey(r *record.Record) (string, error) {
 	if v.SourceTable == nil {
 		return r.Describe(), nil
 	}
-	k, err := spannerdb.KeyOf(r, v.SourceTable)
-	if err != nil {
-		return "", err
-	}
-	return rewrite.FormatKey(k, false), nil
+	t, child := tableOf(r, v.SourceTable, v.SourceChildren)
+	return rowKeyText(r, t, child)
 }
 
 // key is the text of a new record's key, namespace and database left out
 // (the target's are given).
 func (v Side) key(r *record.Record) (string, error) {
 	if v.Store == record.Spanner {
-		k, err := spannerdb.KeyOf(r, v.Table)
-		if err != nil {
-			return "", err
-		}
-		return rewrite.FormatKey(k, false), nil
+		t, child := tableOf(r, v.Table, v.Children)
+		return rowKeyText(r, t, child)
 	}
 	if r.Key == nil {
 		return "", errors.New("no key")
@@ -100,18 +124,19 @@ func (v Side) normal(r *record.Record) (record.Record, error) {
 		}
 		return out, nil
 	}
-	n, err := spannerdb.Normalize(r, v.Table)
+	t, _ := tableOf(r, v.Table, v.Children)
+	n, err := spannerdb.Normalize(r, t)
 	if err != nil {
 		return n, err
 	}
 	fields := n.Fields[:0:0]
 	for _, f := range n.Fields {
-		if c := v.Table.Column(f.Name); c == nil || !c.Generated {
+		if c := t.Column(f.Name); c == nil || !c.Generated {
 			fields = append(fields, f)
 		}
 	}
 	n.Fields = fields
-	n.Table = v.Table.Name
+	n.Table = t.Name
 	return n, nil
 }
 
@@ -174,6 +199,10 @@ func (f *ExpectFn) ProcessElement(ctx context.Context, batch []byte, emit func(s
 			return err // selectCohorts passed only records with a cohort
 		}
 		nr := old
+		// Its own fields: the rewrite sets key columns in place (a
+		// bit-reversed id), which old, compared and read again by its
+		// key later, must keep.
+		nr.Fields = append([]record.Field(nil), old.Fields...)
 		if err := f.rk.Rewrite(&nr); err != nil {
 			transforms.CountDeadLettered(ctx, 1)
 			dead(record.NewDeadLetter(record.StageRewrite, old.Table, &old, err))
