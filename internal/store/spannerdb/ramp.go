@@ -86,9 +86,10 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 // errors ("Invalid transaction ID", "Transaction not found"), which
 // Transact retries the same way (f must be safe to run again).
 func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		ts, err := c.ReadWriteTransaction(ctx, f)
-		if err == nil || !EmulatorAborted(err) || attempt >= 50 {
+		if err == nil || !EmulatorAborted(err) || time.Since(start) > emulatorRetryFor {
 			return ts, err
 		}
 		select {
@@ -103,11 +104,12 @@ func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *s
 // emulator refused the transaction for one running concurrently (see
 // Transact).
 func ReadOnly(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadOnlyTransaction) error) error {
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
 		txn := c.ReadOnlyTransaction()
 		err := f(ctx, txn)
 		txn.Close()
-		if err == nil || !EmulatorAborted(err) || attempt >= 50 {
+		if err == nil || !EmulatorAborted(err) || time.Since(start) > emulatorRetryFor {
 			return err
 		}
 		select {
@@ -117,6 +119,12 @@ func ReadOnly(ctx context.Context, c *spanner.Client, f func(context.Context, *s
 		}
 	}
 }
+
+// emulatorRetryFor is how long Transact and ReadOnly try again a
+// transaction the emulator refused for one running concurrently: under
+// a busy application's transactions (the staged end-to-end test) it can
+// refuse for seconds.
+const emulatorRetryFor = 30 * time.Second
 
 // EmulatorAborted reports the Spanner emulator's refusals of a transaction
 // concurrent with another, which it runs one at a time: FailedPrecondition
