@@ -86,29 +86,31 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 // errors ("Invalid transaction ID", "Transaction not found"), which
 // Transact retries the same way (f must be safe to run again).
 func Transact(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadWriteTransaction) error) (time.Time, error) {
-	start := time.Now()
-	for attempt := 0; ; attempt++ {
-		ts, err := c.ReadWriteTransaction(ctx, f)
-		if err == nil || !EmulatorAborted(err) || time.Since(start) > emulatorRetryFor {
-			return ts, err
-		}
-		select {
-		case <-time.After(time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond):
-		case <-ctx.Done():
-			return ts, ctx.Err()
-		}
-	}
+	var ts time.Time
+	err := retryRefused(ctx, func() (err error) {
+		ts, err = c.ReadWriteTransaction(ctx, f)
+		return err
+	})
+	return ts, err
 }
 
 // ReadOnly runs f in a read-only transaction of c, again when the
 // emulator refused the transaction for one running concurrently (see
 // Transact).
 func ReadOnly(ctx context.Context, c *spanner.Client, f func(context.Context, *spanner.ReadOnlyTransaction) error) error {
+	return retryRefused(ctx, func() error {
+		txn := c.ReadOnlyTransaction()
+		defer txn.Close()
+		return f(ctx, txn)
+	})
+}
+
+// retryRefused runs f again while it fails with a refusal of the
+// emulator (EmulatorAborted), for up to emulatorRetryFor.
+func retryRefused(ctx context.Context, f func() error) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		txn := c.ReadOnlyTransaction()
-		err := f(ctx, txn)
-		txn.Close()
+		err := f()
 		if err == nil || !EmulatorAborted(err) || time.Since(start) > emulatorRetryFor {
 			return err
 		}

@@ -77,20 +77,38 @@ func (t *Table) columnIndex(name string) int {
 }
 
 // ReadTable reads the schema of table (matched case-insensitively) from
-// the database's INFORMATION_SCHEMA in one read-only transaction. Only
-// tables of the default schema are seen. A missing table is an error
-// matching ErrTableNotFound.
+// the database's INFORMATION_SCHEMA. Only tables of the default schema
+// are seen. A missing table is an error matching ErrTableNotFound.
+//
+// Each of its queries is a single-use read, not one multi-use read-only
+// transaction: under a busy application's transactions the emulator
+// refused such a transaction for more than 30 s (the staged end-to-end
+// test's reverse backfill), and a job reads a schema it does not change
+// while it runs. The whole read is tried again while the emulator
+// refuses it (see Transact).
 func ReadTable(ctx context.Context, client *spanner.Client, table string) (*Table, error) {
 	var t *Table
-	err := ReadOnly(ctx, client, func(ctx context.Context, tx *spanner.ReadOnlyTransaction) (err error) {
-		t, err = readTable(ctx, tx, table, client.DatabaseName())
+	err := retryRefused(ctx, func() (err error) {
+		t, err = readTable(ctx, singleUse{client}, table, client.DatabaseName())
 		return err
 	})
 	return t, err
 }
 
-// readTable is ReadTable in the read-only transaction tx.
-func readTable(ctx context.Context, tx *spanner.ReadOnlyTransaction, table, db string) (*Table, error) {
+// querier runs a query: a read-only transaction, or singleUse.
+type querier interface {
+	Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator
+}
+
+// singleUse runs each query in its own single-use read of c.
+type singleUse struct{ c *spanner.Client }
+
+func (s singleUse) Query(ctx context.Context, stmt spanner.Statement) *spanner.RowIterator {
+	return s.c.Single().Query(ctx, stmt)
+}
+
+// readTable is ReadTable through tx.
+func readTable(ctx context.Context, tx querier, table, db string) (*Table, error) {
 	t := &Table{}
 	var parent, onDelete spanner.NullString
 	n := 0
