@@ -264,17 +264,24 @@ func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds
 			return nil, nil, err
 		}
 	}
-	txn := r.newS.ReadOnlyTransaction()
-	defer txn.Close()
-	newRows := map[string]*record.Record{}
-	for t, keys := range newKeys {
-		if err := readSpannerRows(ctx, txn, t, keys, newRows); err != nil {
-			return nil, nil, fmt.Errorf("new: %w", err)
+	// New's tables in one snapshot, tried again while the emulator
+	// refuses the transaction for one running concurrently.
+	var newRows map[string]*record.Record
+	var at time.Time
+	err = spannerdb.ReadOnly(ctx, r.newS, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
+		newRows = map[string]*record.Record{}
+		for t, keys := range newKeys {
+			if err := readSpannerRows(ctx, txn, t, keys, newRows); err != nil {
+				return fmt.Errorf("new: %w", err)
+			}
 		}
-	}
-	at, err := txn.Timestamp()
+		if at, err = txn.Timestamp(); err != nil {
+			return fmt.Errorf("new: the read's timestamp: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("new: the read's timestamp: %w", err)
+		return nil, nil, err
 	}
 	oldRows := map[string]*record.Record{}
 	for t, keys := range oldKeys {
