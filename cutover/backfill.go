@@ -164,12 +164,13 @@ func FinishBackfill(ctx context.Context, st Store, b Backfill, who, why string, 
 	}
 }
 
-// spannerTouchedKey is the text of the key k of a new row of t in
-// RekeyTouched: rekey's key notation, after the table's name for a table
-// interleaved in another ("Orders[7,1]").
-func spannerTouchedKey(t *spannerdb.Table, k []rewrite.Value) string {
-	if t.Parent != "" {
-		return t.Name + rewrite.FormatKey(k, false)
+// SpannerKeyText is the text of the key k of a row of table as the
+// library names it in the touched marks, the repair log and messages:
+// rekey's key notation, after the table's name for a child table
+// ("Orders[7,1]"). The operator's jobs name rows by it too.
+func SpannerKeyText(table string, child bool, k []rewrite.Value) string {
+	if child {
+		return table + rewrite.FormatKey(k, false)
 	}
 	return rewrite.FormatKey(k, false)
 }
@@ -220,7 +221,7 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 		if err != nil {
 			return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", rec(i).Describe(), err)
 		}
-		keys[i] = spannerTouchedKey(t, k)
+		keys[i] = SpannerKeyText(t.Name, t.Parent != "", k)
 		set[i] = spanner.Key{b.Migration, keys[i]}
 	}
 	skipped := 0

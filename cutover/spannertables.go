@@ -122,10 +122,7 @@ func (t *spannerTable) ancestors() []*spannerTable {
 // the library names it in messages and the repair log: rekey's key
 // notation, after the table's name for a child ("Orders[7,1]").
 func (t *spannerTable) keyText(vals []rewrite.Value) string {
-	if t.parent == nil {
-		return rewrite.FormatKey(vals, false)
-	}
-	return t.old.Name + rewrite.FormatKey(vals, false)
+	return SpannerKeyText(t.old.Name, t.parent != nil, vals)
 }
 
 // touchedKey is the text of new record nr's key (a row of t) in the
@@ -136,7 +133,7 @@ func (t *spannerTable) touchedKey(nr *record.Record) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return spannerTouchedKey(t.new, k), nil
+	return SpannerKeyText(t.new.Name, t.new.Parent != "", k), nil
 }
 
 // table is the table of rec (the root when rec names none).
