@@ -38,6 +38,28 @@ func resolveFile(ctx context.Context, path string) (*migration.Job, error) {
 	return migration.Resolve(ctx, cfg)
 }
 
+// openFile opens a library with newLib on the migration config file at
+// path (the Open* functions).
+func openFile[L any](ctx context.Context, path string, newLib func(*migration.Job) (L, error)) (L, error) {
+	job, err := resolveFile(ctx, path)
+	if err != nil {
+		var none L
+		return none, err
+	}
+	return newLib(job)
+}
+
+// openValue opens a library with newLib on the migration config cfg (the
+// Open*Config functions).
+func openValue[L any](ctx context.Context, cfg config.Config, newLib func(*migration.Job) (L, error)) (L, error) {
+	job, err := resolveValue(ctx, cfg)
+	if err != nil {
+		var none L
+		return none, err
+	}
+	return newLib(job)
+}
+
 // router is what the Spanner and the Datastore libraries share: the
 // options, the phase cache and the counters, and how a call is routed.
 type router struct {

@@ -65,21 +65,13 @@ type Datastore struct {
 
 // OpenDatastore is NewDatastore on the migration config file at path.
 func OpenDatastore(ctx context.Context, client *datastore.Client, path string, o Options) (*Datastore, error) {
-	job, err := resolveFile(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return NewDatastore(ctx, client, job, o)
+	return openFile(ctx, path, func(job *migration.Job) (*Datastore, error) { return NewDatastore(ctx, client, job, o) })
 }
 
 // OpenDatastoreConfig is NewDatastore on a migration's config given as a
 // Go value (see OpenSpannerConfig).
 func OpenDatastoreConfig(ctx context.Context, client *datastore.Client, cfg config.Config, o Options) (*Datastore, error) {
-	job, err := resolveValue(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return NewDatastore(ctx, client, job, o)
+	return openValue(ctx, cfg, func(job *migration.Job) (*Datastore, error) { return NewDatastore(ctx, client, job, o) })
 }
 
 // NewDatastore returns the library for job (a Datastore → Datastore

@@ -13,7 +13,6 @@ import (
 	"cloud.google.com/go/datastore"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
@@ -112,17 +111,7 @@ func (e *dsEnv) pagesIn(t *testing.T, ns, user string) []string {
 
 func (e *dsEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 	t.Helper()
-	c := cohort.Of(user, cohort.DefaultBuckets)
-	from := e.lib.Phases().Phase(c)
-	if _, _, err := e.store.Move(context.Background(), cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	for e.lib.Phases().Phase(c) != p {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p == cutover.DualWrite || newAuthority(from) != newAuthority(p) {
-		time.Sleep(envTTL + envSkew)
-	}
+	movePhase(t, e.store, e.migration, e.lib, user, p)
 }
 
 // TestDatastoreRouting: the package doc's table for entities, both
@@ -139,19 +128,13 @@ const dsNewDatabase = "rekey-cutover-new"
 
 func checkDatastoreRouting(t *testing.T, e *dsEnv) {
 	ctx := context.Background()
-	type want struct{ old, new bool }
-	wants := map[cutover.Phase]want{
-		cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.Backfilled: {true, true},
-		cutover.Verified: {true, true}, cutover.Shadow: {true, true}, cutover.ReadNew: {true, true},
-		cutover.NewOnly: {false, true}, cutover.Done: {false, true},
-	}
 	for _, p := range cutover.Phases {
 		user := "user-" + string(p)
 		e.setPhase(t, user, p)
 		if err := e.lib.Write(ctx, e.entity(user, 1, "v1")); err != nil {
 			t.Fatalf("%s: write: %v", p, err)
 		}
-		w := wants[p]
+		w := writtenIn[p]
 		if got := e.pagesIn(t, e.oldNS, user); (len(got) == 1) != w.old {
 			t.Errorf("%s: old holds %q, want written %v", p, got, w.old)
 		}
@@ -194,24 +177,7 @@ func datastoreConcurrentCutover(t *testing.T, e *dsEnv) {
 			_, err := datastoredb.NewWriter(e.c).Write(ctx, recs)
 			return err
 		},
-		oldRows: func(users []string) ([]record.Record, error) {
-			var out []record.Record
-			for _, u := range users {
-				var props []datastore.PropertyList
-				keys, err := e.c.GetAll(ctx, datastore.NewQuery("Log").Namespace(e.oldNS).FilterField("User", "=", u), &props)
-				if err != nil {
-					return nil, err
-				}
-				for i, k := range keys {
-					r, err := datastoredb.FromEntity(k, props[i])
-					if err != nil {
-						return nil, err
-					}
-					out = append(out, r)
-				}
-			}
-			return out, nil
-		},
+		oldRows: func(users []string) ([]record.Record, error) { return entitiesOf(e.c, e.oldNS, "User", users) },
 	})
 }
 
@@ -346,4 +312,25 @@ func TestDatastoreWriteInTransaction(t *testing.T) {
 			t.Errorf("%s: WriteInTransaction across databases: %v, want a refusal", p, err)
 		}
 	}
+}
+
+// entitiesOf are the Log entities of namespace ns whose property prop
+// holds one of users.
+func entitiesOf(c *datastore.Client, ns, prop string, users []string) ([]record.Record, error) {
+	var out []record.Record
+	for _, u := range users {
+		var props []datastore.PropertyList
+		keys, err := c.GetAll(context.Background(), datastore.NewQuery("Log").Namespace(ns).FilterField(prop, "=", u), &props)
+		if err != nil {
+			return nil, err
+		}
+		for i, k := range keys {
+			r, err := datastoredb.FromEntity(k, props[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }

@@ -53,7 +53,9 @@
 //
 // The application keeps speaking in old keys and records of the old
 // table or kind; the library (NewSpanner, NewDatastore) computes each record's new
-// record with the very rekeyer the pipeline uses, and routes every call by
+// record with the very rekeyer the pipeline uses (NewDatastoreSpanner
+// for a kind moving into a Spanner table: see "From Datastore to
+// Spanner"), and routes every call by
 // the phase of the record's cohort:
 //
 //	phase                         writes, deletes               reads
@@ -229,6 +231,38 @@
 // back (a child's old key is its root's, inverted, then its own
 // columns), parents before children. The end-to-end test runs the demo's
 // Customers with Orders interleaved through every phase.
+//
+// # From Datastore to Spanner
+//
+// DatastoreSpanner routes a Datastore kind (old) and the Spanner table
+// that replaces it (new): an entity's new row is what the pipeline
+// writes for it (the key path's elements in the source.key columns, then
+// the rewrite; the properties as columns). Two stores never share a
+// transaction, so it is the layout "old and new apart" of the sections
+// above, with nothing else changed: the authoritative write commits
+// first, the second after it, a failed second goes to the repair log,
+// and there is no BufferWrite or WriteInTransaction. What the argument
+// needs of the stores holds across them. The phase store, the touched
+// marks and the repair log are all in new's database, so the marks'
+// TouchedAt and the phases' times are one clock (Spanner's commit
+// times), as the backfill's comparison of a mark with the cohort's
+// entry into dual_write needs; a mark is written in the transaction of
+// new's write, as within Spanner; read_new reads the mark and then the
+// row at the mark's timestamp, one snapshot of new's database; old's
+// reads are Datastore lookups by key, strongly consistent, as old's
+// reads are in Datastore → Datastore.
+//
+// What it cannot do: a read of new gives back an entity under its old
+// key whose properties are the row's columns other than the key's, so a
+// property must survive the trip. NULL columns read back as absent
+// properties (an entity written with an explicit null reads back
+// without it, and a shadow read counts that as a mismatch); keys,
+// embedded entities and geo points, which a column keeps only as text,
+// are refused where new is written, naming the property; times keep
+// Datastore's microseconds. Descendant kinds, references,
+// keep_original_key and interleaved target tables are refused when the
+// library opens. The cohort jobs (backfill, verify, repair, reverse
+// backfill, cleanup) do not take this pair yet.
 //
 // # Batches
 //

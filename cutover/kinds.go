@@ -65,6 +65,7 @@ type Library interface {
 var (
 	_ library = (*Spanner)(nil)
 	_ library = (*Datastore)(nil)
+	_ Library = (*DatastoreSpanner)(nil)
 )
 
 var phaseKinds = map[string]phaseKind{

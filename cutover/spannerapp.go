@@ -98,22 +98,14 @@ type Spanner struct {
 // OpenSpanner is NewSpanner on the migration config file at path (the
 // one `rekey run` is given).
 func OpenSpanner(ctx context.Context, client *spanner.Client, path string, o Options) (*Spanner, error) {
-	job, err := resolveFile(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return NewSpanner(ctx, client, job, o)
+	return openFile(ctx, path, func(job *migration.Job) (*Spanner, error) { return NewSpanner(ctx, client, job, o) })
 }
 
 // OpenSpannerConfig is NewSpanner on a migration's config given as a Go
 // value: its defaults are filled in and it is validated as a file's
 // would be (cfg itself is not changed).
 func OpenSpannerConfig(ctx context.Context, client *spanner.Client, cfg config.Config, o Options) (*Spanner, error) {
-	job, err := resolveValue(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return NewSpanner(ctx, client, job, o)
+	return openValue(ctx, cfg, func(job *migration.Job) (*Spanner, error) { return NewSpanner(ctx, client, job, o) })
 }
 
 // NewSpanner returns the library for job (a Spanner → Spanner migration),
@@ -330,12 +322,19 @@ func (s *Spanner) touch(c *call, t *spannerTable, nr *record.Record, under []str
 		return nil, err
 	}
 	keys := append([]string{tk}, under...)
+	return spannerTouches(s.o.Migration, c, keys, deleted), nil
+}
+
+// spannerTouches are the touched marks of keys by the call c (c.mark
+// becomes keys): written or deleted now (the commit's time), Behind
+// cleared.
+func spannerTouches(migration string, c *call, keys []string, deleted bool) []*spanner.Mutation {
 	c.mark = keys
 	muts := make([]*spanner.Mutation, len(keys))
 	for i, k := range keys {
-		muts[i] = spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, k, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}})
+		muts[i] = spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{migration, k, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}})
 	}
-	return muts, nil
+	return muts
 }
 
 // spannerTouchColumns are the columns a touch writes: Behind is cleared,
@@ -382,20 +381,33 @@ func applyMutations(ctx context.Context, c *spanner.Client, ms []*spanner.Mutati
 // repairMutation is the repair log's entry for op on the call's record,
 // which did not reach side missed because of cause.
 func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *spanner.Mutation {
+	return spannerRepairEntry(s.o.Migration, c, op, missed, cause)
+}
+
+// spannerRepairEntry is the repair log's entry of migration for op on
+// the call's record, which did not reach side missed because of cause.
+func spannerRepairEntry(migration string, c *call, op string, missed side, cause error) *spanner.Mutation {
 	return spanner.Insert(SpannerRepairTable, []string{"Migration", "Cohort", "Id", "Op", "OldKey", "Missed", "Reason", "LoggedAt"},
-		[]any{s.o.Migration, int64(c.cohort), uuid.NewString(), op, c.key, missed.String(), cause.Error(), spanner.CommitTimestamp})
+		[]any{migration, int64(c.cohort), uuid.NewString(), op, c.key, missed.String(), cause.Error(), spanner.CommitTimestamp})
 }
 
 // logRepair implements store.logRepair.
 func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first bool) error {
-	_, err := spannerdb.Transact(c.ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	return spannerLogRepair(s.newC, s.o.Migration, c, op, missed, cause, first)
+}
+
+// spannerLogRepair is store.logRepair with the repair log and the
+// touched marks of migration in newC's database: c.mark holds the keys
+// of the call's marks.
+func spannerLogRepair(newC *spanner.Client, migration string, c *call, op string, missed side, cause error, first bool) error {
+	_, err := spannerdb.Transact(c.ctx, newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		var muts []*spanner.Mutation
 		keys, _ := c.mark.([]string)
 		if len(keys) == 0 && missed == oldSide && first {
 			return nil
 		}
 		for i, tk := range keys {
-			row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Op"})
+			row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op"})
 			exists := err == nil
 			if err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
 				return err
@@ -414,17 +426,17 @@ func (s *Spanner) logRepair(c *call, op string, missed side, cause error, first 
 				// A later write of new is the latest, and goes to old
 				// after it: old is not behind for it.
 			case missed == oldSide:
-				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{s.o.Migration, tk, oldSide.String()}))
+				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, oldSide.String()}))
 			case exists:
 				// Touched now: a backfill or repair that read old
 				// before old took the write must not write new (nor
 				// clear Behind).
-				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind", "TouchedAt"}, []any{s.o.Migration, tk, newSide.String(), spanner.CommitTimestamp}))
+				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind", "TouchedAt"}, []any{migration, tk, newSide.String(), spanner.CommitTimestamp}))
 			default:
-				muts = append(muts, spanner.Insert(SpannerTouchedTable, spannerTouchColumns, []any{s.o.Migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
+				muts = append(muts, spanner.Insert(SpannerTouchedTable, spannerTouchColumns, []any{migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
 			}
 		}
-		return txn.BufferWrite(append(muts, s.repairMutation(c, op, missed, cause)))
+		return txn.BufferWrite(append(muts, spannerRepairEntry(migration, c, op, missed, cause)))
 	})
 	return err
 }
@@ -457,23 +469,7 @@ func (s *Spanner) readMark(ctx context.Context, r rowReader, c *call, key, nk *r
 		}
 		keys = append(keys, ak)
 	}
-	ks := make([]spanner.KeySet, len(keys))
-	for i, k := range keys {
-		ks[i] = spanner.Key{s.o.Migration, k}
-	}
-	got := map[string]markState{}
-	it := r.Read(ctx, SpannerTouchedTable, spanner.KeySets(ks...), []string{"NewKey", "Deleted", "Behind"})
-	err = it.Do(func(row *spanner.Row) error {
-		var k string
-		var behind spanner.NullString
-		m := markState{exists: true}
-		if err := row.Columns(&k, &m.deleted, &behind); err != nil {
-			return err
-		}
-		m.behind = behind.StringVal
-		got[k] = m
-		return nil
-	})
+	got, err := readSpannerMarks(ctx, r, s.o.Migration, keys)
 	if err != nil {
 		return markState{}, fmt.Errorf("cutover: reading the touched mark of %s: %w", c.key, err)
 	}
@@ -490,6 +486,29 @@ func (s *Spanner) readMark(ctx context.Context, r rowReader, c *call, key, nk *r
 		}
 	}
 	return m, nil
+}
+
+// readSpannerMarks reads the touched marks of migration's keys through
+// r, by key (a key without a mark is absent).
+func readSpannerMarks(ctx context.Context, r rowReader, migration string, keys []string) (map[string]markState, error) {
+	ks := make([]spanner.KeySet, len(keys))
+	for i, k := range keys {
+		ks[i] = spanner.Key{migration, k}
+	}
+	got := map[string]markState{}
+	it := r.Read(ctx, SpannerTouchedTable, spanner.KeySets(ks...), []string{"NewKey", "Deleted", "Behind"})
+	err := it.Do(func(row *spanner.Row) error {
+		var k string
+		var behind spanner.NullString
+		m := markState{exists: true}
+		if err := row.Columns(&k, &m.deleted, &behind); err != nil {
+			return err
+		}
+		m.behind = behind.StringVal
+		got[k] = m
+		return nil
+	})
+	return got, err
 }
 
 // Read reads the record with key's key fields (old key columns) where its
@@ -766,17 +785,29 @@ func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, err
 	if err != nil {
 		return false, err
 	}
+	wrote, err := spannerBackfill(ctx, s.newC, s.o.Migration, tk, m, c.since)
+	if err != nil {
+		return false, fmt.Errorf("cutover: backfilling %s: %w", rec.Describe(), err)
+	}
+	return wrote, nil
+}
+
+// spannerBackfill applies m, a backfill's write, in one transaction of
+// newC's database unless the touched mark tk of migration says the
+// application wrote or deleted the row after since (its cohort entered
+// dual_write); it reports whether it wrote.
+func spannerBackfill(ctx context.Context, newC *spanner.Client, migration, tk string, m *spanner.Mutation, since time.Time) (bool, error) {
 	var wrote bool
-	_, err = spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+	_, err := spannerdb.Transact(ctx, newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		wrote = false
-		row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"TouchedAt"})
+		row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"TouchedAt"})
 		switch {
 		case err == nil:
 			var at time.Time
 			if err := row.Columns(&at); err != nil {
 				return err
 			}
-			if at.After(c.since) {
+			if at.After(since) {
 				return nil // the application's write or delete is newer
 			}
 		case !errors.Is(err, spanner.ErrRowNotFound):
@@ -785,10 +816,7 @@ func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, err
 		wrote = true
 		return txn.BufferWrite([]*spanner.Mutation{m})
 	})
-	if err != nil {
-		return false, fmt.Errorf("cutover: backfilling %s: %w", rec.Describe(), err)
-	}
-	return wrote, nil
+	return wrote, err
 }
 
 // BufferWrite adds rec's write, routed by its cohort's phase, to the

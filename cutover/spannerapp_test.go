@@ -96,36 +96,54 @@ cohort: {user: UserId}
 // it.
 func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 	t.Helper()
+	movePhase(t, e.store, e.migration, e.lib, user, p)
+}
+
+// movePhase forces user's cohort of migration to p in store and waits
+// until lib acts on it (and, where the move changes what a call writes
+// first, until every instance does).
+func movePhase(t *testing.T, store cutover.Store, migration string, lib interface{ Phases() *cutover.Map }, user string, p cutover.Phase) {
+	t.Helper()
 	c := cohort.Of(user, cohort.DefaultBuckets)
-	from := e.lib.Phases().Phase(c)
-	if _, _, err := e.store.Move(context.Background(), cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
+	from := lib.Phases().Phase(c)
+	if _, _, err := store.Move(context.Background(), cutover.Move{Migration: migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for e.lib.Phases().Phase(c) != p {
+	for lib.Phases().Phase(c) != p {
 		if time.Now().After(deadline) {
 			t.Fatalf("the library did not see cohort %d move to %s", c, p)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if p == cutover.DualWrite || newAuthority(from) != newAuthority(p) {
-		// The library writes new only once dual_write has been held for
-		// its cache TTL plus skew (every instance dual-writes by then),
-		// and acts on a switch of the authoritative store only then.
 		time.Sleep(envTTL + envSkew)
 	}
 }
 
-// newAuthority reports whether new is authoritative in phase p.
+// writtenIn says which stores a write reaches in each phase (the
+// package doc's table).
+var writtenIn = map[cutover.Phase]struct{ old, new bool }{
+	cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.Backfilled: {true, true},
+	cutover.Verified: {true, true}, cutover.Shadow: {true, true}, cutover.ReadNew: {true, true},
+	cutover.NewOnly: {false, true}, cutover.Done: {false, true},
+}
+
 func newAuthority(p cutover.Phase) bool {
 	return p == cutover.ReadNew || p == cutover.NewOnly || p == cutover.Done
 }
 
 // pages returns the Page values stored for user in table.
 func pages(t *testing.T, c *spanner.Client, table, user string) []string {
+	return pagesWhere(t, c, table, "UserId", user, "Seq")
+}
+
+// pagesWhere returns the Page values of table's rows whose column holds
+// user, in the order of by.
+func pagesWhere(t *testing.T, c *spanner.Client, table, column, user, by string) []string {
 	t.Helper()
 	var out []string
-	err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT Page FROM " + table + " WHERE UserId = @u ORDER BY Seq", Params: map[string]any{"u": user}}).Do(func(r *spanner.Row) error {
+	err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT Page FROM " + table + " WHERE " + column + " = @u ORDER BY " + by, Params: map[string]any{"u": user}}).Do(func(r *spanner.Row) error {
 		var p spanner.NullString
 		if err := r.Columns(&p); err != nil {
 			return err
@@ -152,12 +170,6 @@ func logKey(user string, seq int64) record.Record {
 // tables themselves where each call went: the package doc's table.
 func TestSpannerRouting(t *testing.T) {
 	ctx := context.Background()
-	type want struct{ old, new bool }
-	wants := map[cutover.Phase]want{
-		cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.Backfilled: {true, true},
-		cutover.Verified: {true, true}, cutover.Shadow: {true, true}, cutover.ReadNew: {true, true},
-		cutover.NewOnly: {false, true}, cutover.Done: {false, true},
-	}
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
 			e := newSpannerEnv(t, same, "")
@@ -167,7 +179,7 @@ func TestSpannerRouting(t *testing.T) {
 				if err := e.lib.Write(ctx, logRow(user, 1, "v1")); err != nil {
 					t.Fatalf("%s: write: %v", p, err)
 				}
-				w := wants[p]
+				w := writtenIn[p]
 				if got := pages(t, e.old, "Logs", user); (len(got) == 1 && got[0] == "v1") != w.old {
 					t.Errorf("%s: old holds %q, want written %v", p, got, w.old)
 				}
