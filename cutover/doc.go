@@ -261,8 +261,10 @@
 // are refused where new is written, naming the property; times keep
 // Datastore's microseconds. Descendant kinds, references,
 // keep_original_key and interleaved target tables are refused when the
-// library opens. The cohort jobs (backfill, verify, repair, reverse
-// backfill, cleanup) do not take this pair yet.
+// library opens. The cohort jobs take the pair (the backfill's
+// conditional commits, verify and repair, RepairOld, cleanup, rekey
+// load) except the reverse backfill, which does not turn rows back into
+// entities yet: a cohort moved to new_only cannot be brought back.
 //
 // # Batches
 //

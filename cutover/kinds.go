@@ -39,7 +39,8 @@ type pairKind struct {
 	// environment (the operator's jobs; an application gives its own);
 	// close closes the library and that client.
 	open func(ctx context.Context, job *migration.Job, o Options) (lib library, close func(), err error)
-	// reverse fills in where a reverse backfill of job reads new.
+	// reverse fills in where a reverse backfill of job reads new (nil:
+	// the pair has no reverse backfill).
 	reverse func(job *migration.Job, r *Reverse)
 }
 
@@ -65,7 +66,7 @@ type Library interface {
 var (
 	_ library = (*Spanner)(nil)
 	_ library = (*Datastore)(nil)
-	_ Library = (*DatastoreSpanner)(nil)
+	_ library = (*DatastoreSpanner)(nil)
 )
 
 var phaseKinds = map[string]phaseKind{
@@ -114,6 +115,12 @@ var pairKinds = map[pair]pairKind{
 	}, reverse: func(job *migration.Job, r *Reverse) {
 		t := job.Config.Target
 		r.NewProject, r.NewDatastoreDB, r.OldNamespace = t.Project, t.Database, job.Config.Source.Namespace
+	}},
+	// No reverse backfill yet: rows back into entities.
+	{config.TypeDatastore, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
+		src := job.Config.Source
+		c, err := datastoredb.Client(ctx, src.Project, src.Database)
+		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return NewDatastoreSpanner(ctx, c, job, o) })
 	}},
 }
 
@@ -195,6 +202,9 @@ func ReverseFor(job *migration.Job) (Reverse, error) {
 	if err != nil {
 		return Reverse{}, err
 	}
+	if k.reverse == nil {
+		return Reverse{}, fmt.Errorf("cutover: a reverse backfill from %s back to %s is not supported yet", job.Config.Target.Type, job.Config.Source.Type)
+	}
 	r := Reverse{Spec: job.Spec.Text()}
 	k.reverse(job, &r)
 	return r, nil
@@ -205,7 +215,7 @@ func pairOf(job *migration.Job) (pairKind, error) {
 	src, tgt := job.Config.Source.Type, job.Config.Target.Type
 	k, ok := pairKinds[pair{src, tgt}]
 	if !ok {
-		return pairKind{}, fmt.Errorf("cutover: the application library routes Spanner to Spanner and Datastore to Datastore migrations; this one goes from %s to %s", src, tgt)
+		return pairKind{}, fmt.Errorf("cutover: the application library routes Spanner to Spanner, Datastore to Datastore and Datastore to Spanner migrations; this one goes from %s to %s", src, tgt)
 	}
 	return k, nil
 }

@@ -73,7 +73,7 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 	if err != nil {
 		return err
 	}
-	op, err := s.markOp(ctx, s.newC.Single(), tk)
+	op, err := spannerMarkOp(ctx, s.newC.Single(), s.o.Migration, tk)
 	if err != nil {
 		return err
 	}
@@ -111,12 +111,19 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 	if err != nil {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
 	}
-	_, err = spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		now, err := s.markOp(ctx, txn, tk)
+	return spannerClearBehind(ctx, s.newC, s.o.Migration, tk, op, e)
+}
+
+// spannerClearBehind clears Behind = "old" in the touched mark tk of
+// migration in newC's database, after entry e was put right in old,
+// unless a call wrote new since the mark read op before the repair.
+func spannerClearBehind(ctx context.Context, newC *spanner.Client, migration, tk string, op markID, e RepairEntry) error {
+	_, err := spannerdb.Transact(ctx, newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		now, err := spannerMarkOp(ctx, txn, migration, tk)
 		if err != nil || now != op || op.behind != oldSide.String() {
 			return err
 		}
-		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{s.o.Migration, tk, spanner.NullString{}})})
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, spanner.NullString{}})})
 	})
 	if err != nil {
 		return fmt.Errorf("cutover: clearing the mark of %s: %w", e.OldKey, err)
@@ -152,8 +159,9 @@ func nullColumns(rec *record.Record, t *spannerdb.Table, k spanner.Key) []*spann
 // the call that last wrote new, and Behind.
 type markID struct{ op, behind string }
 
-func (s *Spanner) markOp(ctx context.Context, r rowReader, tk string) (markID, error) {
-	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{s.o.Migration, tk}, []string{"Op", "Behind"})
+// spannerMarkOp reads markID of migration's touched mark tk through r.
+func spannerMarkOp(ctx context.Context, r rowReader, migration, tk string) (markID, error) {
+	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op", "Behind"})
 	if errors.Is(err, spanner.ErrRowNotFound) {
 		return markID{}, nil
 	}
@@ -210,27 +218,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 	if err := d.newC.Get(ctx, mk, &before); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
 		return err
 	}
-	oldKey := datastoredb.KeyToDatastore(k)
-	_, err = d.oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		var props datastore.PropertyList
-		if err := tx.Get(oldKey, &props); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
-			return err
-		}
-		got, err := d.readNew(ctx, &key)
-		if err != nil {
-			return err
-		}
-		if got == nil {
-			return tx.Delete(oldKey)
-		}
-		_, pl, err := datastoredb.ToEntity(got)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Put(oldKey, &pl)
-		return err
-	})
-	if err != nil {
+	if err := putOldEntity(ctx, d.oldC, k, func() (*record.Record, error) { return d.readNew(ctx, &key) }); err != nil {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
 	}
 	if before.Behind != oldSide.String() {
@@ -254,11 +242,77 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 	return nil
 }
 
+// putOldEntity writes old entity k as new holds it (readNew; a delete
+// where new has none) in one transaction of oldC that reads k first,
+// taking its lock, as a reverse backfill does.
+func putOldEntity(ctx context.Context, oldC *datastore.Client, k rewrite.DatastoreKey, readNew func() (*record.Record, error)) error {
+	oldKey := datastoredb.KeyToDatastore(k)
+	_, err := oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+		var props datastore.PropertyList
+		if err := tx.Get(oldKey, &props); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
+			return err
+		}
+		got, err := readNew()
+		if err != nil {
+			return err
+		}
+		if got == nil {
+			return tx.Delete(oldKey)
+		}
+		_, pl, err := datastoredb.ToEntity(got)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Put(oldKey, &pl)
+		return err
+	})
+	return err
+}
+
 func ignoreNoSuchEntity(err error) error {
 	if errors.Is(err, datastore.ErrNoSuchEntity) {
 		return nil
 	}
 	return err
+}
+
+// RepairOld is Spanner.RepairOld for a Datastore kind moving into a
+// Spanner table (old and new always apart).
+func (x *DatastoreSpanner) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+	return eachMissedOld(ctx, entries, x.repairOld)
+}
+
+func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
+	k, err := rewrite.ParseDatastoreKeyText(e.OldKey)
+	if err != nil {
+		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
+	}
+	key := record.Record{Key: &k, Table: k.Leaf().Kind}
+	c, err := x.routeCohort(ctx, e.Cohort, e.OldKey)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	if err := repairsOld(c); err != nil {
+		return err
+	}
+	nr, err := x.newRow(&key)
+	if err != nil {
+		return err
+	}
+	tk, err := x.markKey(nr)
+	if err != nil {
+		return err
+	}
+	op, err := spannerMarkOp(ctx, x.newC.Single(), x.o.Migration, tk)
+	if err != nil {
+		return err
+	}
+	// New strongly, inside old's transaction (another store).
+	if err := putOldEntity(ctx, x.oldC, k, func() (*record.Record, error) { return x.readNew(ctx, x.newC.Single(), &key) }); err != nil {
+		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
+	}
+	return spannerClearBehind(ctx, x.newC, x.o.Migration, tk, op, e)
 }
 
 // RepairOldFor opens the library for job (old's client from the

@@ -24,7 +24,7 @@ import (
 // query: it reads none of the other cohorts' rows. A source.read_time in
 // the config is not used: the backfill reads old live.
 func TestCohortBackfill(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range slices.Concat(stagedEnvs, stagedCross) {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

@@ -38,7 +38,7 @@ const cleanupBatchRows = 8
 // deleted keys, in an order far from ascending. A Spanner source reads
 // only the done cohorts' rows.
 func TestCohortCleanup(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range slices.Concat(stagedEnvs, stagedCross) {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)
@@ -98,7 +98,7 @@ func TestCohortCleanup(t *testing.T) {
 			} else {
 				tap = startTap(t, emulator.EnvDatastoreHost)
 			}
-			table := map[string]string{"spanner": "Logs", "datastore": "Log"}[e.store]
+			table := map[string]string{"spanner": "Logs", "datastore": "Log", "datastore-spanner": "Log"}[e.store]
 			cleanup := func(rs []cohort.Range, dry, force bool) (*migration.Result, *cutover.Audit, error) {
 				t.Helper()
 				var out runNotes

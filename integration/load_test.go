@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rekeyio/rekey/cutover"
@@ -18,7 +19,7 @@ import (
 // one in dual_write, one in new_only. Each record must land where its
 // cohort's phase says — old only, both, new only — and be counted so.
 func TestPhaseAwareLoad(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range slices.Concat(stagedEnvs, stagedCross) {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

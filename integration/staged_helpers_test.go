@@ -149,34 +149,56 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			t.Fatal(err)
 		}
 	}
-	pages := func(c *spanner.Client, table string) func(t *testing.T) map[string]string {
-		return func(t *testing.T) map[string]string {
-			t.Helper()
-			out := map[string]string{}
-			err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT UserId, Seq, Page FROM " + table}).Do(func(r *spanner.Row) error {
-				var u string
-				var q int64
-				var p spanner.NullString
-				if err := r.Columns(&u, &q, &p); err != nil {
-					return err
-				}
-				out[logID(u, q)] = p.StringVal
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		}
-	}
-	e.oldPages, e.newPages = pages(oldC, "Logs"), pages(newC, "LogsV2")
-	e.changeNew = func(t *testing.T, user string, seq int64, page string, del bool) {
+	e.oldPages, e.newPages = spannerLogs(oldC, "Logs"), spannerLogs(newC, "LogsV2")
+	e.changeNew = spannerChangeLog(newC, "LogsV2")
+	return e
+}
+
+// spannerLogs reads every log of table (columns UserId, Seq, Page) of
+// c's database: "user/seq" → page.
+func spannerLogs(c *spanner.Client, table string) func(t *testing.T) map[string]string {
+	return spannerLogsBy(c, table, "UserId")
+}
+
+// spannerLogsBy is spannerLogs with the user in column user.
+func spannerLogsBy(c *spanner.Client, table, user string) func(t *testing.T) map[string]string {
+	return func(t *testing.T) map[string]string {
 		t.Helper()
-		st := spanner.Statement{SQL: "UPDATE LogsV2 SET Page = @p WHERE UserId = @u AND Seq = @q", Params: map[string]any{"u": user, "q": seq, "p": page}}
-		if del {
-			st.SQL = "DELETE FROM LogsV2 WHERE UserId = @u AND Seq = @q"
+		out := map[string]string{}
+		err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT " + user + ", Seq, Page FROM " + table}).Do(func(r *spanner.Row) error {
+			var u spanner.NullString
+			var q spanner.NullInt64
+			var p spanner.NullString
+			if err := r.Columns(&u, &q, &p); err != nil {
+				return err
+			}
+			out[logID(u.StringVal, q.Int64)] = p.StringVal
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, err := newC.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		return out
+	}
+}
+
+// spannerChangeLog sets the page of a log of table directly, or deletes
+// it (stagedEnv.changeNew).
+func spannerChangeLog(c *spanner.Client, table string) func(t *testing.T, user string, seq int64, page string, del bool) {
+	return spannerChangeLogBy(c, table, "UserId")
+}
+
+// spannerChangeLogBy is spannerChangeLog with the user in column
+// userCol.
+func spannerChangeLogBy(c *spanner.Client, table, userCol string) func(t *testing.T, user string, seq int64, page string, del bool) {
+	return func(t *testing.T, user string, seq int64, page string, del bool) {
+		t.Helper()
+		where := " WHERE " + userCol + " = @u AND Seq = @q"
+		st := spanner.Statement{SQL: "UPDATE " + table + " SET Page = @p" + where, Params: map[string]any{"u": user, "q": seq, "p": page}}
+		if del {
+			st.SQL = "DELETE FROM " + table + where
+		}
+		_, err := c.ReadWriteTransaction(context.Background(), func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 			n, err := txn.Update(ctx, st)
 			if err == nil && n != 1 {
 				err = fmt.Errorf("%d rows changed, want 1", n)
@@ -187,7 +209,6 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			t.Fatalf("changing new %s: %v", logID(user, seq), err)
 		}
 	}
-	return e
 }
 
 // dsLog is a Log entity as the tests read it (OldKey: the old key a
@@ -256,50 +277,8 @@ cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 	}
 	t.Cleanup(lib.Close)
 	e.app = lib
-	e.key = func(user string, seq int64) record.Record {
-		k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
-		if grouped {
-			k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
-		}
-		r := record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
-		if strings.Contains(rewriteYAML, "references:") {
-			first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
-			r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
-		}
-		return r
-	}
-	e.putOld = func(t *testing.T, recs ...record.Record) {
-		t.Helper()
-		putEntities(t, c, recs)
-	}
-	e.deleteOld = func(t *testing.T, user string, seq int64) {
-		t.Helper()
-		var parent *datastore.Key
-		if grouped {
-			parent = datastore.NameKey("User", user, nil)
-			parent.Namespace = oldNS
-		}
-		k := datastore.NameKey("Log", fmt.Sprintf("%s.%d", user, seq), parent)
-		k.Namespace = oldNS
-		if err := c.Delete(ctx, k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pages := func(ns string) func(t *testing.T) map[string]string {
-		return func(t *testing.T) map[string]string {
-			t.Helper()
-			var logs []dsLog
-			if _, err := c.GetAll(ctx, datastore.NewQuery("Log").Namespace(ns), &logs); err != nil {
-				t.Fatal(err)
-			}
-			out := map[string]string{}
-			for _, l := range logs {
-				out[logID(l.User, l.Seq)] = l.Page
-			}
-			return out
-		}
-	}
-	e.oldPages, e.newPages = pages(oldNS), pages(newNS)
+	oldLogsIn(e, c, oldNS, grouped, strings.Contains(rewriteYAML, "references:"))
+	e.newPages = datastoreLogs(c, newNS)
 	e.changeNew = func(t *testing.T, user string, seq int64, page string, del bool) {
 		t.Helper()
 		var logs []datastore.PropertyList
@@ -323,6 +302,60 @@ cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 		}
 	}
 	return e
+}
+
+// oldLogsIn makes old of e the Log entities of namespace ns of c's
+// database, keyed "user.seq" (under the root User:user if grouped; with a
+// reference Prev to the user's first log if refs), with properties User
+// and Seq: e.key, putOld, deleteOld and oldPages.
+func oldLogsIn(e *stagedEnv, c *datastore.Client, oldNS string, grouped, refs bool) {
+	e.key = func(user string, seq int64) record.Record {
+		k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+		if grouped {
+			k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
+		}
+		r := record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		if refs {
+			first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
+			r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
+		}
+		return r
+	}
+	e.putOld = func(t *testing.T, recs ...record.Record) {
+		t.Helper()
+		putEntities(t, c, recs)
+	}
+	e.deleteOld = func(t *testing.T, user string, seq int64) {
+		t.Helper()
+		var parent *datastore.Key
+		if grouped {
+			parent = datastore.NameKey("User", user, nil)
+			parent.Namespace = oldNS
+		}
+		k := datastore.NameKey("Log", fmt.Sprintf("%s.%d", user, seq), parent)
+		k.Namespace = oldNS
+		if err := c.Delete(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.oldPages = datastoreLogs(c, oldNS)
+}
+
+// datastoreLogs reads every Log entity of namespace ns: "user/seq" →
+// page.
+func datastoreLogs(c *datastore.Client, ns string) func(t *testing.T) map[string]string {
+	return func(t *testing.T) map[string]string {
+		t.Helper()
+		var logs []dsLog
+		if _, err := c.GetAll(context.Background(), datastore.NewQuery("Log").Namespace(ns), &logs); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, l := range logs {
+			out[logID(l.User, l.Seq)] = l.Page
+		}
+		return out
+	}
 }
 
 // stagedEnvs are the two stores' envs, by name.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]
 // (written, deleted, the log cleared), and a verify with --mark after it
 // is clean and moves the cohorts to verified.
 func TestVerify(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range slices.Concat(stagedEnvs, stagedCross) {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/progress"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
@@ -127,6 +128,11 @@ func (datastoreKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
 	if w.deletes {
 		cfg.Mode = storewrite.ModeDelete
+		if cfg.MaxEntities > datastoredb.MaxCommitEntities {
+			// write.batch_mutations sized for a Spanner target: a
+			// cleanup of a Datastore source commits Datastore's most.
+			cfg.MaxEntities = datastoredb.MaxCommitEntities
+		}
 	}
 	if w.backfill != nil {
 		b := *w.backfill

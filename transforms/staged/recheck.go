@@ -33,8 +33,13 @@ import (
 // only while one of its dual writes is between its two commits. On
 // Datastore, both sides are looked up in read-only transactions at one
 // read time (datastore.WithReadTime), a little in the past (the server
-// refuses a read time in its future) and after the job's own reads. Only
-// database sources can be read again by key.
+// refuses a read time in its future) and after the job's own reads. From
+// Datastore to Spanner, old is looked up at such a read time and new read
+// at the same instant of Spanner's clock (spanner.ReadTimestamp): one
+// moment up to the skew between the two services' clocks, which matters
+// only for a record written during the recheck (a difference that stays
+// shows at every instant). Only database sources can be read again by
+// key.
 //
 // Findings are read again in batches (recheckBatch per bundle at most,
 // one read of each side per batch and attempt, one wait per attempt), not
@@ -209,18 +214,11 @@ func (r *rechecker) readAtOnce(ctx context.Context, items []*recheckItem, starte
 	if r.newS != nil && r.oldS != nil {
 		return r.readSpanner(ctx, items)
 	}
-	if r.newD != nil && r.oldD != nil {
-		// A read time after the job's reads and a little in the past.
-		at := time.Now().Add(-datastoreReadLag)
-		if !at.After(started) {
-			select {
-			case <-time.After(started.Sub(at) + time.Millisecond):
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
-			}
-			at = time.Now().Add(-datastoreReadLag)
+	if r.oldD != nil && r.newD != nil {
+		at, err := datastoreReadTime(ctx, started)
+		if err != nil {
+			return nil, nil, err
 		}
-		at = at.UTC().Truncate(time.Microsecond)
 		if olds, err = r.readDatastore(ctx, r.oldD, items, true, at); err != nil {
 			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
 		}
@@ -229,7 +227,38 @@ func (r *rechecker) readAtOnce(ctx context.Context, items []*recheckItem, starte
 		}
 		return olds, news, nil
 	}
-	return nil, nil, errors.New("verify: a recheck across two kinds of store (Spanner and Datastore) is not supported")
+	if r.oldD != nil && r.newS != nil && r.side.Table != nil {
+		// Datastore to Spanner: both at one read time, of two clocks
+		// (see above).
+		at, err := datastoreReadTime(ctx, started)
+		if err != nil {
+			return nil, nil, err
+		}
+		if olds, err = r.readDatastore(ctx, r.oldD, items, true, at); err != nil {
+			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
+		}
+		if news, err = r.newRows(ctx, r.newS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), items); err != nil {
+			return nil, nil, fmt.Errorf("at %s: %w", at.Format(time.RFC3339Nano), err)
+		}
+		return olds, news, nil
+	}
+	return nil, nil, errors.New("verify: a recheck from Spanner to Datastore is not supported")
+}
+
+// datastoreReadTime is a Datastore read time after started (the job's
+// reads) and a little in the past (the server refuses one in its
+// future), waiting for it if need be.
+func datastoreReadTime(ctx context.Context, started time.Time) (time.Time, error) {
+	at := time.Now().Add(-datastoreReadLag)
+	if !at.After(started) {
+		select {
+		case <-time.After(started.Sub(at) + time.Millisecond):
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+		at = time.Now().Add(-datastoreReadLag)
+	}
+	return at.UTC().Truncate(time.Microsecond), nil
 }
 
 // readSpanner reads the items' new rows in a strong read-only transaction
@@ -239,41 +268,12 @@ func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds
 	if r.side.Table == nil || r.spec.SourceTable == nil {
 		return nil, nil, errors.New("verify: a Spanner recheck without the tables' schemas")
 	}
-	newKeys, oldKeys := map[*spannerdb.Table][]spanner.Key{}, map[*spannerdb.Table][]spanner.Key{}
-	newText := make([]string, len(items))
-	oldText := make([]string, len(items))
-	for i, it := range items {
-		newT, _ := tableOf(it.newRef, r.side.Table, r.side.Children)
-		k, err := spannerdb.SpannerKey(it.newRef, newT)
-		if err != nil {
-			return nil, nil, err
-		}
-		newKeys[newT] = append(newKeys[newT], k)
-		if newText[i], err = rowKeyText(it.newRef, newT, true); err != nil {
-			return nil, nil, err
-		}
-		if it.oldRef == nil {
-			continue
-		}
-		oldT, _ := tableOf(it.oldRef, r.spec.SourceTable, r.side.SourceChildren)
-		if k, err = spannerdb.SpannerKey(it.oldRef, oldT); err != nil {
-			return nil, nil, err
-		}
-		oldKeys[oldT] = append(oldKeys[oldT], k)
-		if oldText[i], err = rowKeyText(it.oldRef, oldT, true); err != nil {
-			return nil, nil, err
-		}
-	}
 	// New's tables in one snapshot, tried again while the emulator
 	// refuses the transaction for one running concurrently.
-	var newRows map[string]*record.Record
 	var at time.Time
 	err = spannerdb.ReadOnly(ctx, r.newS, func(ctx context.Context, txn *spanner.ReadOnlyTransaction) (err error) {
-		newRows = map[string]*record.Record{}
-		for t, keys := range newKeys {
-			if err := readSpannerRows(ctx, txn, t, keys, newRows); err != nil {
-				return fmt.Errorf("new: %w", err)
-			}
+		if news, err = r.newRows(ctx, txn, items); err != nil {
+			return err
 		}
 		if at, err = txn.Timestamp(); err != nil {
 			return fmt.Errorf("new: the read's timestamp: %w", err)
@@ -283,20 +283,56 @@ func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds
 	if err != nil {
 		return nil, nil, err
 	}
-	oldRows := map[string]*record.Record{}
-	for t, keys := range oldKeys {
-		if err := readSpannerRows(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), t, keys, oldRows); err != nil {
-			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
-		}
-	}
-	olds, news = make([]*record.Record, len(items)), make([]*record.Record, len(items))
-	for i, it := range items {
-		news[i] = newRows[newText[i]]
-		if it.oldRef != nil {
-			olds[i] = oldRows[oldText[i]]
-		}
+	olds, err = spannerRowsOf(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), items, func(it *recheckItem) *record.Record { return it.oldRef }, r.spec.SourceTable, r.side.SourceChildren)
+	if err != nil {
+		return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
 	}
 	return olds, news, nil
+}
+
+// newRows reads the items' new rows through rd.
+func (r *rechecker) newRows(ctx context.Context, rd spannerReader, items []*recheckItem) ([]*record.Record, error) {
+	out, err := spannerRowsOf(ctx, rd, items, func(it *recheckItem) *record.Record { return it.newRef }, r.side.Table, r.side.Children)
+	if err != nil {
+		return nil, fmt.Errorf("new: %w", err)
+	}
+	return out, nil
+}
+
+// spannerRowsOf reads through rd the rows ref gives of the items (none
+// where it gives nil), each in its table (main or one of children); nil
+// where there is none.
+func spannerRowsOf(ctx context.Context, rd spannerReader, items []*recheckItem, ref func(*recheckItem) *record.Record, main *spannerdb.Table, children []*spannerdb.Table) ([]*record.Record, error) {
+	keys := map[*spannerdb.Table][]spanner.Key{}
+	text := make([]string, len(items))
+	for i, it := range items {
+		rec := ref(it)
+		if rec == nil {
+			continue
+		}
+		t, _ := tableOf(rec, main, children)
+		k, err := spannerdb.SpannerKey(rec, t)
+		if err != nil {
+			return nil, err
+		}
+		keys[t] = append(keys[t], k)
+		if text[i], err = rowKeyText(rec, t, true); err != nil {
+			return nil, err
+		}
+	}
+	rows := map[string]*record.Record{}
+	for t, ks := range keys {
+		if err := readSpannerRows(ctx, rd, t, ks, rows); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*record.Record, len(items))
+	for i := range items {
+		if text[i] != "" {
+			out[i] = rows[text[i]]
+		}
+	}
+	return out, nil
 }
 
 // spannerReader is a read-only transaction or a single use.

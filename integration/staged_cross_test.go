@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+)
+
+// stagedLogsXDDL is the Spanner table the Datastore → Spanner staged
+// tests move kind Log into: the entity's key name in LogKey, a ShardId in
+// front (shard), the properties User, Seq and Page as columns.
+const stagedLogsXDDL = `CREATE TABLE LogsX (ShardId INT64 NOT NULL, LogKey STRING(MAX) NOT NULL, User STRING(36), Seq INT64, Page STRING(MAX)) PRIMARY KEY (ShardId, LogKey)`
+
+// newStagedDatastoreSpanner makes the Datastore → Spanner env: kind Log
+// of a namespace of the Datastore emulator's database (as
+// newStagedDatastore's old) into table LogsX of a Spanner database,
+// which holds the phase store.
+func newStagedDatastoreSpanner(t *testing.T) *stagedEnv {
+	t.Helper()
+	ctx := context.Background()
+	c := emulator.TestDatastore(t)
+	newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, cutover.SpannerDDL...)...)
+	oldNS := emulator.UniqueNamespace("staged-x")
+	yaml := fmt.Sprintf(`
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log, key: "LogKey STRING(MAX)"}
+target: {type: spanner, project: %[3]s, instance: %[4]s, database: %[5]s, table: LogsX}
+rewrite: {strategy: shard, params: {n: 8, mode: abs}}
+dead_letter: %[6]s
+cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
+`, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
+	lib, err := cutover.OpenDatastoreSpanner(ctx, c, e.configPath, cutover.Options{Migration: e.migration, NewSpannerClient: newC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lib.Close)
+	e.app = lib
+	oldLogsIn(e, c, oldNS, false, false)
+	e.newPages = spannerLogsBy(newC, "LogsX", "User")
+	e.changeNew = spannerChangeLogBy(newC, "LogsX", "User")
+	return e
+}
+
+// stagedCross are the envs of migrations from one store to the other,
+// run by the cohort jobs that take them.
+var stagedCross = []struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{{"datastore to spanner", newStagedDatastoreSpanner}}
