@@ -3,12 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/testkit/committap"
 )
 
 // stagedLogsXDDL is the Spanner table the Datastore → Spanner staged
@@ -19,7 +21,7 @@ const stagedLogsXDDL = `CREATE TABLE LogsX (ShardId INT64 NOT NULL, LogKey STRIN
 // newStagedDatastoreSpanner makes the Datastore → Spanner env: kind Log
 // of a namespace of the Datastore emulator's database (as
 // newStagedDatastore's old) into table LogsX of a Spanner database,
-// which holds the phase store.
+// which holds the phase store. It has no reverse backfill.
 func newStagedDatastoreSpanner(t *testing.T) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
@@ -33,9 +35,18 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[6]s
 cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 `, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
-	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}, noReverse: true}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
-	lib, err := cutover.OpenDatastoreSpanner(ctx, c, e.configPath, cutover.Options{Migration: e.migration, NewSpannerClient: newC})
+	// The library's client of new (and every Spanner client made from
+	// now on) goes through a commit tap.
+	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	t.Setenv(emulator.EnvSpannerHost, tap.Addr())
+	e.tap, e.faultTables = tap, []string{"LogsX"}
+	lib, err := cutover.OpenDatastoreSpanner(ctx, c, e.configPath, cutover.Options{Migration: e.migration})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ type stagedEnv struct {
 	faultTables []string
 	// users, if set, names the seeded users (default prefix-i).
 	users func(prefix string, i int) string
+	// noReverse: the migration has no reverse backfill (the end-to-end
+	// test brings no cohort back from new_only).
+	noReverse bool
 	// cascade: seq 0 is a user's parent row and the other seqs its
 	// interleaved children (Spanner): its delete deletes them, and a child
 	// is written only under it.
@@ -386,7 +389,10 @@ var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
 }{"datastore references", newStagedDatastoreRefs}, struct {
 	name string
 	make func(t *testing.T) *stagedEnv
-}{"spanner interleaved", newStagedInterleaved})
+}{"spanner interleaved", newStagedInterleaved}, struct {
+	name string
+	make func(t *testing.T) *stagedEnv
+}{"datastore to spanner", newStagedDatastoreSpanner})
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {
