@@ -71,6 +71,7 @@ func NewDatastoreSpanner(ctx context.Context, client *datastore.Client, job *mig
 	if err != nil {
 		return nil, fmt.Errorf("cutover.NewDatastoreSpanner: %w", err)
 	}
+	sp.StrictColumns = true // new rows are read back as entities
 	rk, err := sp.Build()
 	if err != nil {
 		return nil, err
@@ -124,13 +125,9 @@ func (x *DatastoreSpanner) route(ctx context.Context, rec *record.Record) (*call
 
 // newRow is rec (an entity, or a key alone) rewritten into new's row. A
 // property the row could only keep as text (a key, an embedded entity, a
-// geo point) is refused: a read of new could not give it back.
+// geo point) is refused (rekeyer.Options.StrictColumns): a read of new
+// could not give it back.
 func (x *DatastoreSpanner) newRow(rec *record.Record) (*record.Record, error) {
-	for _, f := range rec.Fields {
-		if k, ok := flattened(f.Value); ok {
-			return nil, fmt.Errorf("cutover: %s: property %s holds %s, which a Spanner column keeps only as text (a read of new could not give it back); not routed yet", rec.Key, f.Name, k)
-		}
-	}
 	nr := *rec
 	k := rec.Key.Clone()
 	nr.Key = &k
@@ -139,25 +136,6 @@ func (x *DatastoreSpanner) newRow(rec *record.Record) (*record.Record, error) {
 		return nil, fmt.Errorf("cutover: rewriting %s: %w", rec.Key, err)
 	}
 	return &nr, nil
-}
-
-// flattened reports values that entityToRow turns into text or JSON.
-func flattened(v record.Value) (string, bool) {
-	switch v.Kind {
-	case record.KindKey:
-		return "a key", true
-	case record.KindEntity:
-		return "an embedded entity", true
-	case record.KindGeoPoint:
-		return "a geo point", true
-	case record.KindArray:
-		for _, e := range v.Array {
-			if k, ok := flattened(e); ok {
-				return k, true
-			}
-		}
-	}
-	return "", false
 }
 
 // markKey is the touched mark's key of new row nr.

@@ -258,7 +258,9 @@
 // properties (an entity written with an explicit null reads back
 // without it, and a shadow read counts that as a mismatch); keys,
 // embedded entities and geo points, which a column keeps only as text,
-// are refused where new is written, naming the property; times keep
+// are refused where new is written, naming the property (by the library,
+// and by the cohort backfill, which dead-letters the entity: a staged
+// migration's rekeyer has StrictColumns); times keep
 // Datastore's microseconds. Descendant kinds, references,
 // keep_original_key and interleaved target tables are refused when the
 // library opens. The cohort jobs take the pair (the backfill's

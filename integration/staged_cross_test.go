@@ -2,15 +2,21 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/record"
+	"github.com/rekeyio/rekey/rewrite"
 )
 
 // stagedLogsXDDL is the Spanner table the Datastore → Spanner staged
@@ -64,3 +70,34 @@ var stagedCross = []struct {
 	name string
 	make func(t *testing.T) *stagedEnv
 }{{"datastore to spanner", newStagedDatastoreSpanner}}
+
+// TestStagedDatastoreSpannerStrictColumns: a cohort backfill from
+// Datastore to Spanner does not flatten a key-valued property into a
+// column (the library's reads of new could not give it back): the entity
+// goes to the dead letters with the property named, the others are
+// copied, and the cohort stays in dual_write.
+func TestStagedDatastoreSpannerStrictColumns(t *testing.T) {
+	e := newStagedDatastoreSpanner(t)
+	const user = "strict-user"
+	bad := e.rec(user, 1, "with a key")
+	ref := rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "Page", ID: 7}}}
+	bad.Fields = append(bad.Fields, record.Field{Name: "Ref", Value: record.Key(ref)})
+	e.putOld(t, e.rec(user, 0, "plain"), bad)
+	e.move(t, one(cohortOf(user)), cutover.DualWrite)
+	e.waitSeen(t, cohortOf(user), cutover.DualWrite)
+	waitHold()
+	res, a, err := e.backfill(t, "prism", one(cohortOf(user)), false)
+	if !errors.Is(err, operator.ErrBackfillIncomplete) || a != nil {
+		t.Fatalf("backfill: %v (audit %+v); want it incomplete, the cohort not moved", err, a)
+	}
+	if c := res.Counters; c[migration.Written] != 1 || c[migration.DeadLettered] != 1 {
+		t.Errorf("counters %s; want 1 written, 1 dead-lettered", c)
+	}
+	dead := readDeadLetters(t, e.cfg.DeadLetter)
+	if len(dead) != 1 || !strings.Contains(dead[0].Reason, "property Ref holds a key") {
+		t.Errorf("dead letters %+v; want the entity with its property named", dead)
+	}
+	if got := e.newPages(t); len(got) != 1 || got[logID(user, 0)] != "plain" {
+		t.Errorf("new holds %v; want only %s", got, logID(user, 0))
+	}
+}

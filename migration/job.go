@@ -143,6 +143,10 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 		KeepOriginalKey: cfg.KeepOriginalKey,
 	}
 	injectAncestors(&j.Spec.Strategy, cfg.Ancestors, j.Spec.TargetStore)
+	// A staged migration from Datastore to Spanner reads new rows back
+	// as entities: an entity it could not give back is refused, not
+	// flattened (rekeyer.Options.StrictColumns).
+	j.Spec.StrictColumns = cfg.Cohort.User != "" && kindOf(src.Type).datastoreDB() && kindOf(tgt.Type).spannerDB()
 
 	// The key schema of the main table.
 	switch {

@@ -58,6 +58,12 @@ type Options struct {
 	// another run, each with the rewrite that kind got there (Datastore
 	// targets).
 	ReferencesTo []ReferenceTo
+	// StrictColumns, for a Datastore source going to Spanner, refuses an
+	// entity with a property a column keeps only as text (a key, an
+	// embedded entity, a geo point) instead of flattening it: a staged
+	// cutover reads new rows back as entities, and could not give such a
+	// property back.
+	StrictColumns bool
 }
 
 // ReferenceTo is a property whose key values point at entities of Kind,
@@ -412,12 +418,36 @@ func (rk *Rekeyer) entityToRow(rec *record.Record) error {
 		fields = append(fields, record.Field{Name: cols[i].Name, Value: v})
 	}
 	for _, f := range rec.Fields {
+		if what := Flattened(f.Value); what != "" && rk.o.StrictColumns {
+			return fmt.Errorf("property %s holds %s, which a Spanner column keeps only as text: the staged cutover could not read it back from new", f.Name, what)
+		}
 		fields = append(fields, record.Field{Name: f.Name, Value: flatten(f.Value)})
 	}
 	rec.Fields = fields
 	rec.Key = nil
 	rec.Table = rk.o.Table
 	return nil
+}
+
+// Flattened names what v holds that a Spanner column keeps only as text
+// or JSON (a key, an embedded entity, a geo point, in v or an element of
+// it), "" for a value a column holds as it is.
+func Flattened(v record.Value) string {
+	switch v.Kind {
+	case record.KindKey:
+		return "a key"
+	case record.KindEntity:
+		return "an embedded entity"
+	case record.KindGeoPoint:
+		return "a geo point"
+	case record.KindArray:
+		for _, e := range v.Array {
+			if what := Flattened(e); what != "" {
+				return what
+			}
+		}
+	}
+	return ""
 }
 
 // flatten turns Datastore-only values into what a Spanner column holds:

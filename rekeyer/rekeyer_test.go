@@ -184,6 +184,50 @@ func TestDatastoreToSpannerAndBack(t *testing.T) {
 	}
 }
 
+// TestStrictColumns: with StrictColumns a Datastore entity whose property
+// a column would keep only as text (a key, in an array too) is refused,
+// naming the property, and left as it was; without it the key becomes its
+// JSON notation.
+func TestStrictColumns(t *testing.T) {
+	o := Options{Strategy: strategy(t, "shard", rewrite.Params{"n": 4}), SourceStore: record.Datastore, TargetStore: record.Spanner,
+		Table: "Logs", Key: schema(t, "Logs", "LogKey STRING(MAX)")}
+	loose, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.StrictColumns = true
+	strict, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entity := func(v record.Value) record.Record {
+		k := dsKey("Log", "u.1")
+		return record.Record{Key: &k, Fields: []record.Field{{Name: "Page", Value: record.String("p")}, {Name: "Ref", Value: v}}}
+	}
+	ref := record.Key(dsKey("Page", "x"))
+	for _, v := range []record.Value{ref, {Kind: record.KindArray, Array: []record.Value{record.Int(1), ref}}} {
+		rec := entity(v)
+		err := strict.Rewrite(&rec)
+		if err == nil || !strings.Contains(err.Error(), "property Ref holds a key") {
+			t.Errorf("strict, Ref %v: %v; want the property refused by name", v, err)
+		}
+		if rec.Key == nil || len(rec.Fields) != 2 {
+			t.Errorf("strict: the refused record changed: %s", rec.Describe())
+		}
+	}
+	rec := entity(record.String("plain"))
+	if err := strict.Rewrite(&rec); err != nil {
+		t.Errorf("strict, a plain property: %v", err)
+	}
+	rec = entity(ref)
+	if err := loose.Rewrite(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rec.Get("Ref"); got.Kind != record.KindString {
+		t.Errorf("not strict: Ref = %v, want the key's JSON notation", got)
+	}
+}
+
 // An Invoice copied in its own run points at the Customer keys another
 // run rewrote (with hashprefix, into namespace v2); a key of a migrated
 // kind in a property with no mapping is counted as unmapped.

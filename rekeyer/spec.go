@@ -26,6 +26,7 @@ type Spec struct {
 	References      []string           `json:"references"`
 	KeepOriginalKey string             `json:"keep_original_key"`
 	ReferencesTo    []ReferenceToSpec  `json:"references_to,omitempty"`
+	StrictColumns   bool               `json:"strict_columns,omitempty"`
 }
 
 // ReferenceToSpec is the serialisable form of ReferenceTo.
@@ -47,6 +48,7 @@ func (sp Spec) Build() (*Rekeyer, error) {
 		Strategy: st, SourceStore: sp.SourceStore, TargetStore: sp.TargetStore,
 		Table: sp.Table, TargetTable: sp.TargetTable, Kind: sp.Kind, TargetKind: sp.TargetKind,
 		TargetNamespace: sp.TargetNamespace, SourceNamespace: sp.SourceNamespace, DescendantKinds: sp.DescendantKinds, References: sp.References, KeepOriginalKey: sp.KeepOriginalKey,
+		StrictColumns: sp.StrictColumns,
 	}
 	for _, r := range sp.ReferencesTo {
 		st, err := rewrite.New(r.Strategy)
