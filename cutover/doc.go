@@ -263,10 +263,13 @@
 // migration's rekeyer has StrictColumns); times keep
 // Datastore's microseconds. Descendant kinds, references,
 // keep_original_key and interleaved target tables are refused when the
-// library opens. The cohort jobs take the pair (the backfill's
-// conditional commits, verify and repair, RepairOld, cleanup, rekey
-// load) except the reverse backfill, which does not turn rows back into
-// entities yet: a cohort moved to new_only cannot be brought back.
+// library opens. Every cohort job takes the pair: the backfill's
+// conditional commits, verify (a finding read again in both stores at
+// one read time) and repair, RepairOld, cleanup, rekey load, and the
+// reverse backfill (DatastoreFromSpannerReverse: in one transaction of
+// old it reads old's entities, then new's rows strongly, and writes old
+// as new holds it, each row turned back into its entity by
+// Rekeyer.Invert, under a key of one path element).
 //
 // # Batches
 //

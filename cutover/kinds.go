@@ -116,11 +116,17 @@ var pairKinds = map[pair]pairKind{
 		t := job.Config.Target
 		r.NewProject, r.NewDatastoreDB, r.OldNamespace = t.Project, t.Database, job.Config.Source.Namespace
 	}},
-	// No reverse backfill yet: rows back into entities.
 	{config.TypeDatastore, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
 		src := job.Config.Source
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
 		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return NewDatastoreSpanner(ctx, c, job, o) })
+	}, reverse: func(job *migration.Job, r *Reverse) {
+		t := job.Config.Target
+		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
+		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
+			r.NewTable = job.Spanner.Targets[0]
+		}
+		r.OldNamespace = job.Config.Source.Namespace
 	}},
 }
 

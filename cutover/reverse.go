@@ -155,20 +155,105 @@ func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context
 	if err != nil {
 		return nil, err
 	}
+	return datastoreReverse(oldC, r, func(ctx context.Context, tx *datastore.Transaction, recs []*record.Record) ([]*record.Record, error) {
+		newKeys := make([]*datastore.Key, len(recs))
+		for i, rec := range recs {
+			if err := rk.Rewrite(rec); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", rec.Key, err)
+			}
+			newKeys[i] = datastoredb.KeyToDatastore(*rec.Key)
+		}
+		news := make([]datastore.PropertyList, len(recs))
+		var gerr error
+		if newC == oldC {
+			gerr = tx.GetMulti(newKeys, news)
+		} else {
+			gerr = newC.GetMulti(ctx, newKeys, news)
+		}
+		missing, err := missingOf(gerr, len(recs))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*record.Record, len(recs))
+		for i := range recs {
+			if missing[i] {
+				continue
+			}
+			rec, err := datastoredb.FromEntity(newKeys[i], news[i])
+			if err != nil {
+				return nil, err
+			}
+			if err := rk.Invert(&rec); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", newKeys[i], err)
+			}
+			out[i] = &rec
+		}
+		return out, nil
+	}), nil
+}
+
+// DatastoreFromSpannerReverse is DatastoreReverse for a Datastore →
+// Spanner migration: new's rows are read through newS, in r.NewTable,
+// and turned back into entities (Rekeyer.Invert).
+func DatastoreFromSpannerReverse(oldC *datastore.Client, newS *spanner.Client, r Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
+	rk, err := r.rekeyer()
+	if err != nil {
+		return nil, err
+	}
+	if r.NewTable == nil {
+		return nil, errors.New("reverse backfill: no new table")
+	}
+	newT, cols := r.NewTable, columnNames(r.NewTable)
+	return datastoreReverse(oldC, r, func(ctx context.Context, _ *datastore.Transaction, recs []*record.Record) ([]*record.Record, error) {
+		keys := make([]spanner.KeySet, len(recs))
+		at := map[string]int{} // new key text → record
+		for i, rec := range recs {
+			if err := rk.Rewrite(rec); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", rec.Describe(), err)
+			}
+			k, err := spannerdb.SpannerKey(rec, newT)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", rec.Describe(), err)
+			}
+			keys[i], at[k.String()] = k, i
+		}
+		out := make([]*record.Record, len(recs))
+		// Strongly, now: after old's entities were read (and locked).
+		err := newS.Single().Read(ctx, newT.Name, spanner.KeySets(keys...), cols).Do(func(row *spanner.Row) error {
+			rec, err := spannerdb.RowToRecord(row, newT)
+			if err != nil {
+				return err
+			}
+			k, err := spannerdb.SpannerKey(&rec, newT)
+			if err != nil {
+				return err
+			}
+			i, ok := at[k.String()]
+			if !ok {
+				return nil
+			}
+			if err := rk.Invert(&rec); err != nil {
+				return status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", k, err)
+			}
+			out[i] = &rec
+			return nil
+		})
+		return out, err
+	}), nil
+}
+
+// datastoreReverse is the conditional commit of a reverse backfill into
+// oldC's database of entities ents: in one transaction of old it reads
+// ents' old entities (taking their locks), then new's records of them
+// (readNew, given the old records, to rewrite: the old record of each
+// new one, nil where new holds none), and writes old as new holds it, a
+// delete where new holds none.
+func datastoreReverse(oldC *datastore.Client, r Reverse, readNew func(ctx context.Context, tx *datastore.Transaction, recs []*record.Record) ([]*record.Record, error)) func(ctx context.Context, ents []datastore.Entity) (int, error) {
 	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
 		ents = distinctKeys(ents) // a record read from both stores: one mutation a key
 		oldKeys := make([]*datastore.Key, len(ents))
-		newKeys := make([]*datastore.Key, len(ents))
 		for i, e := range ents {
 			oldKeys[i] = e.Key
-			rec, err := datastoredb.FromEntity(e.Key, e.Properties)
-			if err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", e.Key, err)
-			}
-			if err := rk.Rewrite(&rec); err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", e.Key, err)
-			}
-			newKeys[i] = datastoredb.KeyToDatastore(*rec.Key)
 		}
 		deleted := 0
 		_, err := oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
@@ -176,36 +261,30 @@ func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context
 			if err := ignoreMissing(tx.GetMulti(oldKeys, olds)); err != nil {
 				return err
 			}
-			news := make([]datastore.PropertyList, len(ents))
-			var gerr error
-			if newC == oldC {
-				gerr = tx.GetMulti(newKeys, news)
-			} else {
-				gerr = newC.GetMulti(ctx, newKeys, news)
+			recs := make([]*record.Record, len(ents))
+			for i, e := range ents {
+				rec, err := datastoredb.FromEntity(e.Key, e.Properties)
+				if err != nil {
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", e.Key, err)
+				}
+				recs[i] = &rec
 			}
-			missing, err := missingOf(gerr, len(ents))
+			news, err := readNew(ctx, tx, recs)
 			if err != nil {
 				return err
 			}
 			deleted = 0
 			var muts []*datastore.Mutation
-			for i := range ents {
-				if missing[i] {
+			for i, rec := range news {
+				if rec == nil {
 					deleted++
 					muts = append(muts, datastore.NewDelete(oldKeys[i]))
 					continue
 				}
-				rec, err := datastoredb.FromEntity(newKeys[i], news[i])
-				if err != nil {
-					return err
-				}
-				if err := rk.Invert(&rec); err != nil {
-					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", newKeys[i], err)
-				}
 				rec.Key.Namespace = r.OldNamespace
-				k, props, err := datastoredb.ToEntity(&rec)
+				k, props, err := datastoredb.ToEntity(rec)
 				if err != nil {
-					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", newKeys[i], err)
+					return status.Errorf(codes.InvalidArgument, "reverse backfill: %v: %v", oldKeys[i], err)
 				}
 				pl := props
 				muts = append(muts, datastore.NewUpsert(k, &pl))
@@ -217,7 +296,7 @@ func DatastoreReverse(oldC, newC *datastore.Client, r Reverse) (func(ctx context
 			err = status.Error(codes.Aborted, err.Error())
 		}
 		return deleted, err
-	}, nil
+	}
 }
 
 // distinctKeys is ents without the later ones of a key already seen.

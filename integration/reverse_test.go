@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func (e *stagedEnv) walkToNewOnly(t *testing.T, rs []cohort.Range) {
 // writing: afterwards the cohorts are in dual_write and old holds exactly
 // what new holds, every record at its latest acknowledged write.
 func TestReverseBackfill(t *testing.T) {
-	for _, se := range stagedEnvs {
+	for _, se := range slices.Concat(stagedEnvs, stagedCross) {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

@@ -27,7 +27,7 @@ const stagedLogsXDDL = `CREATE TABLE LogsX (ShardId INT64 NOT NULL, LogKey STRIN
 // newStagedDatastoreSpanner makes the Datastore → Spanner env: kind Log
 // of a namespace of the Datastore emulator's database (as
 // newStagedDatastore's old) into table LogsX of a Spanner database,
-// which holds the phase store. It has no reverse backfill.
+// which holds the phase store.
 func newStagedDatastoreSpanner(t *testing.T) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
@@ -41,7 +41,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[6]s
 cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 `, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
-	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}, noReverse: true}
+	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	// The library's client of new (and every Spanner client made from
 	// now on) goes through a commit tap.

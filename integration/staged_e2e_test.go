@@ -318,7 +318,7 @@ func TestStagedMigrationEndToEnd(t *testing.T) {
 				repairMissed(rs)
 				e.move(t, rs, cutover.NewOnly)
 				waitHold()
-				if i == 3 && !e.noReverse { // one cohort back from new_only: the reverse backfill
+				if i == 3 { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
 					if _, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("reverse backfill of cohort %d: %v", fromNewOnly, err)

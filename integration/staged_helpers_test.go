@@ -69,9 +69,6 @@ type stagedEnv struct {
 	faultTables []string
 	// users, if set, names the seeded users (default prefix-i).
 	users func(prefix string, i int) string
-	// noReverse: the migration has no reverse backfill (the end-to-end
-	// test brings no cohort back from new_only).
-	noReverse bool
 	// cascade: seq 0 is a user's parent row and the other seqs its
 	// interleaved children (Spanner): its delete deletes them, and a child
 	// is written only under it.

@@ -190,6 +190,8 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 		if tgt.Namespace != src.Namespace {
 			j.Spec.TargetNamespace, j.Spec.SourceNamespace = tgt.Namespace, src.Namespace
 		}
+	} else if kindOf(src.Type).datastoreDB() {
+		j.Spec.Kind = src.Kind // the kind a row goes back into (Rekeyer.Invert)
 	}
 	for i, r := range cfg.ReferencesTo {
 		rs, err := referenceSpec(r)

@@ -126,13 +126,14 @@ func (datastoreKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, LeaseNamespace: tgt.Namespace, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit
+	if cfg.MaxEntities > datastoredb.MaxCommitEntities {
+		// write.batch_mutations sized for a Spanner target: a cleanup
+		// or a reverse backfill of a Datastore source commits at most
+		// Datastore's most.
+		cfg.MaxEntities = datastoredb.MaxCommitEntities
+	}
 	if w.deletes {
 		cfg.Mode = storewrite.ModeDelete
-		if cfg.MaxEntities > datastoredb.MaxCommitEntities {
-			// write.batch_mutations sized for a Spanner target: a
-			// cleanup of a Datastore source commits Datastore's most.
-			cfg.MaxEntities = datastoredb.MaxCommitEntities
-		}
 	}
 	if w.backfill != nil {
 		b := *w.backfill

@@ -76,7 +76,9 @@ func toOld(j *migration.Job) *migration.Job {
 	cfg.Ramp = config.RampConfig{}
 	jr.Config = &cfg
 	jr.TargetKey = j.SourceKey
-	if j.Spanner != nil {
+	if j.Spanner != nil && j.Spanner.Source == nil {
+		jr.Spanner = nil // new's tables: old is not Spanner (Datastore → Spanner)
+	} else if j.Spanner != nil {
 		sp := *j.Spanner
 		// The old tables, parents before children, as new's are.
 		sp.Targets = []*spannerdb.Table{j.Spanner.Source}

@@ -24,9 +24,20 @@ var ErrNotInvertible = rewrite.ErrNotInvertible
 // namespace), as is its database; its references are inverted
 // (InvertReferences). A row of an interleaved child table gets its
 // root's old key back in front of its own columns. Invert(Rewrite(r))
-// holds r's content. Migrations that cross stores or map references to
-// another run's kinds are not inverted (ErrNotInvertible).
+// holds r's content. A row of a Datastore → Spanner migration becomes
+// its entity again (rowToOldEntity). Migrations from Spanner to
+// Datastore or that map references to another run's kinds are not
+// inverted (ErrNotInvertible).
 func (rk *Rekeyer) Invert(rec *record.Record) error {
+	if rk.o.SourceStore == record.Datastore && rk.o.TargetStore == record.Spanner {
+		if len(rk.refs) > 0 || len(rk.foreign) > 0 || len(rk.children) > 0 {
+			return fmt.Errorf("%w: rows with references or children back into entities", ErrNotInvertible)
+		}
+		if err := rk.invertRow(rec); err != nil {
+			return err
+		}
+		return rk.rowToOldEntity(rec)
+	}
 	if rk.o.SourceStore != rk.o.TargetStore {
 		return fmt.Errorf("%w: the migration goes from %s to %s", ErrNotInvertible, rk.o.SourceStore, rk.o.TargetStore)
 	}
@@ -106,6 +117,47 @@ func (rk *Rekeyer) invertRow(rec *record.Record) error {
 	if main {
 		rec.Table = rk.o.Table // a child keeps its table's name
 	}
+	return nil
+}
+
+// rowToOldEntity turns rec, a row of a Datastore → Spanner migration
+// with its old key columns back (invertRow), into the entity it was
+// made from (entityToRow's inverse): a key of kind Kind whose one path
+// element is the key column's id (INT64) or name (STRING, in its text
+// form), the other columns as properties, NULL ones left out (a property
+// absent and one holding null both come back absent). A path of more
+// than one element cannot come back: the ancestors' kinds are not in the
+// row. The namespace and database are left for the caller to set.
+func (rk *Rekeyer) rowToOldEntity(rec *record.Record) error {
+	cols := rk.o.Key.Columns
+	if len(cols) != 1 || rk.o.Kind == "" {
+		return fmt.Errorf("%w: a row keyed by %d columns back into an entity of kind %q", ErrNotInvertible, len(cols), rk.o.Kind)
+	}
+	v, ok := rec.Get(cols[0].Name)
+	if !ok {
+		return fmt.Errorf("row has no key column %s", cols[0].Name)
+	}
+	var e rewrite.PathElement
+	switch {
+	case v.Kind == record.KindInt && cols[0].Type == rewrite.TypeInt64:
+		e = rewrite.PathElement{Kind: rk.o.Kind, ID: v.Int}
+	case v.Kind == record.KindString && cols[0].Type == rewrite.TypeString:
+		var err error
+		if e, err = rewrite.ElementFromText(rk.o.Kind, v.Str); err != nil {
+			return fmt.Errorf("key column %s: %w", cols[0].Name, err)
+		}
+	default:
+		return fmt.Errorf("key column %s holds %s, not a key element", cols[0].Name, v)
+	}
+	fields := make([]record.Field, 0, len(rec.Fields))
+	for _, f := range rec.Fields {
+		if f.Value.Kind != record.KindNull && !strings.EqualFold(f.Name, cols[0].Name) {
+			fields = append(fields, f)
+		}
+	}
+	rec.Key = &rewrite.DatastoreKey{Path: []rewrite.PathElement{e}}
+	rec.Table = rk.o.Kind
+	rec.Fields = fields
 	return nil
 }
 

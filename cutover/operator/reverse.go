@@ -17,14 +17,14 @@ import (
 // CheckReverse refuses a job a reverse backfill cannot run: what
 // CheckBackfill refuses, and a rewrite Invert cannot undo (no inverse and
 // no kept original key; references without an inverse; references_to;
-// two stores).
+// a pair of stores with no reverse backfill, Spanner → Datastore).
 func CheckReverse(j *migration.Job) error {
 	if err := CheckBackfill(j); err != nil {
 		return err
 	}
 	var problems []string
-	if j.Config.Source.Type != j.Config.Target.Type {
-		problems = append(problems, fmt.Sprintf("the migration goes from %s to %s", j.Config.Source.Type, j.Config.Target.Type))
+	if _, err := cutover.ReverseFor(j); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Invertible && j.Spec.KeepOriginalKey == "" {
 		problems = append(problems, fmt.Sprintf("strategy %s has no inverse and keep_original_key is not set", st.Info().Name))

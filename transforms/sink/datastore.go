@@ -7,11 +7,13 @@ import (
 	"sync"
 
 	"cloud.google.com/go/datastore"
+	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
@@ -197,7 +199,18 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: leaseNS}); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
-	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil {
+	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil && b.Reverse.NewTable != nil {
+		// A Datastore → Spanner migration's: new is a Spanner table.
+		db := b.Reverse.NewDatabase
+		newS, release, err := spannerdb.Shared(db, "sink", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
+		if err != nil {
+			return err
+		}
+		f.releases = append(f.releases, release)
+		if f.cond, err = cutover.DatastoreFromSpannerReverse(c, newS, *b.Reverse); err != nil {
+			return fmt.Errorf("sink.Datastore: %w", err)
+		}
+	} else if b != nil && b.Reverse != nil {
 		newC := c
 		if r := b.Reverse; r.NewProject != f.Cfg.Project || r.NewDatastoreDB != f.Cfg.Database {
 			var release func()
