@@ -30,7 +30,8 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// The soak of the staged cutover (TestSoakSpanner, TestSoakDatastore):
+// The soak of the staged cutover (TestSoakSpanner, TestSoakDatastore,
+// TestSoakDatastoreGroups, TestSoakDatastoreSpanner):
 // a seeded run of the whole protocol against the emulators, in the
 // manner of Jepsen. Application instances (each a library with its own
 // phase cache) put, get and delete the records of their users, some
@@ -53,7 +54,8 @@ import (
 // -soak_seed runs one seed (a failing seed reproduces by its
 // number: the faults, the operators' choices and the workload follow it,
 // though the interleaving with the emulators does not). Both layouts, old
-// and new in one database and in two, run for each seed.
+// and new in one database and in two, run for each seed (Datastore →
+// Spanner: two, always).
 var (
 	soakFor    = flag.Duration("soak", 15*time.Second, "how long each soak seed's workload runs")
 	soakSeed   = flag.Uint64("soak_seed", 0, "run only this soak seed (0: the CI seeds)")
@@ -79,12 +81,20 @@ func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore", soakSeeds) }
 // root; see newStagedDatastoreGroups); CI runs its first seed.
 func TestSoakDatastoreGroups(t *testing.T) { runSoak(t, "datastore-groups", soakSeeds[:1]) }
 
+// TestSoakDatastoreSpanner soaks a Datastore kind moving into a Spanner
+// table (always apart: two stores); CI runs its first seed.
+func TestSoakDatastoreSpanner(t *testing.T) { runSoak(t, "datastore-spanner", soakSeeds[:1]) }
+
 func runSoak(t *testing.T, store string, seeds []uint64) {
 	if *soakSeed != 0 {
 		seeds = []uint64{*soakSeed}
 	}
+	layouts := []bool{false, true}
+	if store == "datastore-spanner" {
+		layouts = []bool{true}
+	}
 	for _, seed := range seeds {
-		for _, apart := range []bool{false, true} {
+		for _, apart := range layouts {
 			t.Run(fmt.Sprintf("seed %d apart %v", seed, apart), func(t *testing.T) {
 				s := newSoak(t, store, apart, seed)
 				s.run(t, *soakFor)
@@ -151,9 +161,8 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	if store != "spanner" {
 		hostEnv = emulator.EnvDatastoreHost
 	}
-	backend := os.Getenv(hostEnv)
-	tap := func() *committap.Tap {
-		tp, err := committap.Start(backend)
+	tapOf := func(hostEnv string) *committap.Tap {
+		tp, err := committap.Start(os.Getenv(hostEnv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,10 +170,16 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 		s.taps = append(s.taps, tp)
 		return tp
 	}
-	oldTap := tap()
-	newTap := oldTap
-	if apart {
-		newTap = tap()
+	tap := func() *committap.Tap { return tapOf(hostEnv) }
+	var oldTap, newTap *committap.Tap
+	if store == "datastore-spanner" { // always apart: old's tap in front of Datastore, new's of Spanner
+		oldTap, newTap = tap(), tapOf(emulator.EnvSpannerHost)
+	} else {
+		oldTap = tap()
+		newTap = oldTap
+		if apart {
+			newTap = tap()
+		}
 	}
 	dead := filepath.Join(t.TempDir(), "dead.jsonl")
 	var yaml string
@@ -211,6 +226,26 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			}
 			return out
 		}
+	case "datastore-spanner":
+		t.Setenv(hostEnv, oldTap.Addr())
+		oldC := emulator.TestDatastore(t)
+		oldNS := emulator.UniqueNamespace("soak-x")
+		t.Setenv(emulator.EnvSpannerHost, newTap.Addr())
+		newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, cutover.SpannerDDL...)...)
+		yaml = fmt.Sprintf(`
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log, key: "LogKey STRING(MAX)"}
+target: {type: spanner, project: %[3]s, instance: %[4]s, database: %[5]s, table: LogsX}
+rewrite: {strategy: shard, params: {n: 8, mode: abs}}
+dead_letter: %[6]s
+cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
+`, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
+		s.phases = cutover.SpannerStore{Client: newC}
+		oldClient = oldC
+		s.key = func(user string, seq int64) record.Record {
+			k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
+			return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+		}
+		s.newPages = spannerLogsBy(newC, "LogsX", "User")
 	default:
 		t.Setenv(hostEnv, oldTap.Addr())
 		oldC := emulator.TestDatastore(t)
@@ -269,7 +304,11 @@ cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		case *spanner.Client:
 			lib, err = cutover.OpenSpanner(ctx, c, path, cutover.Options{Migration: s.migration})
 		case *datastore.Client:
-			lib, err = cutover.OpenDatastore(ctx, c, path, cutover.Options{Migration: s.migration})
+			if store == "datastore-spanner" {
+				lib, err = cutover.OpenDatastoreSpanner(ctx, c, path, cutover.Options{Migration: s.migration})
+			} else {
+				lib, err = cutover.OpenDatastore(ctx, c, path, cutover.Options{Migration: s.migration})
+			}
 		}
 		if err != nil {
 			t.Fatal(err)
