@@ -119,6 +119,26 @@ func (r *router) route(ctx context.Context, rec *record.Record, key string) (*ca
 	return r.routeCohort(ctx, cohort.Of(user, r.o.buckets()), key)
 }
 
+// routeEntity routes a call on entity rec, named by its key.
+func (r *router) routeEntity(ctx context.Context, rec *record.Record) (*call, error) {
+	if rec.Key == nil {
+		return nil, errors.New("cutover: the record has no key")
+	}
+	return r.route(ctx, rec, rec.Key.String())
+}
+
+// routed routes entity rec's call op by its cohort's phase, counts it
+// and runs do with it.
+func (r *router) routed(ctx context.Context, rec *record.Record, op string, do func(*call) error) error {
+	c, err := r.routeEntity(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer c.cancel()
+	r.stats.call(op, c.phase)
+	return do(c)
+}
+
 // routeCohort routes a call on the record of cohort k whose old key's
 // text is key.
 func (r *router) routeCohort(ctx context.Context, k int, key string) (*call, error) {

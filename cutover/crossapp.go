@@ -116,13 +116,6 @@ func (x *DatastoreSpanner) Close() {
 	}
 }
 
-func (x *DatastoreSpanner) route(ctx context.Context, rec *record.Record) (*call, error) {
-	if rec.Key == nil {
-		return nil, errors.New("cutover: the record has no key")
-	}
-	return x.router.route(ctx, rec, rec.Key.String())
-}
-
 // newRow is rec (an entity, or a key alone) rewritten into new's row. A
 // property the row could only keep as text (a key, an embedded entity, a
 // geo point) is refused (rekeyer.Options.StrictColumns): a read of new
@@ -167,15 +160,10 @@ func (x *DatastoreSpanner) Write(ctx context.Context, rec record.Record) error {
 // their cohorts' phases allow (see Spanner.WriteBatch), at most
 // DatastoreBatch records a commit.
 func (x *DatastoreSpanner) WriteBatch(ctx context.Context, recs []record.Record) []error {
-	if len(recs) > DatastoreBatch {
-		var errs []error
-		for i := 0; i < len(recs); i += DatastoreBatch {
-			errs = append(errs, x.WriteBatch(ctx, recs[i:min(i+DatastoreBatch, len(recs))])...)
-		}
-		return errs
-	}
-	return writeBatch(ctx, &x.router, recs, x.route, func(c *call, rec *record.Record) store[xMut] {
-		return x.sides(x.writeMuts(c, rec))
+	return inBatches(recs, DatastoreBatch, func(recs []record.Record) []error {
+		return writeBatch(ctx, &x.router, recs, x.routeEntity, func(c *call, rec *record.Record) store[xMut] {
+			return x.sides(x.writeMuts(c, rec))
+		})
 	})
 }
 
@@ -186,16 +174,6 @@ func (x *DatastoreSpanner) Delete(ctx context.Context, key record.Record) error 
 	return x.routed(ctx, &key, "delete", func(c *call) error {
 		return applyCall(&x.router, c, "delete", c.route.deletes, x.sides(x.deleteMuts(c, &key)))
 	})
-}
-
-func (x *DatastoreSpanner) routed(ctx context.Context, rec *record.Record, op string, do func(*call) error) error {
-	c, err := x.route(ctx, rec)
-	if err != nil {
-		return err
-	}
-	defer c.cancel()
-	x.stats.call(op, c.phase)
-	return do(c)
 }
 
 // writeMuts builds the mutations writing rec on a side: old's entity, or
@@ -290,7 +268,7 @@ func (x *DatastoreSpanner) sides(build func(side) ([]xMut, error)) store[xMut] {
 // row's columns other than its key's, NULL ones left out, as
 // properties); found is false when the authoritative store has none.
 func (x *DatastoreSpanner) Read(ctx context.Context, key record.Record) (record.Record, bool, error) {
-	c, err := x.route(ctx, &key)
+	c, err := x.routeEntity(ctx, &key)
 	if err != nil {
 		return record.Record{}, false, err
 	}
@@ -427,7 +405,7 @@ func (x *DatastoreSpanner) isKeyColumn(name string) bool {
 // that writes rec's new row unless the application touched that key
 // since the cohort entered dual_write. It reports whether it wrote.
 func (x *DatastoreSpanner) BackfillRow(ctx context.Context, rec record.Record) (bool, error) {
-	c, err := x.route(ctx, &rec)
+	c, err := x.routeEntity(ctx, &rec)
 	if err != nil {
 		return false, err
 	}

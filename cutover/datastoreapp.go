@@ -160,13 +160,6 @@ func (d *Datastore) Close() {
 	}
 }
 
-func (d *Datastore) route(ctx context.Context, rec *record.Record) (*call, error) {
-	if rec.Key == nil {
-		return nil, errors.New("cutover: the record has no key")
-	}
-	return d.router.route(ctx, rec, rec.Key.String())
-}
-
 // newRecord is rec rewritten: its new key and properties.
 func (d *Datastore) newRecord(rec *record.Record) (*record.Record, error) {
 	nr := *rec
@@ -239,31 +232,26 @@ func (d *Datastore) Write(ctx context.Context, rec record.Record) error {
 // DatastoreBatch records a commit (Datastore takes 500 mutations in one:
 // a record needs up to three).
 func (d *Datastore) WriteBatch(ctx context.Context, recs []record.Record) []error {
-	if len(recs) > DatastoreBatch {
-		var errs []error
-		for i := 0; i < len(recs); i += DatastoreBatch {
-			errs = append(errs, d.WriteBatch(ctx, recs[i:min(i+DatastoreBatch, len(recs))])...)
-		}
-		return errs
-	}
-	return writeBatch(ctx, &d.router, recs, d.route, func(c *call, rec *record.Record) store[dsMut] {
-		return d.sides(d.writeMuts(c, rec))
+	return inBatches(recs, DatastoreBatch, func(recs []record.Record) []error {
+		return writeBatch(ctx, &d.router, recs, d.routeEntity, func(c *call, rec *record.Record) store[dsMut] {
+			return d.sides(d.writeMuts(c, rec))
+		})
 	})
 }
 
 // DatastoreBatch is the most records a commit of WriteBatch holds.
 const DatastoreBatch = 160
 
-// routed routes rec's call op by its cohort's phase, counts it and runs
-// do with it.
-func (d *Datastore) routed(ctx context.Context, rec *record.Record, op string, do func(*call) error) error {
-	c, err := d.route(ctx, rec)
-	if err != nil {
-		return err
+// inBatches runs f on recs n at a time and returns its errors in order.
+func inBatches(recs []record.Record, n int, f func([]record.Record) []error) []error {
+	if len(recs) <= n {
+		return f(recs)
 	}
-	defer c.cancel()
-	d.stats.call(op, c.phase)
-	return do(c)
+	var errs []error
+	for i := 0; i < len(recs); i += n {
+		errs = append(errs, f(recs[i:min(i+n, len(recs))])...)
+	}
+	return errs
 }
 
 // writeMuts builds the mutations writing rec on a side.
@@ -434,7 +422,7 @@ var errNothingToLog = errors.New("nothing to log")
 // returns it as an entity of the old kind, in old keys; found is false
 // when the authoritative store has none.
 func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record, bool, error) {
-	c, err := d.route(ctx, &key)
+	c, err := d.routeEntity(ctx, &key)
 	if err != nil {
 		return record.Record{}, false, err
 	}
@@ -623,7 +611,7 @@ func (d *Datastore) asOld(rec, key *record.Record) error {
 // entity unless the application touched that key since the cohort entered
 // dual_write. It reports whether it wrote.
 func (d *Datastore) BackfillRow(ctx context.Context, rec record.Record) (bool, error) {
-	c, err := d.route(ctx, &rec)
+	c, err := d.routeEntity(ctx, &rec)
 	if err != nil {
 		return false, err
 	}
