@@ -129,13 +129,13 @@ func TestVerify(t *testing.T) {
 			}
 
 			// A dual write whose second write fails: old holds it, new
-			// does not, the repair log says so (Spanner, old and new in
-			// two databases; Datastore's one database writes both in one
-			// transaction).
+			// does not, the repair log says so (old and new in two
+			// databases, a tap in front of new's; Datastore's one
+			// database writes both in one transaction).
 			var logged string
 			if e.tap != nil {
 				logged = users[3]
-				e.tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"LogsV2"}})
+				e.tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: e.faultTables})
 				err := e.app.Write(ctx, e.rec(logged, 0, "logged"))
 				e.tap.SetFaults(committap.Faults{})
 				if err != nil {

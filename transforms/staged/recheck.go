@@ -237,7 +237,7 @@ func (r *rechecker) readAtOnce(ctx context.Context, items []*recheckItem, starte
 		if olds, err = r.readDatastore(ctx, r.oldD, items, true, at); err != nil {
 			return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
 		}
-		if news, err = r.newRows(ctx, r.newS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), items); err != nil {
+		if news, err = r.newRows(ctx, atTime(r.newS, at), items); err != nil {
 			return nil, nil, fmt.Errorf("at %s: %w", at.Format(time.RFC3339Nano), err)
 		}
 		return olds, news, nil
@@ -283,11 +283,28 @@ func (r *rechecker) readSpanner(ctx context.Context, items []*recheckItem) (olds
 	if err != nil {
 		return nil, nil, err
 	}
-	olds, err = spannerRowsOf(ctx, r.oldS.Single().WithTimestampBound(spanner.ReadTimestamp(at)), items, func(it *recheckItem) *record.Record { return it.oldRef }, r.spec.SourceTable, r.side.SourceChildren)
+	olds, err = spannerRowsOf(ctx, atTime(r.oldS, at), items, func(it *recheckItem) *record.Record { return it.oldRef }, r.spec.SourceTable, r.side.SourceChildren)
 	if err != nil {
 		return nil, nil, fmt.Errorf("old at %s: %w", at.Format(time.RFC3339Nano), err)
 	}
 	return olds, news, nil
+}
+
+// atTime reads through a single use of c at time at for each read: a
+// single use serves one read only, and the items' rows may be in
+// several tables.
+func atTime(c *spanner.Client, at time.Time) spannerReader {
+	return singleAt{c, at}
+}
+
+// singleAt is atTime's reader.
+type singleAt struct {
+	c  *spanner.Client
+	at time.Time
+}
+
+func (s singleAt) Read(ctx context.Context, table string, keys spanner.KeySet, columns []string) *spanner.RowIterator {
+	return s.c.Single().WithTimestampBound(spanner.ReadTimestamp(s.at)).Read(ctx, table, keys, columns)
 }
 
 // newRows reads the items' new rows through rd.
