@@ -48,6 +48,8 @@ die() {
 LOG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rekey-test.XXXXXX")"
 # Binaries built for the run (prism), removed at the end.
 BIN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rekey-test-bin.XXXXXX")"
+# The run's start, for the worker binaries Beam's boot copied meanwhile.
+START_MARK="$(mktemp "${TMPDIR:-/tmp}/rekey-test-start.XXXXXX")"
 PIDS=()
 KEEP_LOGS=0
 
@@ -74,6 +76,15 @@ cleanup() {
 		wait "$pid" 2>/dev/null || true
 	done
 	rm -rf "$BIN_DIR"
+	# Beam's boot copies the worker binary into /tmp/binNNN/worker (about
+	# 150 MB) and never removes it; the worker pool removes those it
+	# finds, and those it missed that this run made go here.
+	find /tmp -maxdepth 1 -type d -regex '/tmp/bin[0-9]+' -newer "$START_MARK" 2>/dev/null | while read -r d; do
+		if [[ "$(ls -A "$d" 2>/dev/null)" == "worker" || -z "$(ls -A "$d" 2>/dev/null)" ]]; then
+			rm -rf "$d"
+		fi
+	done || true
+	rm -f "$START_MARK"
 	if [[ -z "$(ls -A "$LOG_DIR" 2>/dev/null)" ]]; then
 		rm -rf "$LOG_DIR"
 	elif [[ $status -ne 0 || $KEEP_LOGS -ne 0 ]]; then
