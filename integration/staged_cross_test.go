@@ -66,10 +66,7 @@ cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 
 // stagedCross are the envs of migrations from one store to the other,
 // run by the cohort jobs that take them.
-var stagedCross = []struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{{"datastore to spanner", newStagedDatastoreSpanner}}
+var stagedCross = []stagedShape{{"datastore to spanner", newStagedDatastoreSpanner}}
 
 // TestStagedDatastoreSpannerStrictColumns: a cohort backfill from
 // Datastore to Spanner does not flatten a key-valued property into a

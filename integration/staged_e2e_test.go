@@ -199,7 +199,12 @@ func (a *simApp) wanted() map[string]string {
 // verify --mark is clean; at the end new, authoritative, holds exactly
 // every acknowledged write and no deleted record.
 func TestStagedMigrationEndToEnd(t *testing.T) {
-	for _, se := range stagedShapes {
+	stagedEndToEnd(t, stagedShapes)
+}
+
+// stagedEndToEnd runs the end-to-end test over shapes.
+func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
+	for _, se := range shapes {
 		t.Run(se.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,32 +365,26 @@ func datastoreLogs(c *datastore.Client, ns string) func(t *testing.T) map[string
 // processes of their own (TestOnWorkerPool).
 var cohortRunner = "prism"
 
-var stagedEnvs = []struct {
+// stagedShape is one shape of migration the staged tests run: a name
+// and the env that sets it up.
+type stagedShape struct {
 	name string
 	make func(t *testing.T) *stagedEnv
-}{
+}
+
+var stagedEnvs = []stagedShape{
 	{"spanner", newStagedSpanner},
 	{"datastore", newStagedDatastore},
 }
 
 // stagedShapes are the envs the end-to-end test runs: stagedEnvs and the
 // other shapes of migration the staged cutover takes.
-var stagedShapes = append(stagedEnvs[:len(stagedEnvs):len(stagedEnvs)], struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{"datastore keep_original_key", newStagedDatastoreKept}, struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{"datastore entity groups", newStagedDatastoreGroups}, struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{"datastore references", newStagedDatastoreRefs}, struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{"spanner interleaved", newStagedInterleaved}, struct {
-	name string
-	make func(t *testing.T) *stagedEnv
-}{"datastore to spanner", newStagedDatastoreSpanner})
+var stagedShapes = slices.Concat(stagedEnvs, []stagedShape{
+	{"datastore keep_original_key", newStagedDatastoreKept},
+	{"datastore entity groups", newStagedDatastoreGroups},
+	{"datastore references", newStagedDatastoreRefs},
+	{"spanner interleaved", newStagedInterleaved},
+}, stagedCross)
 
 // move moves cohorts to phase by the rules, as the operator does.
 func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {
