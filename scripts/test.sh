@@ -283,9 +283,12 @@ for a in "$@"; do
 	case "$a" in -p | -p=*) par=() ;; esac
 done
 
-# The integration package runs the cutover soaks too: longer than go
-# test's default 10 minutes per package, unless the arguments say.
-tmo=(-timeout=40m)
+# The integration package runs the cutover soaks and the staged
+# end-to-end test in seven shapes, on prism and on the worker pool: about
+# 35 minutes on a 2-core machine, so its limit is well past go test's
+# default 10 minutes per package (a hang still ends it), unless the
+# arguments say.
+tmo=(-timeout=55m)
 for a in "$@"; do
 	case "$a" in -timeout | -timeout=*) tmo=() ;; esac
 done
