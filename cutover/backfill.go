@@ -8,14 +8,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/datastore"
-	"cloud.google.com/go/spanner"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
-	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -65,14 +60,14 @@ func (b Backfill) since(c int) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// stops reports whether a key's touched mark (of cohort c, made at
+// Stops reports whether a key's touched mark (of cohort c, made at
 // touchedAt, saying behind) stops the backfill or repair from writing
 // new as old holds it: the application touched the key since (keeps);
 // old is behind new for it (new holds the newer value); or the cohort is
 // in read_new, where new is authoritative and only what the mark says new
 // missed is copied (a repair: an entry of the log whose write new has
 // taken since, or whose later write old missed, must not be undone).
-func (b Backfill) stops(c int, touchedAt time.Time, behind string) bool {
+func (b Backfill) Stops(c int, touchedAt time.Time, behind string) bool {
 	if b.keeps(c, touchedAt) || behind == oldSide.String() {
 		return true
 	}
@@ -175,95 +170,10 @@ func SpannerKeyText(table string, child bool, k []rewrite.Value) string {
 	return rewrite.FormatKey(k, false)
 }
 
-// SpannerBackfill returns the conditional commit (spannerdb.Writer's
-// Conditional) of b into table t of client's database: one read-write
-// transaction that reads the touched marks of the rows' keys and upserts
-// the rows whose marks do not stop it (Backfill.keeps), returning how
-// many it skipped.
-func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b Backfill) func(ctx context.Context, rows []spannerdb.Row) (int, error) {
-	return func(ctx context.Context, rows []spannerdb.Row) (int, error) {
-		muts := make([]*spanner.Mutation, len(rows))
-		for i, r := range rows {
-			var err error
-			if muts[i], err = spannerdb.MutationFor(r.Record, t, "upsert"); err != nil {
-				return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", r.Record.Describe(), err)
-			}
-		}
-		return spannerUnlessTouched(ctx, client, t, b, func(i int) *record.Record { return rows[i].Record }, muts)
-	}
-}
-
-// SpannerRepairDeletes returns the conditional delete of a repair: one
-// read-write transaction that deletes the rows of recs' keys from table t
-// where their touched marks do not stop it (the application wrote the
-// record since the repair began), returning how many it skipped.
-func SpannerRepairDeletes(client *spanner.Client, t *spannerdb.Table, b Backfill) func(ctx context.Context, recs []record.Record) (int, error) {
-	return func(ctx context.Context, recs []record.Record) (int, error) {
-		muts := make([]*spanner.Mutation, len(recs))
-		for i := range recs {
-			k, err := spannerdb.SpannerKey(&recs[i], t)
-			if err != nil {
-				return 0, fmt.Errorf("repair: %s: %w", recs[i].Describe(), err)
-			}
-			muts[i] = spanner.Delete(t.Name, k)
-		}
-		return spannerUnlessTouched(ctx, client, t, b, func(i int) *record.Record { return &recs[i] }, muts)
-	}
-}
-
-// spannerUnlessTouched applies, in one transaction, the mutations of the
-// records whose touched marks do not stop b (muts[i] is rec(i)'s).
-func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spannerdb.Table, b Backfill, rec func(int) *record.Record, muts []*spanner.Mutation) (int, error) {
-	keys := make([]string, len(muts))
-	set := make([]spanner.KeySet, len(muts))
-	for i := range muts {
-		k, err := spannerdb.KeyOf(rec(i), t)
-		if err != nil {
-			return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", rec(i).Describe(), err)
-		}
-		keys[i] = SpannerKeyText(t.Name, t.Parent != "", k)
-		set[i] = spanner.Key{b.Migration, keys[i]}
-	}
-	skipped := 0
-	_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-		stop, behindNew := map[string]bool{}, map[string]bool{}
-		err := txn.Read(ctx, SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt", "Behind"}).Do(func(row *spanner.Row) error {
-			var key string
-			var c int64
-			var at time.Time
-			var behind spanner.NullString
-			if err := row.Columns(&key, &c, &at, &behind); err != nil {
-				return err
-			}
-			stop[key] = b.stops(int(c), at, behind.StringVal)
-			behindNew[key] = behind.StringVal == newSide.String()
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		var apply []*spanner.Mutation
-		for i := range muts {
-			if !stop[keys[i]] {
-				apply = append(apply, muts[i])
-				if behindNew[keys[i]] {
-					// What new missed was in old before this was read.
-					apply = append(apply, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{b.Migration, keys[i], spanner.NullString{}}))
-				}
-			}
-		}
-		skipped = 0
-		for i := range muts {
-			if stop[keys[i]] {
-				skipped++
-			}
-		}
-		if len(apply) == 0 {
-			return nil
-		}
-		return txn.BufferWrite(apply)
-	})
-	return skipped, err
+// DatastoreMarkKey is the key of the touched mark of new entity key k of
+// migration, the marks being in namespace (the target's).
+func DatastoreMarkKey(migration, namespace string, k *datastore.Key) *datastore.Key {
+	return datastoreTouchedKey(migration, namespace, datastoredb.KeyFromDatastore(k))
 }
 
 // datastoreTouchedKey is the key of the touched mark of a new entity's
@@ -274,103 +184,4 @@ func datastoreTouchedKey(migration, namespace string, k rewrite.DatastoreKey) *d
 	tk := datastore.NameKey(DatastoreTouchedKind, migration+"|"+k.String(), nil)
 	tk.Namespace = namespace
 	return tk
-}
-
-// DatastoreBackfill returns the conditional commit (datastoredb.Writer's
-// Conditional) of b into client's database, the touched marks being in
-// b.Namespace: one transaction that reads the marks of the entities' keys
-// and upserts the entities whose marks do not stop it (Backfill.keeps),
-// returning how many it skipped. A transaction that lost to a concurrent
-// one fails as Aborted, which the writer retries.
-func DatastoreBackfill(client *datastore.Client, b Backfill) func(ctx context.Context, ents []datastore.Entity) (int, error) {
-	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
-		keys := make([]*datastore.Key, len(ents))
-		for i := range ents {
-			keys[i] = ents[i].Key
-		}
-		return datastoreUnlessTouched(ctx, client, b, keys, func(tx *datastore.Transaction, keep []int) error {
-			var ks []*datastore.Key
-			var props []any
-			for _, i := range keep {
-				pl := datastore.PropertyList(ents[i].Properties)
-				ks = append(ks, ents[i].Key)
-				props = append(props, &pl)
-			}
-			_, err := tx.PutMulti(ks, props)
-			return err
-		})
-	}
-}
-
-// DatastoreRepairDeletes returns the conditional delete of a repair: one
-// transaction that deletes the entities of keys whose touched marks do
-// not stop it, returning how many it skipped.
-func DatastoreRepairDeletes(client *datastore.Client, b Backfill) func(ctx context.Context, keys []*datastore.Key) (int, error) {
-	return func(ctx context.Context, keys []*datastore.Key) (int, error) {
-		return datastoreUnlessTouched(ctx, client, b, keys, func(tx *datastore.Transaction, keep []int) error {
-			ks := make([]*datastore.Key, len(keep))
-			for j, i := range keep {
-				ks[j] = keys[i]
-			}
-			return tx.DeleteMulti(ks)
-		})
-	}
-}
-
-// datastoreUnlessTouched runs, in one transaction, apply with the
-// indexes of the keys whose touched marks do not stop b.
-func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b Backfill, keys []*datastore.Key, apply func(tx *datastore.Transaction, keep []int) error) (int, error) {
-	marks := make([]*datastore.Key, len(keys))
-	for i, k := range keys {
-		marks[i] = datastoreTouchedKey(b.Migration, b.Namespace, datastoredb.KeyFromDatastore(k))
-	}
-	skipped := 0
-	_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		got := make([]dsTouched, len(marks))
-		err := tx.GetMulti(marks, got)
-		var me datastore.MultiError
-		switch {
-		case err == nil:
-		case errors.As(err, &me):
-			for i, e := range me {
-				if e != nil && !errors.Is(e, datastore.ErrNoSuchEntity) {
-					return e
-				}
-				if e != nil {
-					got[i] = dsTouched{}
-				}
-			}
-		default:
-			return err
-		}
-		var keep []int
-		var cleared []*datastore.Key
-		var clearedMarks []any
-		for i := range keys {
-			mark := got[i]
-			if mark.Migration != "" && b.stops(int(mark.Cohort), mark.TouchedAt, mark.Behind) {
-				continue
-			}
-			keep = append(keep, i)
-			if mark.Behind == newSide.String() {
-				// What new missed was in old before this was read.
-				mark.Behind = ""
-				cleared, clearedMarks = append(cleared, marks[i]), append(clearedMarks, &mark)
-			}
-		}
-		skipped = len(keys) - len(keep)
-		if len(keep) == 0 {
-			return nil
-		}
-		if len(cleared) > 0 {
-			if _, err := tx.PutMulti(cleared, clearedMarks); err != nil {
-				return err
-			}
-		}
-		return apply(tx, keep)
-	})
-	if errors.Is(err, datastore.ErrConcurrentTransaction) {
-		err = status.Error(codes.Aborted, err.Error())
-	}
-	return skipped, err
 }

@@ -97,7 +97,7 @@ func NewDatastoreSpanner(ctx context.Context, client *datastore.Client, job *mig
 		x.Close()
 		return nil, fmt.Errorf("cutover.NewDatastoreSpanner: the new table %s is interleaved in %s; into an interleaved table is not routed yet", x.table.Name, x.table.Parent)
 	}
-	x.cols = columnNames(x.table)
+	x.cols = x.table.ColumnNames()
 	x.store = SpannerStore{Client: x.newC}
 	if x.cache, err = newPhaseCache(ctx, x.store, o.Migration, o.ttl(), x.stats.refresh); err != nil {
 		x.Close()
@@ -288,7 +288,11 @@ func (x *DatastoreSpanner) read(c *call, key *record.Record) (*record.Record, er
 	readOld := func() (*record.Record, error) { return getEntity(c.ctx, x.oldC, *key.Key) }
 	switch {
 	case r.read == newSide && !r.touch:
-		return x.readNew(c.ctx, x.newC.Single(), key)
+		nr, err := x.newRow(&record.Record{Key: key.Key})
+		if err != nil {
+			return nil, err
+		}
+		return x.readNew(c.ctx, x.newC.Single(), key, nr)
 	case r.read == newSide:
 		got, m, err := x.readNewMarked(c, key)
 		if err != nil {
@@ -358,18 +362,14 @@ func (x *DatastoreSpanner) readNewMarked(c *call, key *record.Record) (*record.R
 	if err != nil {
 		return nil, markState{}, err
 	}
-	got, err := x.readNew(c.ctx, x.newC.Single().WithTimestampBound(spanner.ReadTimestamp(ts)), key)
+	got, err := x.readNew(c.ctx, x.newC.Single().WithTimestampBound(spanner.ReadTimestamp(ts)), key, nr)
 	return got, marks[tk], err
 }
 
-// readNew reads key's new row through r and returns it as the entity the
-// application wrote: under the old key, the columns other than the key's
-// as properties, NULL ones left out.
-func (x *DatastoreSpanner) readNew(ctx context.Context, r rowReader, key *record.Record) (*record.Record, error) {
-	nr, err := x.newRow(&record.Record{Key: key.Key})
-	if err != nil {
-		return nil, err
-	}
+// readNew reads key's new row (nr, key rewritten by newRow) through r
+// and returns it as the entity the application wrote: under the old key,
+// the columns other than the key's as properties, NULL ones left out.
+func (x *DatastoreSpanner) readNew(ctx context.Context, r rowReader, key, nr *record.Record) (*record.Record, error) {
 	k, err := spannerdb.SpannerKey(nr, x.table)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: %w", err)

@@ -24,7 +24,11 @@ const (
 	DatastoreTouchedKind = "RekeyTouched"
 )
 
-type dsTouched struct {
+// DatastoreMark is a touched mark as the Datastore library stores it, of
+// kind DatastoreTouchedKind, keyed by DatastoreMarkKey: the
+// application's last write or delete of a new key while its cohort is
+// between dual_write and read_new (see SpannerTouchedTable).
+type DatastoreMark struct {
 	Migration string    `datastore:",noindex"`
 	Cohort    int64     `datastore:",noindex"`
 	Deleted   bool      `datastore:",noindex"`
@@ -216,7 +220,7 @@ func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
 func (d *Datastore) touch(c *call, nr *record.Record, deleted bool) dsMut {
 	k := d.touchedKey(nr)
 	c.mark = k
-	return dsMut{key: k, put: &dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: deleted, TouchedAt: time.Now().UTC(), Op: c.op}}
+	return dsMut{key: k, put: &DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: deleted, TouchedAt: time.Now().UTC(), Op: c.op}}
 }
 
 // Write writes rec (an entity of the old kind, in old keys) where its
@@ -374,7 +378,7 @@ func (d *Datastore) logRepair(c *call, op string, missed side, cause error, firs
 	entry := d.repairMutation(c, op, missed, cause)
 	_, err := d.newC.RunInTransaction(c.ctx, func(tx *datastore.Transaction) error {
 		if mk != nil {
-			var t dsTouched
+			var t DatastoreMark
 			err := tx.Get(mk, &t)
 			exists := err == nil
 			if err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
@@ -394,7 +398,7 @@ func (d *Datastore) logRepair(c *call, op string, missed side, cause error, firs
 				}
 			default:
 				if !exists {
-					t = dsTouched{Migration: d.o.Migration, Cohort: int64(c.cohort)}
+					t = DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort)}
 				}
 				// Touched now: a backfill or repair that read old
 				// before old took the write must not write new (nor
@@ -517,7 +521,7 @@ func (d *Datastore) readNewMarked(c *call, key *record.Record) (*record.Record, 
 		return nil, markState{}, err
 	}
 	var props datastore.PropertyList
-	var t dsTouched
+	var t DatastoreMark
 	nk := datastoredb.KeyToDatastore(*nr.Key)
 	err = d.newC.GetMulti(c.ctx, []*datastore.Key{nk, d.touchedKey(nr)}, []any{&props, &t})
 	var me datastore.MultiError
@@ -631,7 +635,7 @@ func (d *Datastore) BackfillRow(ctx context.Context, rec record.Record) (bool, e
 	var wrote bool
 	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		wrote = false
-		var t dsTouched
+		var t DatastoreMark
 		switch err := tx.Get(tk, &t); {
 		case err == nil:
 			if t.TouchedAt.After(c.since) {

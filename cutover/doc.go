@@ -266,9 +266,9 @@
 // library opens. Every cohort job takes the pair: the backfill's
 // conditional commits, verify (a finding read again in both stores at
 // one read time) and repair, RepairOld, cleanup, rekey load, and the
-// reverse backfill (DatastoreFromSpannerReverse: in one transaction of
-// old it reads old's entities, then new's rows strongly, and writes old
-// as new holds it, each row turned back into its entity by
+// reverse backfill (operator.DatastoreFromSpannerReverse: in one
+// transaction of old it reads old's entities, then new's rows strongly,
+// and writes old as new holds it, each row turned back into its entity by
 // Rekeyer.Invert, under a key of one path element).
 //
 // # Batches
@@ -400,8 +400,8 @@
 // write: each batch is one read-write transaction in old's database that
 // first reads the old rows, taking their locks, then reads the new records
 // of those keys, strongly, now, and writes old as new holds them
-// (deleting where new has none; SpannerReverse, DatastoreReverse). An
-// application write of such a record in read_new writes new, then old. If
+// (deleting where new has none; package operator's SpannerReverse and
+// DatastoreReverse). An application write of such a record in read_new writes new, then old. If
 // its write of new came before the copy's read of new, the copy writes
 // that value or a later one, and the application's write of old, landing
 // before or after, writes the same; if it came after the copy's read, the

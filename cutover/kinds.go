@@ -105,7 +105,10 @@ var pairKinds = map[pair]pairKind{
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
-			r.NewTable, r.NewChildren = job.Spanner.Targets[0], job.Spanner.Targets[1:]
+			r.NewTable = job.Spanner.Targets[0].Name
+			for _, c := range job.Spanner.Targets[1:] {
+				r.NewChildren = append(r.NewChildren, c.Name)
+			}
 		}
 	}},
 	{config.TypeDatastore, config.TypeDatastore}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
@@ -124,7 +127,7 @@ var pairKinds = map[pair]pairKind{
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
-			r.NewTable = job.Spanner.Targets[0]
+			r.NewTable = job.Spanner.Targets[0].Name
 		}
 		r.OldNamespace = job.Config.Source.Namespace
 	}},

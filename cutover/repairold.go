@@ -214,7 +214,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	mk := d.touchedKey(nr)
-	var before dsTouched
+	var before DatastoreMark
 	if err := d.newC.Get(ctx, mk, &before); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
 		return err
 	}
@@ -225,7 +225,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 		return nil
 	}
 	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		var now dsTouched
+		var now DatastoreMark
 		if err := tx.Get(mk, &now); err != nil {
 			return ignoreNoSuchEntity(err)
 		}
@@ -309,7 +309,7 @@ func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	// New strongly, inside old's transaction (another store).
-	if err := putOldEntity(ctx, x.oldC, k, func() (*record.Record, error) { return x.readNew(ctx, x.newC.Single(), &key) }); err != nil {
+	if err := putOldEntity(ctx, x.oldC, k, func() (*record.Record, error) { return x.readNew(ctx, x.newC.Single(), &key, nr) }); err != nil {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
 	}
 	return spannerClearBehind(ctx, x.newC, x.o.Migration, tk, op, e)
@@ -371,7 +371,7 @@ func (s DatastoreStore) ClearBehindOld(ctx context.Context, migrationName string
 	to := datastore.NameKey(DatastoreTouchedKind, migrationName+"|\U0010ffff", nil)
 	from.Namespace, to.Namespace = s.Namespace, s.Namespace
 	q := datastore.NewQuery(DatastoreTouchedKind).Namespace(s.Namespace).FilterField("__key__", ">=", from).FilterField("__key__", "<", to)
-	var marks []dsTouched
+	var marks []DatastoreMark
 	keys, err := s.Client.GetAll(ctx, q, &marks)
 	if err != nil {
 		return 0, fmt.Errorf("reading the touched marks of %s: %w", migrationName, err)
@@ -387,7 +387,7 @@ func (s DatastoreStore) ClearBehindOld(ctx context.Context, migrationName string
 		}
 		k := keys[i]
 		_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-			var now dsTouched
+			var now DatastoreMark
 			if err := tx.Get(k, &now); err != nil {
 				return ignoreNoSuchEntity(err)
 			}

@@ -8,11 +8,19 @@ const (
 	newSide
 )
 
+// BehindOld and BehindNew are the values of a touched mark's Behind (the
+// Spanner column, DatastoreMark's field): the store that missed a write
+// the other took.
+const (
+	BehindOld = "old"
+	BehindNew = "new"
+)
+
 func (s side) String() string {
 	if s == newSide {
-		return "new"
+		return BehindNew
 	}
-	return "old"
+	return BehindOld
 }
 
 // route is what a phase does with an application's calls (the package

@@ -159,14 +159,6 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 	return s, nil
 }
 
-func columnNames(t *spannerdb.Table) []string {
-	out := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		out[i] = c.Name
-	}
-	return out
-}
-
 // Close stops the phase refresh and closes the clients the library
 // opened (not the application's).
 func (s *Spanner) Close() {

@@ -50,7 +50,7 @@ func spannerTables(ctx context.Context, oldC, newC *spanner.Client, job *migrati
 		if t.new, err = spannerdb.ReadTable(ctx, newC, newName); err != nil {
 			return nil, err
 		}
-		t.oldCols, t.newCols = columnNames(t.old), columnNames(t.new)
+		t.oldCols, t.newCols = t.old.ColumnNames(), t.new.ColumnNames()
 		t.oldKeyCols = map[string]bool{}
 		for _, kc := range t.old.Key.Columns {
 			t.oldKeyCols[kc.Name] = true

@@ -18,4 +18,13 @@
 // hold, a reverse backfill after read_new's hold, a repair conditional on
 // the touched marks as of its start less the skew) is argued in package
 // cutover's doc, which the application's library shares.
+//
+// The jobs' conditional commits are here too (SpannerBackfill,
+// DatastoreBackfill, the repairs' deletes, SpannerReverse,
+// DatastoreReverse, DatastoreFromSpannerReverse): the Beam sinks run them
+// on the workers, each commit reading the touched marks (or, for a
+// reverse backfill, new's records) inside the transaction that writes.
+// They are the operator's, not the application's: package cutover's
+// exported API is the library an application links, and holds none of
+// the store adapters' types.
 package operator

@@ -39,6 +39,9 @@ func Load(ctx context.Context, cfg *config.Config, f LoadFiles, jobs Jobs) (*mig
 	if err := CheckLoad(j); err != nil {
 		return j, nil, err
 	}
+	if err := j.PrepareLoad(ctx); err != nil {
+		return j, nil, err
+	}
 	res, err := jobs.Load(ctx, j, f)
 	return j, res, err
 }

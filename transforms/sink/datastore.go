@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -61,7 +62,7 @@ type DatastoreSinkConfig struct {
 	// Backfill, if set, makes this a cohort backfill's sink: each commit
 	// is one transaction that upserts only the entities the application
 	// has not touched since their cohort's phase began
-	// (cutover.DatastoreBackfill; Mode is then ignored), counting the
+	// (operator.DatastoreBackfill; Mode is then ignored), counting the
 	// others as backfill_skipped.
 	Backfill *cutover.Backfill `json:"backfill,omitempty"`
 }
@@ -196,10 +197,10 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 	if leaseNS == "" {
 		leaseNS = f.Cfg.Namespace
 	}
-	if f.pacer, err = f.Cfg.Guard.pacer(datastoredb.RampLease{Client: c, Namespace: leaseNS}); err != nil {
+	if f.pacer, err = f.Cfg.Guard.Pacer(datastoredb.RampLease{Client: c, Namespace: leaseNS}); err != nil {
 		return fmt.Errorf("sink.Datastore: %w", err)
 	}
-	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil && b.Reverse.NewTable != nil {
+	if b := f.Cfg.Backfill; b != nil && b.Reverse != nil && b.Reverse.NewTable != "" {
 		// A Datastore → Spanner migration's: new is a Spanner table.
 		db := b.Reverse.NewDatabase
 		newS, release, err := spannerdb.Shared(db, "sink", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
@@ -207,7 +208,7 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 			return err
 		}
 		f.releases = append(f.releases, release)
-		if f.cond, err = cutover.DatastoreFromSpannerReverse(c, newS, *b.Reverse); err != nil {
+		if f.cond, err = operator.DatastoreFromSpannerReverse(ctx, c, newS, *b.Reverse); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	} else if b != nil && b.Reverse != nil {
@@ -220,11 +221,11 @@ func (f *datastoreWriteFn) Setup(ctx context.Context) error {
 			f.releases = append(f.releases, release)
 			f.other = newC
 		}
-		if f.cond, err = cutover.DatastoreReverse(c, newC, *b.Reverse); err != nil {
+		if f.cond, err = operator.DatastoreReverse(c, newC, *b.Reverse); err != nil {
 			return fmt.Errorf("sink.Datastore: %w", err)
 		}
 	} else if b != nil {
-		f.cond = cutover.DatastoreBackfill(c, *b)
+		f.cond = operator.DatastoreBackfill(c, *b)
 	}
 	f.w = f.newWriter()
 	if f.parallel() {
@@ -250,7 +251,7 @@ func (f *datastoreWriteFn) newWriter() *datastoredb.Writer {
 		w.Source += ":" + f.Cfg.Database
 	}
 	w.Retry = f.Cfg.Guard.Retry
-	w.Throttle = f.Cfg.Guard.throttle(w.Source + "/" + f.Cfg.Project)
+	w.Throttle = f.Cfg.Guard.Throttle(w.Source + "/" + f.Cfg.Project)
 	w.Pacer = f.pacer
 	w.Conditional = f.cond
 	return w

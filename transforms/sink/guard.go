@@ -32,10 +32,10 @@ type Guard struct {
 	Ramp throttle.Ramp `json:"ramp,omitempty"`
 }
 
-// pacer is the writers' pacer under the ramp-up, reaching the run's
+// Pacer is the writers' pacer under the ramp-up, reaching the run's
 // state through lease (nil when there is no ramp-up): one per process and
 // run, shared by every writer (throttle.SharedPacer).
-func (g Guard) pacer(lease throttle.Lease) (storewrite.Pacer, error) {
+func (g Guard) Pacer(lease throttle.Lease) (storewrite.Pacer, error) {
 	if g.Ramp.Off() {
 		return nil, nil
 	}
@@ -46,9 +46,9 @@ func (g Guard) pacer(lease throttle.Lease) (storewrite.Pacer, error) {
 	return p.With(lease), nil
 }
 
-// throttle is the process's adaptive throttle for target and these
+// Throttle is the process's adaptive throttle for target and these
 // settings, nil when off.
-func (g Guard) throttle(target string) retry.Throttle {
+func (g Guard) Throttle(target string) retry.Throttle {
 	if g.AdaptiveOff {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/attempts"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -54,7 +55,7 @@ type SpannerSinkConfig struct {
 	Guard Guard `json:"guard"`
 	// Backfill, if set, makes this a cohort backfill's sink: each commit
 	// is one transaction that upserts only the rows the application has
-	// not touched since their cohort's phase began (cutover.SpannerBackfill;
+	// not touched since their cohort's phase began (operator.SpannerBackfill;
 	// Mode is then ignored), counting the others as backfill_skipped.
 	Backfill *cutover.Backfill `json:"backfill,omitempty"`
 }
@@ -248,13 +249,13 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 	w.Mode, w.MaxMutations, w.MaxBytes, w.MaxRows = f.Cfg.Mode, f.Cfg.MaxMutations, f.Cfg.MaxBytes, f.Cfg.MaxRows
 	w.Source = "spanner:" + f.Cfg.DatabasePath() + "/" + f.Cfg.Table
 	w.Retry = f.Cfg.Guard.Retry
-	w.Throttle = f.Cfg.Guard.throttle(w.Source)
-	if w.Pacer, err = f.Cfg.Guard.pacer(f.lease); err != nil {
+	w.Throttle = f.Cfg.Guard.Throttle(w.Source)
+	if w.Pacer, err = f.Cfg.Guard.Pacer(f.lease); err != nil {
 		return nil, fmt.Errorf("spanner sink: %w", err)
 	}
 	if b := f.Cfg.Backfill; b != nil && f.client != nil {
 		if b.Reverse == nil {
-			w.Conditional = cutover.SpannerBackfill(f.client, w.Table, *b)
+			w.Conditional = operator.SpannerBackfill(f.client, w.Table, *b)
 		} else {
 			newC := f.client
 			if db := b.Reverse.NewDatabase; db != f.Cfg.DatabasePath() {
@@ -265,7 +266,7 @@ func (f *spannerWriteFn) writer(ctx context.Context) (*spannerdb.Writer, error) 
 				}
 				newC = f.other
 			}
-			if w.Conditional, err = cutover.SpannerReverse(f.client, newC, w.Table, *b.Reverse); err != nil {
+			if w.Conditional, err = operator.SpannerReverse(ctx, f.client, newC, w.Table, *b.Reverse); err != nil {
 				return nil, fmt.Errorf("spanner sink: %w", err)
 			}
 		}

@@ -193,7 +193,7 @@ func (f *RepairDeleteFn) FinishBundle(ctx context.Context, _ func(string)) error
 			for i := range part {
 				keys[i] = datastoredb.KeyToDatastore(*part[i].Key)
 			}
-			skipped, err = cutover.DatastoreRepairDeletes(f.dc, f.Backfill)(ctx, keys)
+			skipped, err = operator.DatastoreRepairDeletes(f.dc, f.Backfill)(ctx, keys)
 		}
 		if err != nil {
 			return fmt.Errorf("repair: deleting %d records extra in new: %w", n, err)
@@ -220,7 +220,7 @@ func (f *RepairDeleteFn) spannerDeletes(ctx context.Context, recs []record.Recor
 	}
 	skipped := 0
 	for _, t := range order {
-		n, err := cutover.SpannerRepairDeletes(f.sc, t, f.Backfill)(ctx, by[t])
+		n, err := operator.SpannerRepairDeletes(f.sc, t, f.Backfill)(ctx, by[t])
 		if err != nil {
 			return skipped, err
 		}

@@ -90,7 +90,7 @@ type Writer struct {
 	// one transaction that may leave some entities unwritten on purpose,
 	// returning how many (a cohort backfill leaves an entity the
 	// application wrote or deleted since it was read; see
-	// cutover.DatastoreBackfill). It is not used in delete mode.
+	// operator.DatastoreBackfill). It is not used in delete mode.
 	Conditional func(ctx context.Context, entities []datastore.Entity) (skipped int, err error)
 
 	// Retry is the backoff of commits failing with a transient error

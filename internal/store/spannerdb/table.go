@@ -53,6 +53,15 @@ func (e *notFoundError) Error() string {
 
 func (e *notFoundError) Is(target error) bool { return target == ErrTableNotFound }
 
+// ColumnNames returns the names of t's columns, in order.
+func (t *Table) ColumnNames() []string {
+	out := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		out[i] = c.Name
+	}
+	return out
+}
+
 // Column returns the named column (case-insensitive, as Spanner names
 // are), or nil.
 func (t *Table) Column(name string) *Column {

@@ -105,7 +105,7 @@ type Writer struct {
 	// Conditional, if set, commits instead of Commit, always as upserts:
 	// a commit that may leave some rows unwritten on purpose, returning
 	// how many (a cohort backfill leaves a row the application wrote or
-	// deleted since it was read; see cutover.SpannerBackfill). It must be
+	// deleted since it was read; see operator.SpannerBackfill). It must be
 	// one transaction, so that a retry after an unknown outcome decides
 	// again. It is not used in delete mode.
 	Conditional func(ctx context.Context, rows []Row) (skipped int, err error)
