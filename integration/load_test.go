@@ -10,6 +10,9 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/write/throttle"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
@@ -75,6 +78,51 @@ func TestPhaseAwareLoad(t *testing.T) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// TestLoadRampUp: a phase-aware load goes under the job's ramp-up as a
+// run does. rampRows records of users whose cohorts are in old are
+// loaded under the ramp of TestRampUp; the commits of old's table that
+// reached the emulator (the commit tap) are judged by checkRamp: no
+// second over 1.15x the schedule's budget, and at least 80% of it used.
+func TestLoadRampUp(t *testing.T) {
+	for _, se := range stagedEnvs {
+		t.Run(se.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := se.make(t)
+			host := emulator.EnvSpannerHost
+			if e.store == "datastore" {
+				host = emulator.EnvDatastoreHost
+			}
+			tap := startTap(t, host)
+			cfg := *e.cfg
+			cfg.Ramp = config.RampConfig{Profile: throttle.ProfileCustom, Base: rampBase, Growth: rampGrowth, IntervalSeconds: rampInterval.Seconds()}
+			var lines []byte
+			for i := range rampRows {
+				r := e.rec(fmt.Sprintf("ramp-user-%04d", i/4), int64(i%4), "loaded")
+				lines = append(record.AppendJSON(lines, &r, true), '\n')
+			}
+			path := filepath.Join(t.TempDir(), "new.jsonl")
+			if err := os.WriteFile(path, lines, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, res, err := operator.Load(ctx, &cfg, operator.LoadFiles{Path: path, Format: "jsonl", Delimiter: ",", Migration: e.migration}, pipeline.Runner{Runner: cohortRunner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := res.Counters; c[operator.LoadOldOnly] != rampRows || c["dead_lettered"] != 0 {
+				t.Fatalf("counters %s; want %d records to old only", c, rampRows)
+			}
+			if res.Counters["throttled_ms"] == 0 {
+				t.Errorf("throttled_ms is 0: the ramp never held the load back")
+			}
+			table := cfg.Source.Table
+			if table == "" {
+				table = cfg.Source.Kind
+			}
+			checkRamp(t, tap, res, table)
 		})
 	}
 }

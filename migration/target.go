@@ -295,8 +295,21 @@ func rampTable(ctx context.Context, admin *database.DatabaseAdminClient, c *span
 // the writes go). Nothing else is touched: a cleanup needs neither the
 // target's tables nor its manifest.
 func (j *Job) PrepareCleanup(ctx context.Context) error {
-	src := j.Config.Source
-	if !kindOf(src.Type).spannerDB() || j.Ramp("").Off() {
+	return j.prepareRamp(ctx, j.Config.Source)
+}
+
+// PrepareLoad prepares a phase-aware load, which writes old and new
+// through the application library: under a ramp-up a Spanner target
+// (where the phase store is, and the load's lease) gets the ramp-up's
+// lease table where it is missing. Nothing else is touched.
+func (j *Job) PrepareLoad(ctx context.Context) error {
+	return j.prepareRamp(ctx, j.Config.Target)
+}
+
+// prepareRamp creates the ramp-up's lease table in ep's database if ep is
+// a Spanner database, the job ramps up, and the table is missing.
+func (j *Job) prepareRamp(ctx context.Context, ep config.Endpoint) error {
+	if !kindOf(ep.Type).spannerDB() || j.Ramp("").Off() {
 		return nil
 	}
 	admin, err := database.NewDatabaseAdminClient(ctx)
@@ -304,12 +317,12 @@ func (j *Job) PrepareCleanup(ctx context.Context) error {
 		return fmt.Errorf("spanner admin: %w", err)
 	}
 	defer admin.Close()
-	c, err := spannerClient(ctx, src)
+	c, err := spannerClient(ctx, ep)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return rampTable(ctx, admin, c, endpointPath(src))
+	return rampTable(ctx, admin, c, endpointPath(ep))
 }
 
 func updateDDL(ctx context.Context, admin *database.DatabaseAdminClient, db string, stmts []string) error {

@@ -24,7 +24,10 @@ import (
 //
 // Each worker runs loadParallel library calls at once; a call that fails
 // is retried for loadRetryFor (a stale phase cache or a busy store is
-// transient), then the record is dead-lettered with the reason.
+// transient), then the record is dead-lettered with the reason. The
+// calls go under the job's ramp-up (one budget for every process of the
+// run, its lease in the target) and the adaptive throttle, as a run's
+// commits do.
 
 // Load returns the graph of a phase-aware bulk load of the records of the
 // files f (format jsonl, csv or avro, as a source's) into migration
@@ -43,7 +46,8 @@ func Load(f operator.LoadFiles) Graph {
 			table = j.Config.Source.Kind
 		}
 		batches, readDead := source.Files(s, source.FilesConfig{Path: f.Path, Format: f.Format, Delimiter: f.Delimiter, Table: table})
-		dead := beam.ParDo(s, &staged.LoadFn{Config: string(cfgJSON), Migration: f.Migration}, batches)
+		w := newWrites(j, newRun())
+		dead := beam.ParDo(s, &staged.LoadFn{Config: string(cfgJSON), Migration: f.Migration, Guard: w.guard()}, batches)
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, readDead, dead))
 		return nil
 	}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
@@ -15,10 +20,16 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
+	"github.com/rekeyio/rekey/internal/write/retry"
+	"github.com/rekeyio/rekey/internal/write/storewrite"
+	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
+	"github.com/rekeyio/rekey/transforms/sink"
 )
 
 var (
@@ -44,15 +55,26 @@ type loadApp interface {
 	Close()
 }
 
-// LoadFn writes each record through the library.
+// LoadFn writes each record through the library, under the job's
+// ramp-up and the adaptive throttle (Guard) as a sink's writes are: each
+// WriteBatch call waits for its records' budget of the ramp shared by
+// every process of the run (its lease in the target, where the phase
+// store is), and asks the throttle first.
 type LoadFn struct {
-	Config    string `json:"config"`
-	Migration string `json:"migration"`
+	Config    string     `json:"config"`
+	Migration string     `json:"migration"`
+	Guard     sink.Guard `json:"guard"`
 
-	lib     loadApp
-	closeFn func()
-	user    cohort.User
-	buckets int
+	lib      loadApp
+	closeFn  func()
+	releases []func()
+	user     cohort.User
+	buckets  int
+	pacer    storewrite.Pacer
+	throttle retry.Throttle
+	// paced and throttled are the waits of the element being processed,
+	// in nanoseconds; rejected counts the throttle's refusals.
+	paced, throttled, rejected atomic.Int64
 }
 
 func (f *LoadFn) Setup(ctx context.Context) error {
@@ -67,15 +89,91 @@ func (f *LoadFn) Setup(ctx context.Context) error {
 	if f.lib, f.closeFn, err = cutover.OpenLibrary(ctx, j, cutover.Options{Migration: f.Migration}); err != nil {
 		return err
 	}
-	f.user, _, err = cfg.Cohort.UserSpec()
+	if f.user, _, err = cfg.Cohort.UserSpec(); err != nil {
+		return err
+	}
 	f.buckets = cfg.Cohort.Buckets
-	return err
+	if !f.Guard.Ramp.Off() {
+		lease, release, err := rampLease(cfg.Target)
+		if err != nil {
+			return fmt.Errorf("load: the ramp-up's lease: %w", err)
+		}
+		f.releases = append(f.releases, release)
+		if f.pacer, err = f.Guard.Pacer(lease); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	t := cfg.Target
+	f.throttle = f.Guard.Throttle(fmt.Sprintf("load:%s:%s/%s/%s", t.Type, t.Project, t.Instance, t.Database))
+	return nil
+}
+
+// rampLease is the ramp-up's state in target t (where the migration's
+// phase store is), through this process's shared client of it.
+func rampLease(t config.Endpoint) (throttle.Lease, func(), error) {
+	switch t.Type {
+	case config.TypeSpanner:
+		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
+		c, release, err := spannerdb.Shared(db, "load", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
+		return spannerdb.RampLease{Client: c}, release, err
+	case config.TypeDatastore:
+		c, release, err := datastoredb.Shared(t.Project, t.Database, "", nil)
+		return datastoredb.RampLease{Client: c, Namespace: t.Namespace}, release, err
+	}
+	return nil, nil, fmt.Errorf("no ramp-up lease in a %s target", t.Type)
 }
 
 func (f *LoadFn) Teardown() {
 	if f.closeFn != nil {
 		f.closeFn()
 	}
+	for _, release := range f.releases {
+		release()
+	}
+}
+
+// writeBatch writes recs through the library in pieces the ramp-up sizes,
+// each waiting for its budget and for the adaptive throttle's leave; the
+// throttle learns whether the stores took each piece (no transient
+// error). It returns each record's error.
+func (f *LoadFn) writeBatch(ctx context.Context, recs []record.Record) []error {
+	errs := make([]error, 0, len(recs))
+	for len(recs) > 0 {
+		n := len(recs)
+		if f.pacer != nil {
+			n = max(1, min(f.pacer.Size(n), n))
+			d, err := f.pacer.Wait(ctx, n)
+			f.paced.Add(int64(d))
+			if err != nil {
+				return fill(errs, len(recs), err)
+			}
+		}
+		if f.throttle != nil {
+			wait := f.Guard.Retry.WithDefaults().Initial
+			for !f.throttle.Allow() {
+				d := time.Duration((0.5 + rand.Float64()) * float64(wait))
+				f.throttled.Add(int64(d))
+				f.rejected.Add(1)
+				if err := retry.Sleep(ctx, d); err != nil {
+					return fill(errs, len(recs), err)
+				}
+			}
+		}
+		got := f.lib.WriteBatch(ctx, recs[:n])
+		if f.throttle != nil {
+			f.throttle.Record(!slices.ContainsFunc(got, func(err error) bool { return retry.Classify(err) == retry.Transient }))
+		}
+		errs, recs = append(errs, got...), recs[n:]
+	}
+	return errs
+}
+
+// fill is errs followed by n times err.
+func fill(errs []error, n int, err error) []error {
+	for range n {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
@@ -103,7 +201,7 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 			for j, i := range pending {
 				batch[j] = recs[i]
 			}
-			errs := f.lib.WriteBatch(ctx, batch)
+			errs := f.writeBatch(ctx, batch)
 			var again, alone []int
 			for j, i := range pending {
 				switch err := errs[j]; {
@@ -147,6 +245,7 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 		}()
 	}
 	wg.Wait()
+	f.countWaits(ctx)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -172,6 +271,22 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 	transforms.CountWritten(ctx, oldOnly+both+newOnly)
 	transforms.CountDeadLettered(ctx, deads)
 	return nil
+}
+
+// countWaits counts the element's waits for the ramp-up and the
+// throttle (on the bundle's goroutine, where Beam's metrics belong).
+func (f *LoadFn) countWaits(ctx context.Context) {
+	if d := f.paced.Swap(0); d > 0 {
+		transforms.CountThrottled(ctx, time.Duration(d), false)
+	}
+	d, n := f.throttled.Swap(0), f.rejected.Swap(0)
+	for i := range n {
+		w := time.Duration(0)
+		if i == 0 {
+			w = time.Duration(d)
+		}
+		transforms.CountThrottled(ctx, w, true)
+	}
 }
 
 // isPermanent reports an error no retry of the call mends: the record
