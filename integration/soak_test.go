@@ -31,7 +31,8 @@ import (
 )
 
 // The soak of the staged cutover (TestSoakSpanner, TestSoakDatastore,
-// TestSoakDatastoreGroups, TestSoakDatastoreSpanner):
+// TestSoakDatastoreGroups, TestSoakDatastoreKept, TestSoakDatastoreRefs,
+// TestSoakDatastoreSpanner):
 // a seeded run of the whole protocol against the emulators, in the
 // manner of Jepsen. Application instances (each a library with its own
 // phase cache) put, get and delete the records of their users, some
@@ -81,6 +82,15 @@ func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore", soakSeeds) }
 // root; see newStagedDatastoreGroups); CI runs its first seed.
 func TestSoakDatastoreGroups(t *testing.T) { runSoak(t, "datastore-groups", soakSeeds[:1]) }
 
+// TestSoakDatastoreKept soaks the Datastore migration to UUID v5 keys
+// that keeps each entity's old key in a property (keep_original_key:
+// the reverse backfill's way back), and TestSoakDatastoreRefs the one
+// whose logs hold a reference to their user's first log, rewritten with
+// the keys (references); CI runs the first seed of each in one layout
+// (TestSoakDatastore runs both).
+func TestSoakDatastoreKept(t *testing.T) { runSoak(t, "datastore-kept", soakSeeds[:1]) }
+func TestSoakDatastoreRefs(t *testing.T) { runSoak(t, "datastore-refs", soakSeeds[:1]) }
+
 // TestSoakDatastoreSpanner soaks a Datastore kind moving into a Spanner
 // table (always apart: two stores); CI runs its first seed.
 func TestSoakDatastoreSpanner(t *testing.T) { runSoak(t, "datastore-spanner", soakSeeds[:1]) }
@@ -90,8 +100,11 @@ func runSoak(t *testing.T, store string, seeds []uint64) {
 		seeds = []uint64{*soakSeed}
 	}
 	layouts := []bool{false, true}
-	if store == "datastore-spanner" {
+	switch {
+	case store == "datastore-spanner":
 		layouts = []bool{true}
+	case (store == "datastore-kept" || store == "datastore-refs") && *soakSeed == 0:
+		layouts = []bool{false}
 	}
 	for _, seed := range seeds {
 		for _, apart := range layouts {
@@ -261,18 +274,23 @@ cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 			}
 			t.Cleanup(func() { newC.Close() })
 		}
-		kind, user, extra := "Log", "User", ""
-		if grouped {
+		kind, user, rw, extra := "Log", "User", "{strategy: hashprefix}", ""
+		switch store {
+		case "datastore-groups":
 			kind, user, extra = "User", "key:User", "ancestors: root\ndescendants: [Log]"
+		case "datastore-kept":
+			rw, extra = "{strategy: uuid, params: {version: 5}}", "keep_original_key: OldKey"
+		case "datastore-refs":
+			extra = "references: [Prev]"
 		}
 		yaml = fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: %[9]s}
 target: {type: datastore, project: %[1]s, database: %[3]q, namespace: %[4]s, kind: %[9]s}
-rewrite: {strategy: hashprefix}
+rewrite: %[12]s
 %[11]s
 dead_letter: %[5]s
 cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
-`, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew, kind, user, extra)
+`, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew, kind, user, extra, rw)
 		s.phases = cutover.DatastoreStore{Client: newC, Namespace: newNS}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record {
@@ -280,7 +298,14 @@ cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			if grouped {
 				k.Path = append([]rewrite.PathElement{{Kind: "User", Name: user}}, k.Path...)
 			}
-			return record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+			r := record.Record{Table: "Log", Key: &k, Fields: []record.Field{{Name: "User", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
+			if store == "datastore-refs" {
+				// A reference to the user's first log, rewritten with
+				// the logs' keys.
+				first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
+				r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
+			}
+			return r
 		}
 		s.newPages = func(t *testing.T) map[string]string {
 			var logs []dsLog
