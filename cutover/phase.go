@@ -79,7 +79,9 @@ const (
 	DefaultSkew     = 10 * time.Second
 )
 
-func (r Rules) hold() time.Duration {
+// Hold is how long cohorts stay in dual_write before a backfill:
+// DualWriteHold, or the default cache TTL plus skew.
+func (r Rules) Hold() time.Duration {
 	if r.DualWriteHold > 0 {
 		return r.DualWriteHold
 	}
@@ -107,9 +109,9 @@ func Check(rg cohort.Range, from, to Phase, since, now time.Time, rules Rules) e
 	// hold refuses a move out of from before it has been held for the
 	// rules' hold (why: what every instance must be doing by then).
 	hold := func(why string) error {
-		if held := now.Sub(since); held < rules.hold() {
+		if held := now.Sub(since); held < rules.Hold() {
 			return refuse("%s held %s of the %s needed (the application's phase-cache TTL plus a skew margin: %s); retry after %s",
-				from, held.Round(time.Second), rules.hold(), why, since.Add(rules.hold()).UTC().Format(time.RFC3339))
+				from, held.Round(time.Second), rules.Hold(), why, since.Add(rules.Hold()).UTC().Format(time.RFC3339))
 		}
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration"
 )
 
@@ -101,7 +102,7 @@ func TestCohortBackfill(t *testing.T) {
 
 			// A cohort in old is refused, and nothing is written.
 			_, _, err := e.backfill(t, "prism", append(slices.Clone(sel), one(cohortOf(outside))...), false)
-			if !errors.Is(err, cutover.ErrNotBackfillable) {
+			if !errors.Is(err, operator.ErrNotBackfillable) {
 				t.Fatalf("backfill with cohort %d (old): %v, want ErrNotBackfillable", cohortOf(outside), err)
 			}
 			if after := e.newPages(t); len(after) != len(before) {
@@ -176,7 +177,7 @@ func TestCohortBackfill(t *testing.T) {
 				t.Errorf("cohort %d (not backfilled) is %s, want old", cohortOf(outside), p)
 			}
 			// Backfilled cohorts are not backfilled again without --force.
-			if _, _, err := e.backfill(t, "prism", sel, false); !errors.Is(err, cutover.ErrNotBackfillable) {
+			if _, _, err := e.backfill(t, "prism", sel, false); !errors.Is(err, operator.ErrNotBackfillable) {
 				t.Errorf("a second backfill of backfilled cohorts: %v, want ErrNotBackfillable", err)
 			}
 		})

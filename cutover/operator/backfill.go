@@ -50,11 +50,11 @@ func CheckBackfill(j *migration.Job) error {
 var ErrBackfillIncomplete = errors.New("backfill incomplete")
 
 // Backfill runs a cohort backfill of cfg (the job: jobs.Backfill): it opens the phase
-// store at the target, plans the backfill (cutover.PlanBackfill: the
+// store at the target, plans the backfill (PlanBackfill: the
 // cohorts must be in dual_write, held for cohort.cache_ttl + cohort.skew,
 // unless o.Force), runs the backfill job through migration.Run, and on
 // success, with no dead letter, moves the cohorts to backfilled
-// (cutover.FinishBackfill, which refuses if they moved meanwhile). A dry
+// (FinishBackfill, which refuses if they moved meanwhile). A dry
 // run plans and reads but neither writes nor moves. The audit record of
 // the move is returned (nil when there was none).
 func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *cutover.Audit, error) {
@@ -68,7 +68,7 @@ func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Job
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	b, m, err := cutover.PlanBackfill(ctx, st, o.Migration, o.Cohorts, o.Force, rules, now)
+	b, m, err := PlanBackfill(ctx, st, o.Migration, o.Cohorts, o.Force, rules, now)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -95,7 +95,7 @@ func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Job
 	if why == "" {
 		why = fmt.Sprintf("backfill: %d written, %d left as the application wrote them, %d of other cohorts", res.Counters[migration.Written], res.Counters[migration.BackfillSkipped], res.Counters[migration.CohortOther])
 	}
-	_, a, err := cutover.FinishBackfill(ctx, st, b, o.Who, why, o.Force, rules)
+	_, a, err := FinishBackfill(ctx, st, b, o.Who, why, o.Force, rules)
 	if err != nil {
 		return job, res, nil, fmt.Errorf("the backfill ran, but its cohorts were not moved to backfilled: %w", err)
 	}

@@ -88,7 +88,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 		}
 	}
 	if len(refused) > 0 {
-		return j, nil, nil, fmt.Errorf("%w: a reverse backfill brings cohorts back from new_only (or read_new, after one that stopped): cohorts %s (--force runs it anyway)", cutover.ErrNotBackfillable, strings.Join(refused, "; cohorts "))
+		return j, nil, nil, fmt.Errorf("%w: a reverse backfill brings cohorts back from new_only (or read_new, after one that stopped): cohorts %s (--force runs it anyway)", ErrNotBackfillable, strings.Join(refused, "; cohorts "))
 	}
 	if backToReadNew || o.Force {
 		_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.ReadNew, Who: o.Who, Force: true,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 )
 
 // Run checks s: moves follow the rules, at the store's time; a move and
@@ -268,14 +269,14 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	move("0-9", cutover.DualWrite)
 	time.Sleep(20 * time.Millisecond)
 	move("10-19", cutover.DualWrite)
-	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "retry after") {
+	if _, _, err := operator.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now()); !errors.Is(err, operator.ErrNotBackfillable) || !strings.Contains(err.Error(), "retry after") {
 		t.Errorf("planning a backfill before the hold: %v, want ErrNotBackfillable saying when to retry", err)
 	}
 	time.Sleep(hold.DualWriteHold + 700*time.Millisecond)
-	if _, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-20"), false, hold, time.Now()); !errors.Is(err, cutover.ErrNotBackfillable) || !strings.Contains(err.Error(), "20 are old") {
+	if _, _, err := operator.PlanBackfill(ctx, s, mig, rs("0-20"), false, hold, time.Now()); !errors.Is(err, operator.ErrNotBackfillable) || !strings.Contains(err.Error(), "20 are old") {
 		t.Errorf("planning a backfill with cohort 20 (old): %v, want ErrNotBackfillable naming it", err)
 	}
-	b, _, err := cutover.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now())
+	b, _, err := operator.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,23 +284,23 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 		t.Fatalf("backfill plan %+v: want 0-9 and 10-19 with their own times", b)
 	}
 	move("50-59", cutover.DualWrite) // other cohorts move meanwhile
-	_, a, err := cutover.FinishBackfill(ctx, s, b, "backfiller", "done", false, hold)
+	_, a, err := operator.FinishBackfill(ctx, s, b, "backfiller", "done", false, hold)
 	if err != nil || a.To != cutover.Backfilled || a.Cohorts != "0-19" || a.Who != "backfiller" {
 		t.Fatalf("finishing the backfill: %+v, %v; want 0-19 moved to backfilled", a, err)
 	}
 	// A cohort rolled back and moved to dual_write again during a
 	// backfill: the finish refuses it.
 	time.Sleep(hold.DualWriteHold + 700*time.Millisecond)
-	if b, _, err = cutover.PlanBackfill(ctx, s, mig, rs("50-59"), false, hold, time.Now()); err != nil {
+	if b, _, err = operator.PlanBackfill(ctx, s, mig, rs("50-59"), false, hold, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	move("55", cutover.Old)
 	move("55", cutover.DualWrite)
-	if _, _, err := cutover.FinishBackfill(ctx, s, b, "backfiller", "", false, hold); !errors.Is(err, cutover.ErrConflict) || !strings.Contains(err.Error(), "55") {
+	if _, _, err := operator.FinishBackfill(ctx, s, b, "backfiller", "", false, hold); !errors.Is(err, cutover.ErrConflict) || !strings.Contains(err.Error(), "55") {
 		t.Errorf("finishing a backfill whose cohort 55 moved meanwhile: %v, want ErrConflict naming it", err)
 	}
 	// Forced: any phase, said so in the audit.
-	b, _, err = cutover.PlanBackfill(ctx, s, mig, rs("0-4"), true, hold, time.Now())
+	b, _, err = operator.PlanBackfill(ctx, s, mig, rs("0-4"), true, hold, time.Now())
 	if err != nil || len(b.Spans) != 1 || b.Spans[0].Phase != cutover.Backfilled {
 		t.Fatalf("a forced plan of backfilled cohorts: %+v, %v", b, err)
 	}
