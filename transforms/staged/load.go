@@ -132,48 +132,52 @@ func (f *LoadFn) Teardown() {
 	}
 }
 
-// writeBatch writes recs through the library in pieces the ramp-up sizes,
-// each waiting for its budget and for the adaptive throttle's leave; the
-// throttle learns whether the stores took each piece (no transient
-// error). It returns each record's error.
+// writeBatch writes recs through the library in pieces the ramp-up sizes
+// (storewrite.Chunks), each waiting for its budget (storewrite.Pace) and
+// for the adaptive throttle's leave; the throttle learns whether the
+// stores took each piece (no transient error). It returns each record's
+// error.
 func (f *LoadFn) writeBatch(ctx context.Context, recs []record.Record) []error {
 	errs := make([]error, 0, len(recs))
-	for len(recs) > 0 {
-		n := len(recs)
-		if f.pacer != nil {
-			n = max(1, min(f.pacer.Size(n), n))
-			d, err := f.pacer.Wait(ctx, n)
-			f.paced.Add(int64(d))
-			if err != nil {
-				return fill(errs, len(recs), err)
-			}
+	var o storewrite.Outcome
+	err := storewrite.Chunks(recs, f.pacer, func(piece []record.Record) error {
+		if err := storewrite.Pace(ctx, f.pacer, len(piece), &o); err != nil {
+			return err
 		}
-		if f.throttle != nil {
-			wait := f.Guard.Retry.WithDefaults().Initial
-			for !f.throttle.Allow() {
-				d := time.Duration((0.5 + rand.Float64()) * float64(wait))
-				f.throttled.Add(int64(d))
-				f.rejected.Add(1)
-				if err := retry.Sleep(ctx, d); err != nil {
-					return fill(errs, len(recs), err)
-				}
-			}
+		if err := f.allowed(ctx); err != nil {
+			return err
 		}
-		got := f.lib.WriteBatch(ctx, recs[:n])
+		got := f.lib.WriteBatch(ctx, piece)
 		if f.throttle != nil {
 			f.throttle.Record(!slices.ContainsFunc(got, func(err error) bool { return retry.Classify(err) == retry.Transient }))
 		}
-		errs, recs = append(errs, got...), recs[n:]
+		errs = append(errs, got...)
+		return nil
+	})
+	f.paced.Add(int64(o.Paced))
+	for len(errs) < len(recs) {
+		errs = append(errs, err)
 	}
 	return errs
 }
 
-// fill is errs followed by n times err.
-func fill(errs []error, n int, err error) []error {
-	for range n {
-		errs = append(errs, err)
+// allowed waits until the adaptive throttle (if any) lets a call go: a
+// jittered Initial of the retry policy after each refusal, as a sink's
+// writer waits (retry.Hooks.Throttle).
+func (f *LoadFn) allowed(ctx context.Context) error {
+	if f.throttle == nil {
+		return nil
 	}
-	return errs
+	wait := f.Guard.Retry.WithDefaults().Initial
+	for !f.throttle.Allow() {
+		d := time.Duration((0.5 + rand.Float64()) * float64(wait))
+		f.throttled.Add(int64(d))
+		f.rejected.Add(1)
+		if err := retry.Sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
