@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -90,8 +91,8 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	if cfg.Source.Type != config.TypeDatastore || cfg.Target.Type != config.TypeDatastore {
 		return nil, fmt.Errorf("cutover.NewDatastore: the migration goes from %s to %s; want datastore to datastore", cfg.Source.Type, cfg.Target.Type)
 	}
-	if len(job.Spec.ReferencesTo) > 0 {
-		return nil, errors.New("cutover.NewDatastore: references_to (keys of another run's kinds) are not routed by the library yet")
+	if props := job.Spec.UninvertibleReferencesTo(); len(props) > 0 {
+		return nil, fmt.Errorf("cutover.NewDatastore: references_to %s: a read of new gives them back in old keys, which needs a strategy with an inverse", strings.Join(props, ", "))
 	}
 	if st, err := rewrite.New(job.Spec.Strategy); err == nil && len(job.Spec.References) > 0 && !st.Info().Invertible {
 		return nil, fmt.Errorf("cutover.NewDatastore: references need a strategy with an inverse (a read of new gives them back in old keys); %s has none", st.Info().Name)

@@ -3,6 +3,8 @@ package cutover_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +126,69 @@ func TestDatastoreReferences(t *testing.T) {
 	}
 	if _, ok := got.Get("OldKey"); ok {
 		t.Errorf("read gives the kept key OldKey too: %s", got.Describe())
+	}
+}
+
+// TestDatastoreReferencesTo: with references_to another run's kind
+// (Customer, rewritten by hashprefix and moved to that run's target
+// namespace), a write in read_new stores the customer reference as the
+// customer's new key there, and a read of new gives back the key the
+// application wrote. A strategy without an inverse is refused when the
+// library opens: a read of new could not give the key back.
+func TestDatastoreReferencesTo(t *testing.T) {
+	ctx := context.Background()
+	c := emulator.TestDatastore(t)
+	oldNS, newNS := emulator.UniqueNamespace("refsto-old"), emulator.UniqueNamespace("refsto-new")
+	crm, crm2 := emulator.UniqueNamespace("crm"), emulator.UniqueNamespace("crm2")
+	otherPath := filepath.Join(t.TempDir(), "customers.yaml")
+	if err := os.WriteFile(otherPath, []byte(fmt.Sprintf("source: {type: datastore, project: %s, namespace: %s, kind: Customer}\ntarget: {type: datastore, project: %s, namespace: %s, kind: Customer}\nrewrite: {strategy: hashprefix}\n",
+		emulator.DatastoreProject(), crm, emulator.DatastoreProject(), crm2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Config{
+		Source:       config.Endpoint{Type: config.TypeDatastore, Project: emulator.DatastoreProject(), Namespace: oldNS, Kind: "Log"},
+		Target:       config.Endpoint{Type: config.TypeDatastore, Project: emulator.DatastoreProject(), Namespace: newNS, Kind: "Log"},
+		Rewrite:      config.RewriteConfig{Strategy: "hashprefix"},
+		ReferencesTo: []config.ReferenceTo{{Property: "Customer", Config: otherPath}},
+		Cohort:       config.CohortConfig{User: "User"},
+	}
+	mig := fmt.Sprintf("refsto-%d", time.Now().UnixNano())
+	lib, err := cutover.OpenDatastoreConfig(ctx, c, cfg, cutover.Options{Migration: mig, CacheTTL: envTTL, Skew: envSkew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	e := &dsEnv{lib: lib, c: c, newC: c, store: cutover.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
+	e.setPhase(t, "alice", cutover.ReadNew)
+	cust := rewrite.DatastoreKey{Namespace: crm, Path: []rewrite.PathElement{{Kind: "Customer", Name: "acme"}}}
+	rec := e.entity("alice", 1, "v1")
+	rec.Fields = append(rec.Fields, record.Field{Name: "Customer", Value: record.Key(cust)})
+	if err := lib.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	var stored []struct {
+		User, Page string
+		Customer   *datastore.Key
+	}
+	if _, err := c.GetAll(ctx, datastore.NewQuery("Log").Namespace(newNS), &stored); err != nil || len(stored) != 1 {
+		t.Fatalf("new holds %d entities (%v), want 1", len(stored), err)
+	}
+	if k := stored[0].Customer; k == nil || k.Namespace != crm2 || k.Name == "acme" {
+		t.Errorf("new's Customer is %v; want acme's new key, in namespace %s", k, crm2)
+	}
+	got, found, err := lib.Read(ctx, e.key("alice", 1))
+	if err != nil || !found {
+		t.Fatalf("read: found %v, %v", found, err)
+	}
+	if v, _ := got.Get("Customer"); v.Key == nil || v.Key.String() != cust.String() {
+		t.Errorf("read gives Customer %v, want the old key %s", v.Key, cust.String())
+	}
+
+	cfg.ReferencesTo = []config.ReferenceTo{{Property: "Customer", Kind: "Customer", Rewrite: config.RewriteConfig{Strategy: "uuid"}}}
+	if lib, err := cutover.OpenDatastoreConfig(ctx, c, cfg, cutover.Options{Migration: mig}); err == nil || !strings.Contains(err.Error(), "inverse") {
+		if lib != nil {
+			lib.Close()
+		}
+		t.Errorf("references_to rewritten to UUIDs: got %v, want it refused for want of an inverse", err)
 	}
 }

@@ -335,7 +335,7 @@ func referenceSpec(r config.ReferenceTo) (rekeyer.ReferenceToSpec, error) {
 		rs.TargetKind = oc.Target.Kind
 	}
 	if oc.Target.Namespace != oc.Source.Namespace {
-		rs.TargetNamespace = oc.Target.Namespace
+		rs.TargetNamespace, rs.SourceNamespace = oc.Target.Namespace, oc.Source.Namespace
 	}
 	return rs, nil
 }

@@ -41,9 +41,6 @@ func (rk *Rekeyer) Invert(rec *record.Record) error {
 	if rk.o.SourceStore != rk.o.TargetStore {
 		return fmt.Errorf("%w: the migration goes from %s to %s", ErrNotInvertible, rk.o.SourceStore, rk.o.TargetStore)
 	}
-	if len(rk.foreign) > 0 {
-		return fmt.Errorf("%w: the migration rewrites references to kinds of another run", ErrNotInvertible)
-	}
 	if err := rk.InvertReferences(rec); err != nil {
 		return err
 	}
@@ -201,48 +198,35 @@ func (rk *Rekeyer) invertEntity(rec *record.Record) error {
 }
 
 // InvertReferences turns the keys a rewritten entity's reference
-// properties (Options.References) hold back into the keys they were
-// rewritten from, in place: the strategy's inverse of each key that
-// points at a migrated entity (its kind renamed back), moved back from
-// TargetNamespace to SourceNamespace. A strategy without an inverse
-// cannot give them back (ErrNotInvertible); other properties are left.
-// The record's fields are replaced, not changed: a shallow copy of the
-// record keeps the rewritten values.
+// properties (Options.References, and ReferencesTo with the other run's
+// rewrite) hold back into the keys they were rewritten from, in place:
+// the strategy's inverse of each key that points at a migrated entity
+// (its kind renamed back), moved back from the target namespace to the
+// source's. A strategy without an inverse cannot give them back
+// (ErrNotInvertible); other properties are left. The record's fields are
+// replaced, not changed: a shallow copy of the record keeps the
+// rewritten values.
 func (rk *Rekeyer) InvertReferences(rec *record.Record) error {
-	if len(rk.refs) == 0 {
+	if len(rk.refs) == 0 && len(rk.foreign) == 0 {
 		return nil
 	}
 	rec.Fields = append([]record.Field(nil), rec.Fields...)
-	newKind := firstNonEmpty(rk.o.TargetKind, rk.o.Kind)
+	own := referenceTo{ds: rk.ds, strategy: rk.o.Strategy, kind: rk.o.Kind, targetKind: rk.o.TargetKind,
+		targetNamespace: rk.o.TargetNamespace, sourceNamespace: rk.o.SourceNamespace, descendants: rk.o.DescendantKinds}
 	for i := range rec.Fields {
-		if !rk.refs[rec.Fields[i].Name] {
+		name := rec.Fields[i].Name
+		var r referenceTo
+		switch f := rk.foreign[name]; {
+		case f != nil:
+			r = referenceTo{ds: f.ds, strategy: f.Strategy, kind: f.Kind, targetKind: f.TargetKind,
+				targetNamespace: f.TargetNamespace, sourceNamespace: f.SourceNamespace, foreign: true}
+		case rk.refs[name]:
+			r = own
+		default:
 			continue
 		}
 		v, err := mapKeys(rec.Fields[i].Value, func(k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
-			leaf := k.Leaf().Kind
-			if newKind != "" && leaf != newKind && !slices.Contains(rk.o.DescendantKinds, leaf) {
-				return k, false, nil
-			}
-			if !rk.ds.Invertible() {
-				return k, false, fmt.Errorf("%w: reference property %s: strategy %s has no inverse", ErrNotInvertible, rec.Fields[i].Name, rk.o.Strategy.Info().Name)
-			}
-			nk := k.Clone()
-			if rk.o.TargetKind != "" && rk.o.Kind != "" {
-				for j := range nk.Path {
-					if nk.Path[j].Kind == rk.o.TargetKind {
-						nk.Path[j].Kind = rk.o.Kind
-					}
-				}
-			}
-			old, err := rk.ds.Invert(nk)
-			if err != nil {
-				return k, false, fmt.Errorf("reference property %s: %w", rec.Fields[i].Name, err)
-			}
-			old.Namespace, old.Database = k.Namespace, k.Database
-			if rk.o.TargetNamespace != "" && k.Namespace == rk.o.TargetNamespace {
-				old.Namespace = rk.o.SourceNamespace
-			}
-			return old, true, nil
+			return r.invert(name, k)
 		})
 		if err != nil {
 			return err
@@ -250,6 +234,52 @@ func (rk *Rekeyer) InvertReferences(rec *record.Record) error {
 		rec.Fields[i].Value = v
 	}
 	return nil
+}
+
+// referenceTo is what inverting a reference needs of the rewrite of the
+// kind it points at: this run's (References) or another run's
+// (ReferencesTo, foreign).
+type referenceTo struct {
+	ds                               *rewrite.DatastoreRewriter
+	strategy                         rewrite.Strategy
+	kind, targetKind                 string
+	targetNamespace, sourceNamespace string
+	descendants                      []string
+	foreign                          bool
+}
+
+// invert turns key k of reference property prop back, if it points at
+// the rewritten kind (false if it does not).
+func (r referenceTo) invert(prop string, k rewrite.DatastoreKey) (rewrite.DatastoreKey, bool, error) {
+	leaf := k.Leaf().Kind
+	newKind := firstNonEmpty(r.targetKind, r.kind)
+	switch {
+	case r.foreign && (leaf != newKind || r.targetNamespace != "" && k.Namespace != r.targetNamespace):
+		// Rewrite rewrote only keys of the kind, and moved them all.
+		return k, false, nil
+	case !r.foreign && newKind != "" && leaf != newKind && !slices.Contains(r.descendants, leaf):
+		return k, false, nil
+	}
+	if !r.ds.Invertible() {
+		return k, false, fmt.Errorf("%w: reference property %s: strategy %s has no inverse", ErrNotInvertible, prop, r.strategy.Info().Name)
+	}
+	nk := k.Clone()
+	if r.targetKind != "" && r.kind != "" {
+		for j := range nk.Path {
+			if nk.Path[j].Kind == r.targetKind {
+				nk.Path[j].Kind = r.kind
+			}
+		}
+	}
+	old, err := r.ds.Invert(nk)
+	if err != nil {
+		return k, false, fmt.Errorf("reference property %s: %w", prop, err)
+	}
+	old.Namespace, old.Database = k.Namespace, k.Database
+	if r.targetNamespace != "" && k.Namespace == r.targetNamespace {
+		old.Namespace = r.sourceNamespace
+	}
+	return old, true, nil
 }
 
 func firstNonEmpty(ss ...string) string {

@@ -2,6 +2,7 @@ package rekeyer
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rekeyio/rekey/record"
@@ -145,5 +146,71 @@ func TestInvertReferences(t *testing.T) {
 	}
 	if err := rk.Invert(&r); !errors.Is(err, ErrNotInvertible) {
 		t.Errorf("references under uuid: Invert = %v, want ErrNotInvertible", err)
+	}
+}
+
+// TestInvertReferencesTo: a reference to a kind another run migrated
+// (references_to, with that run's rewrite, kind rename and namespace
+// move) comes back as it was: its key inverted with that run's strategy,
+// its kind and namespace moved back; a key of another kind, or of the
+// kind outside the namespace that run moved it to, is left. A strategy
+// without an inverse is refused, naming the property.
+func TestInvertReferencesTo(t *testing.T) {
+	cust := dsKey("Customer", "c1")
+	cust.Namespace = "crm"
+	other := dsKey("Supplier", "s1")
+	other.Namespace = "crm"
+	k := dsKey("Invoice", 7)
+	ent := record.Record{Table: "Invoice", Key: &k, Fields: []record.Field{
+		{Name: "customer", Value: record.Key(cust)},
+		{Name: "supplier", Value: record.Key(other)},
+		{Name: "total", Value: record.Int(3)},
+	}}
+	spec := Spec{Strategy: rewrite.StepConfig{Strategy: "none"}, SourceStore: record.Datastore, TargetStore: record.Datastore, Kind: "Invoice",
+		ReferencesTo: []ReferenceToSpec{
+			{Property: "customer", Kind: "Customer", Strategy: rewrite.StepConfig{Strategy: "hashprefix"}, TargetKind: "CustomerV2", TargetNamespace: "crm2", SourceNamespace: "crm"},
+			{Property: "supplier", Kind: "Customer", Strategy: rewrite.StepConfig{Strategy: "hashprefix"}, TargetNamespace: "crm2", SourceNamespace: "crm"},
+		}}
+	rk, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ent
+	r.Fields = append([]record.Field(nil), ent.Fields...)
+	if err := rk.Rewrite(&r); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := r.Get("customer"); c.Key.Namespace != "crm2" || c.Key.Leaf().Kind != "CustomerV2" || c.Key.Equal(cust) {
+		t.Fatalf("the rewrite gave customer %s; want a rewritten key of CustomerV2 in crm2", c.Key)
+	}
+	if err := rk.Invert(&r); err != nil {
+		t.Fatal(err)
+	}
+	if d := record.Diff(&r, &ent); d != "" {
+		t.Errorf("Invert(Rewrite(%s)): %s", ent.Describe(), d)
+	}
+	// A key of the kind in another namespace than the one the run moved
+	// it to was not rewritten by it: left.
+	stray := dsKey("CustomerV2", "x")
+	stray.Namespace = "elsewhere"
+	s := record.Record{Table: "Invoice", Key: &k, Fields: []record.Field{{Name: "customer", Value: record.Key(stray)}}}
+	if err := rk.InvertReferences(&s); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Get("customer"); !c.Key.Equal(stray) {
+		t.Errorf("customer %s outside crm2 became %s; want it left", stray, c.Key)
+	}
+
+	spec.ReferencesTo[0].Strategy = rewrite.StepConfig{Strategy: "uuid"}
+	if rk, err = spec.Build(); err != nil {
+		t.Fatal(err)
+	}
+	r = ent
+	r.Fields = append([]record.Field(nil), ent.Fields...)
+	if err := rk.Rewrite(&r); err != nil {
+		t.Fatal(err)
+	}
+	if err := rk.Invert(&r); !errors.Is(err, ErrNotInvertible) || !strings.Contains(err.Error(), "customer") {
+		t.Errorf("a reference rewritten to UUIDs: Invert = %v; want ErrNotInvertible naming customer", err)
 	}
 }

@@ -75,6 +75,9 @@ type ReferenceTo struct {
 	Strategy        rewrite.Strategy
 	TargetKind      string
 	TargetNamespace string
+	// SourceNamespace is the namespace that run moved the kind's entities
+	// from to TargetNamespace: where Invert moves a reference back.
+	SourceNamespace string
 }
 
 // Rekeyer rewrites records. It is safe for concurrent use.

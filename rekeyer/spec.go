@@ -36,6 +36,20 @@ type ReferenceToSpec struct {
 	Strategy        rewrite.StepConfig `json:"strategy"`
 	TargetKind      string             `json:"target_kind,omitempty"`
 	TargetNamespace string             `json:"target_namespace,omitempty"`
+	SourceNamespace string             `json:"source_namespace,omitempty"`
+}
+
+// UninvertibleReferencesTo names the references_to properties whose
+// other run's strategy has no inverse: Invert could not give their keys
+// back (a read of new in the application library, a reverse backfill).
+func (sp Spec) UninvertibleReferencesTo() []string {
+	var out []string
+	for _, r := range sp.ReferencesTo {
+		if st, err := rewrite.New(r.Strategy); err == nil && !st.Info().Invertible {
+			out = append(out, fmt.Sprintf("%s (%s's strategy %s)", r.Property, r.Kind, st.Info().Name))
+		}
+	}
+	return out
 }
 
 // Build makes the Rekeyer the spec describes.
@@ -55,7 +69,7 @@ func (sp Spec) Build() (*Rekeyer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reference %s to %s: %w", r.Property, r.Kind, err)
 		}
-		o.ReferencesTo = append(o.ReferencesTo, ReferenceTo{Property: r.Property, Kind: r.Kind, Strategy: st, TargetKind: r.TargetKind, TargetNamespace: r.TargetNamespace})
+		o.ReferencesTo = append(o.ReferencesTo, ReferenceTo{Property: r.Property, Kind: r.Kind, Strategy: st, TargetKind: r.TargetKind, TargetNamespace: r.TargetNamespace, SourceNamespace: r.SourceNamespace})
 	}
 	if sp.Key != "" {
 		if o.Key, err = rewrite.ParseKeySchema(sp.Table, sp.Key); err != nil {

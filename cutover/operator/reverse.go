@@ -16,8 +16,9 @@ import (
 
 // CheckReverse refuses a job a reverse backfill cannot run: what
 // CheckBackfill refuses, and a rewrite Invert cannot undo (no inverse and
-// no kept original key; references without an inverse; references_to;
-// a pair of stores with no reverse backfill, Spanner → Datastore).
+// no kept original key; references, or references_to another run's kind,
+// whose strategy has no inverse; a pair of stores with no reverse
+// backfill, Spanner → Datastore).
 func CheckReverse(j *migration.Job) error {
 	if err := CheckBackfill(j); err != nil {
 		return err
@@ -29,8 +30,8 @@ func CheckReverse(j *migration.Job) error {
 	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Invertible && j.Spec.KeepOriginalKey == "" {
 		problems = append(problems, fmt.Sprintf("strategy %s has no inverse and keep_original_key is not set", st.Info().Name))
 	}
-	if len(j.Spec.ReferencesTo) > 0 {
-		problems = append(problems, "the migration rewrites references to another run's kinds (references_to)")
+	if props := j.Spec.UninvertibleReferencesTo(); len(props) > 0 {
+		problems = append(problems, fmt.Sprintf("references_to %s cannot be given back (no inverse)", strings.Join(props, ", ")))
 	}
 	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Invertible && len(j.Spec.References) > 0 {
 		problems = append(problems, fmt.Sprintf("the migration rewrites references, which strategy %s cannot give back (no inverse)", st.Info().Name))
