@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -154,17 +156,24 @@ func SelectSQL(t *spannerdb.Table, cfg SpannerConfig) (string, error) {
 
 // sharedClient is this process's client of db for the DoFns of reads
 // in configuration variant (newClient's), and its release
-// (spannerdb.Shared). The planning of a table's read has a client of its
-// own per table: it reads the schema with single-use reads on pooled
-// sessions and begins the batch transaction, whose session Close gives
-// back to the pool; on a client shared with another table's planning, a
-// schema read could take that session and begin a transaction on it,
-// which ends the batch transaction the readers still use (the emulator:
-// "Invalid transaction ID"). The readers and the cleanup only use the
-// batch transactions by their ids.
+// (spannerdb.Shared). Each planning of a read (one per table of a job)
+// has a client of its own (planVariant): it reads the schema and begins
+// the batch transaction on its client's multiplexed session, and on the
+// emulator a transaction begun on a session ends the session's older
+// ones — on a client shared with another table's planning, or another
+// job's in the same process (two cohort jobs at once), a schema read or
+// a second begin would end the batch transaction the readers still use
+// ("Invalid transaction ID. Transaction ID must be >= …"). The readers
+// and the cleanup only use the batch transactions by their ids.
 func sharedClient(db, variant string) (*spanner.Client, func(), error) {
 	return spannerdb.Shared(db, variant, func(ctx context.Context) (*spanner.Client, error) { return newClient(ctx, db) })
 }
+
+// plans numbers the plannings of reads in this process.
+var plans atomic.Int64
+
+// planVariant is a variant of sharedClient no other planning shares.
+func planVariant() string { return "source-partition\x00" + strconv.FormatInt(plans.Add(1), 10) }
 
 // newClient opens a client for a read. Partitions are executed on the
 // batch transaction's own session, so the client keeps no idle sessions.
@@ -186,7 +195,7 @@ type partitionSpannerFn struct {
 }
 
 func (f *partitionSpannerFn) Setup(ctx context.Context) error {
-	c, release, err := sharedClient(f.Cfg.DatabasePath(), "source-partition\x00"+f.Cfg.Table)
+	c, release, err := sharedClient(f.Cfg.DatabasePath(), planVariant())
 	f.client, f.release = c, release
 	return err
 }
