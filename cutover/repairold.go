@@ -13,7 +13,6 @@ import (
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
-	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -313,26 +312,6 @@ func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
 	}
 	return spannerClearBehind(ctx, x.newC, x.o.Migration, tk, op, e)
-}
-
-// RepairOldFor opens the library for job (old's client from the
-// environment, closed at the end) and runs RepairOld on entries.
-func RepairOldFor(ctx context.Context, job *migration.Job, migrationName string, entries []RepairEntry) ([]RepairEntry, error) {
-	var want []RepairEntry
-	for _, e := range entries {
-		if e.Missed == oldSide.String() {
-			want = append(want, e)
-		}
-	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	lib, closeLib, err := openLibrary(ctx, job, Options{Migration: migrationName})
-	if err != nil {
-		return nil, err
-	}
-	defer closeLib()
-	return lib.RepairOld(ctx, want)
 }
 
 // BehindClearer is a Store that can clear the touched marks' Behind

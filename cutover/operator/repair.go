@@ -149,7 +149,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 		if err != nil {
 			return report, res, err
 		}
-		if repairedOld, err = cutover.RepairOldFor(ctx, job, o.Migration, missedOld); err != nil {
+		if repairedOld, err = repairOld(ctx, job, o.Migration, missedOld); err != nil {
 			return report, res, fmt.Errorf("repairing in old %d writes it missed (%d done): %w", len(missedOld), len(repairedOld), err)
 		}
 	}
@@ -174,4 +174,22 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	}
 	res.Counters[RepairLogCleared] = int64(len(done))
 	return report, res, nil
+}
+
+// repairOld opens the application library of job (old's client from the
+// environment, closed at the end) and repairs in old the writes of
+// entries it missed (each Missed "old"), through the library's RepairOld.
+func repairOld(ctx context.Context, job *migration.Job, migrationName string, entries []cutover.RepairEntry) ([]cutover.RepairEntry, error) {
+	lib, closeLib, err := cutover.OpenLibrary(ctx, job, cutover.Options{Migration: migrationName})
+	if err != nil {
+		return nil, err
+	}
+	defer closeLib()
+	r, ok := lib.(interface {
+		RepairOld(context.Context, []cutover.RepairEntry) ([]cutover.RepairEntry, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("the library of a migration from %s to %s cannot repair old", job.Config.Source.Type, job.Config.Target.Type)
+	}
+	return r.RepairOld(ctx, entries)
 }
