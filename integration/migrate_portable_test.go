@@ -248,7 +248,7 @@ func TestOnWorkerPool(t *testing.T) {
 
 // poolShapes are the staged shapes TestOnWorkerPool runs.
 var poolShapes = []stagedShape{
-	{"spanner interleaved", newStagedInterleaved},
-	{"datastore references", newStagedDatastoreRefs},
-	{"datastore to spanner", newStagedDatastoreSpanner},
+	{"spanner interleaved", newStagedInterleaved, true},
+	{"datastore references", newStagedDatastoreRefs, false},
+	{"datastore to spanner", newStagedDatastoreSpanner, true},
 }

@@ -58,7 +58,7 @@ cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 	}
 	t.Cleanup(lib.Close)
 	e.app = lib
-	oldLogsIn(e, c, oldNS, false, false)
+	oldLogsIn(e, c, oldNS, false, false, "")
 	e.newPages = spannerLogsBy(newC, "LogsX", "User")
 	e.changeNew = spannerChangeLogBy(newC, "LogsX", "User")
 	return e
@@ -66,7 +66,7 @@ cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 
 // stagedCross are the envs of migrations from one store to the other,
 // run by the cohort jobs that take them.
-var stagedCross = []stagedShape{{"datastore to spanner", newStagedDatastoreSpanner}}
+var stagedCross = []stagedShape{{"datastore to spanner", newStagedDatastoreSpanner, true}}
 
 // TestStagedDatastoreSpannerStrictColumns: a cohort backfill from
 // Datastore to Spanner does not flatten a key-valued property into a

@@ -16,6 +16,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
@@ -85,6 +86,9 @@ type stagedEnv struct {
 	// oldPages and newPages read every log of a store: "user/seq" → page.
 	oldPages func(t *testing.T) map[string]string
 	newPages func(t *testing.T) map[string]string
+	// checkNew, if set, checks what else the shape puts in new's records
+	// (the end-to-end test calls it last).
+	checkNew func(t *testing.T)
 }
 
 // rec is user's log seq with page, as the application writes it.
@@ -220,20 +224,59 @@ type dsLog struct {
 	Page   string
 	OldKey *datastore.Key
 	Prev   *datastore.Key
+	Cust   *datastore.Key
 }
 
 // newStagedDatastore makes the Datastore env: kind Log from one namespace
 // to another of the emulator's database, the phase store in the new one.
 // The user id is in the key's name ("user.seq") and the User property.
 func newStagedDatastore(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}", false)
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}", false, "")
 }
 
-// newStagedDatastoreRefs is newStagedDatastore with a reference in every
-// log: Prev, the key of the user's first log (seq 0), rewritten with the
-// logs' own keys (references: [Prev]).
+// newStagedDatastoreRefs is newStagedDatastore with two references in
+// every log: Prev, the key of the user's first log (seq 0), rewritten with
+// the logs' own keys (references: [Prev]); and Cust, the key of the
+// user's Customer, which another run moves to a namespace of its own with
+// hashprefix keys (references_to that run's config), so that a backfill
+// rewrites it to that run's key and a reverse backfill gives it back.
 func newStagedDatastoreRefs(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}\nreferences: [Prev]", false)
+	crm, crm2 := emulator.UniqueNamespace("staged-crm"), emulator.UniqueNamespace("staged-crm2")
+	customers := writeConfig(t, fmt.Sprintf("source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Customer}\ntarget: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Customer}\nrewrite: {strategy: hashprefix}\n",
+		emulator.DatastoreProject(), crm, crm2))
+	e := newStagedDatastoreWith(t, fmt.Sprintf("rewrite: {strategy: hashprefix}\nreferences: [Prev]\nreferences_to: [{property: Cust, config: %q}]", customers), false, crm)
+	st, err := rewrite.New(rewrite.StepConfig{Strategy: "hashprefix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := st.Datastore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, newNS := emulator.TestDatastore(t), e.cfg.Target.Namespace
+	e.checkNew = func(t *testing.T) {
+		t.Helper()
+		var logs []dsLog
+		if _, err := c.GetAll(context.Background(), datastore.NewQuery("Log").Namespace(newNS), &logs); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range logs {
+			want := func(k rewrite.DatastoreKey, ns string) *datastore.Key {
+				nk, err := ds.Rewrite(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nk.Namespace = ns
+				return datastoredb.KeyToDatastore(nk)
+			}
+			cust := want(rewrite.DatastoreKey{Namespace: crm, Path: []rewrite.PathElement{{Kind: "Customer", Name: l.User}}}, crm2)
+			prev := want(rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "Log", Name: l.User + ".0"}}}, newNS)
+			if !l.Cust.Equal(cust) || !l.Prev.Equal(prev) {
+				t.Errorf("new %s: Cust %v, Prev %v; want %v (the other run's key) and %v", logID(l.User, l.Seq), l.Cust, l.Prev, cust, prev)
+			}
+		}
+	}
+	return e
 }
 
 // newStagedDatastoreGroups is newStagedDatastore with each log in its
@@ -241,20 +284,21 @@ func newStagedDatastoreRefs(t *testing.T) *stagedEnv {
 // which the migration's kind is (the roots themselves never exist); the
 // rewrite changes the root only, and the user is the root's name.
 func newStagedDatastoreGroups(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}\nancestors: root", true)
+	return newStagedDatastoreWith(t, "rewrite: {strategy: hashprefix}\nancestors: root", true, "")
 }
 
 // newStagedDatastoreKept is newStagedDatastore with keys no inverse can
 // give back (UUIDv5) and the old key kept in each new entity (OldKey), so
 // that a reverse backfill must read it.
 func newStagedDatastoreKept(t *testing.T) *stagedEnv {
-	return newStagedDatastoreWith(t, "rewrite: {strategy: uuid, params: {version: 5}}\nkeep_original_key: OldKey", false)
+	return newStagedDatastoreWith(t, "rewrite: {strategy: uuid, params: {version: 5}}\nkeep_original_key: OldKey", false, "")
 }
 
 // newStagedDatastoreWith is newStagedDatastore with the config's rewrite
-// settings rewriteYAML, and the logs in their users' entity groups if
-// grouped (newStagedDatastoreGroups).
-func newStagedDatastoreWith(t *testing.T, rewriteYAML string, grouped bool) *stagedEnv {
+// settings rewriteYAML, the logs in their users' entity groups if
+// grouped (newStagedDatastoreGroups), and a reference Cust to the user's
+// Customer in namespace custNS unless it is empty (newStagedDatastoreRefs).
+func newStagedDatastoreWith(t *testing.T, rewriteYAML string, grouped bool, custNS string) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
@@ -278,7 +322,7 @@ cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 	}
 	t.Cleanup(lib.Close)
 	e.app = lib
-	oldLogsIn(e, c, oldNS, grouped, strings.Contains(rewriteYAML, "references:"))
+	oldLogsIn(e, c, oldNS, grouped, strings.Contains(rewriteYAML, "references:"), custNS)
 	e.newPages = datastoreLogs(c, newNS)
 	e.changeNew = func(t *testing.T, user string, seq int64, page string, del bool) {
 		t.Helper()
@@ -307,9 +351,10 @@ cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 
 // oldLogsIn makes old of e the Log entities of namespace ns of c's
 // database, keyed "user.seq" (under the root User:user if grouped; with a
-// reference Prev to the user's first log if refs), with properties User
-// and Seq: e.key, putOld, deleteOld and oldPages.
-func oldLogsIn(e *stagedEnv, c *datastore.Client, oldNS string, grouped, refs bool) {
+// reference Prev to the user's first log if refs; with a reference Cust to
+// Customer:user in namespace custNS unless it is empty), with properties
+// User and Seq: e.key, putOld, deleteOld and oldPages.
+func oldLogsIn(e *stagedEnv, c *datastore.Client, oldNS string, grouped, refs bool, custNS string) {
 	e.key = func(user string, seq int64) record.Record {
 		k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
 		if grouped {
@@ -319,6 +364,10 @@ func oldLogsIn(e *stagedEnv, c *datastore.Client, oldNS string, grouped, refs bo
 		if refs {
 			first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
 			r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
+		}
+		if custNS != "" {
+			cust := rewrite.DatastoreKey{Namespace: custNS, Path: []rewrite.PathElement{{Kind: "Customer", Name: user}}}
+			r.Fields = append(r.Fields, record.Field{Name: "Cust", Value: record.Key(cust)})
 		}
 		return r
 	}
@@ -366,24 +415,27 @@ func datastoreLogs(c *datastore.Client, ns string) func(t *testing.T) map[string
 var cohortRunner = "prism"
 
 // stagedShape is one shape of migration the staged tests run: a name
-// and the env that sets it up.
+// and the env that sets it up; alone if that env points the process's
+// emulator variable at a commit tap of its own (t.Setenv), which keeps
+// it from running beside the others.
 type stagedShape struct {
-	name string
-	make func(t *testing.T) *stagedEnv
+	name  string
+	make  func(t *testing.T) *stagedEnv
+	alone bool
 }
 
 var stagedEnvs = []stagedShape{
-	{"spanner", newStagedSpanner},
-	{"datastore", newStagedDatastore},
+	{"spanner", newStagedSpanner, true},
+	{"datastore", newStagedDatastore, false},
 }
 
 // stagedShapes are the envs the end-to-end test runs: stagedEnvs and the
 // other shapes of migration the staged cutover takes.
 var stagedShapes = slices.Concat(stagedEnvs, []stagedShape{
-	{"datastore keep_original_key", newStagedDatastoreKept},
-	{"datastore entity groups", newStagedDatastoreGroups},
-	{"datastore references", newStagedDatastoreRefs},
-	{"spanner interleaved", newStagedInterleaved},
+	{"datastore keep_original_key", newStagedDatastoreKept, false},
+	{"datastore entity groups", newStagedDatastoreGroups, false},
+	{"datastore references", newStagedDatastoreRefs, false},
+	{"spanner interleaved", newStagedInterleaved, true},
 }, stagedCross)
 
 // move moves cohorts to phase by the rules, as the operator does.

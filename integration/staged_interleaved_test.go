@@ -421,19 +421,8 @@ cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 	t.Cleanup(lib.Close)
 	e.app = lib
 	e.users = func(_ string, i int) string { return fmt.Sprint(1000 + i) }
-	id := func(user string) int64 {
-		n, err := strconv.ParseInt(user, 10, 64)
-		if err != nil {
-			t.Fatalf("user %q is not a CustomerId", user)
-		}
-		return n
-	}
-	e.key = func(user string, seq int64) record.Record {
-		if seq == 0 {
-			return record.Record{Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id(user))}}}
-		}
-		return record.Record{Table: "Orders", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id(user))}, {Name: "OrderId", Value: record.Int(seq)}}}
-	}
+	id := func(user string) int64 { return customerID(t, user) }
+	e.key = func(user string, seq int64) record.Record { return interleavedKey(t, user, seq) }
 	e.putOld = func(t *testing.T, recs ...record.Record) {
 		t.Helper()
 		var ms []*spanner.Mutation
@@ -460,27 +449,7 @@ cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			t.Fatal(err)
 		}
 	}
-	pages := func(c *spanner.Client, id string) func(t *testing.T) map[string]string {
-		return func(t *testing.T) map[string]string {
-			t.Helper()
-			out := map[string]string{}
-			sql := fmt.Sprintf("SELECT %[1]s, 0, Page FROM Customers UNION ALL SELECT %[1]s, OrderId, Page FROM Orders", id)
-			err := c.Single().Query(ctx, spanner.Statement{SQL: sql}).Do(func(r *spanner.Row) error {
-				var u, q int64
-				var p spanner.NullString
-				if err := r.Columns(&u, &q, &p); err != nil {
-					return err
-				}
-				out[logID(fmt.Sprint(u), q)] = p.StringVal
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		}
-	}
-	e.oldPages, e.newPages = pages(oldC, "CustomerId"), pages(newC, "BIT_REVERSE(CustomerId, true)")
+	e.oldPages, e.newPages = interleavedPages(oldC, "CustomerId"), interleavedPages(newC, "BIT_REVERSE(CustomerId, true)")
 	return e
 }
 
@@ -497,5 +466,47 @@ func seedCustomers(t *testing.T, oldC *spanner.Client, customers, orders int64) 
 	}
 	if _, err := oldC.Apply(context.Background(), ms); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// customerID is user as a CustomerId.
+func customerID(t *testing.T, user string) int64 {
+	n, err := strconv.ParseInt(user, 10, 64)
+	if err != nil {
+		t.Fatalf("user %q is not a CustomerId", user)
+	}
+	return n
+}
+
+// interleavedKey is user's log seq as a key of the interleaved shape: its
+// Customers row (seq 0) or its Orders row OrderId seq.
+func interleavedKey(t *testing.T, user string, seq int64) record.Record {
+	if seq == 0 {
+		return record.Record{Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(customerID(t, user))}}}
+	}
+	return record.Record{Table: "Orders", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(customerID(t, user))}, {Name: "OrderId", Value: record.Int(seq)}}}
+}
+
+// interleavedPages reads every Customers and Orders row of c's database
+// ("user/seq" → page; a customer is seq 0, an order its OrderId), the
+// user id the SQL expression id of CustomerId (new's keys are rewritten).
+func interleavedPages(c *spanner.Client, id string) func(t *testing.T) map[string]string {
+	return func(t *testing.T) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		sql := fmt.Sprintf("SELECT %[1]s, 0, Page FROM Customers UNION ALL SELECT %[1]s, OrderId, Page FROM Orders", id)
+		err := c.Single().Query(context.Background(), spanner.Statement{SQL: sql}).Do(func(r *spanner.Row) error {
+			var u, q int64
+			var p spanner.NullString
+			if err := r.Columns(&u, &q, &p); err != nil {
+				return err
+			}
+			out[logID(fmt.Sprint(u), q)] = p.StringVal
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
 }
