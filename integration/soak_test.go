@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,7 @@ import (
 
 // The soak of the staged cutover (TestSoakSpanner, TestSoakDatastore,
 // TestSoakDatastoreGroups, TestSoakDatastoreKept, TestSoakDatastoreRefs,
-// TestSoakDatastoreSpanner):
+// TestSoakSpannerInterleaved, TestSoakDatastoreSpanner):
 // a seeded run of the whole protocol against the emulators, in the
 // manner of Jepsen. Application instances (each a library with its own
 // phase cache) put, get and delete the records of their users, some
@@ -48,7 +49,9 @@ import (
 // acknowledged before it began, or one that overlapped it, or a delete's
 // nothing — never a deleted record, never a value older than one an
 // earlier read returned — and new, once every cohort is in done, holds
-// for every record what the history allows as its last value.
+// for every record what the history allows as its last value; and a
+// read's other fields (keys, references) are what every write of the
+// record puts.
 //
 // -soak sets how long each seed's workload runs (default 15s, as CI
 // runs it); -soak_faults the share of commits failed (default 0.03);
@@ -86,10 +89,17 @@ func TestSoakDatastoreGroups(t *testing.T) { runSoak(t, "datastore-groups", soak
 // that keeps each entity's old key in a property (keep_original_key:
 // the reverse backfill's way back), and TestSoakDatastoreRefs the one
 // whose logs hold a reference to their user's first log, rewritten with
-// the keys (references); CI runs the first seed of each in one layout
+// the keys (references), and one to their user's Customer, which another
+// run moves (references_to); CI runs the first seed of each in one layout
 // (TestSoakDatastore runs both).
 func TestSoakDatastoreKept(t *testing.T) { runSoak(t, "datastore-kept", soakSeeds[:1]) }
 func TestSoakDatastoreRefs(t *testing.T) { runSoak(t, "datastore-refs", soakSeeds[:1]) }
+
+// TestSoakSpannerInterleaved soaks the demo's Customers with Orders
+// interleaved in them (old and new in two databases, always): a
+// customer's delete takes its orders on both sides, an order's write
+// fails where its customer is missing; CI runs its first seed.
+func TestSoakSpannerInterleaved(t *testing.T) { runSoak(t, "spanner-interleaved", soakSeeds[:1]) }
 
 // TestSoakDatastoreSpanner soaks a Datastore kind moving into a Spanner
 // table (always apart: two stores); CI runs its first seed.
@@ -101,7 +111,7 @@ func runSoak(t *testing.T, store string, seeds []uint64) {
 	}
 	layouts := []bool{false, true}
 	switch {
-	case store == "datastore-spanner":
+	case store == "datastore-spanner" || store == "spanner-interleaved":
 		layouts = []bool{true}
 	case (store == "datastore-kept" || store == "datastore-refs") && *soakSeed == 0:
 		layouts = []bool{false}
@@ -123,11 +133,13 @@ type soakOp struct {
 	kind     byte   // 'w' put, 'd' delete, 'r' get
 	val      string // a put's value, unique; a get's result
 	found    bool   // a get found a record
+	fields   string // how a get's other fields differ from those every put writes ("": not at all)
 	inv, ret time.Time
 	ok       bool
 	err      string
 	instance int
 	phase    cutover.Phase // the phase the instance held at invocation
+	cascaded bool          // a child's delete by its parent's (op id is the parent's)
 }
 
 // soakEvent is an operator's step, for the history printed around a
@@ -149,6 +161,9 @@ type soak struct {
 	key         func(user string, seq int64) record.Record
 	newPages    func(t *testing.T) map[string]string
 	users       []string
+	// cascade: seq 0 is a user's parent row and the other seqs its
+	// interleaved children, deleted with it (spanner-interleaved).
+	cascade bool
 
 	mu     sync.Mutex
 	ops    []*soakOp
@@ -171,7 +186,7 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	s := &soak{store: store, seed: seed, apart: apart, migration: fmt.Sprintf("soak-%d", time.Now().UnixNano())}
 	hostEnv := emulator.EnvSpannerHost
 	grouped := store == "datastore-groups"
-	if store != "spanner" {
+	if !strings.HasPrefix(store, "spanner") {
 		hostEnv = emulator.EnvDatastoreHost
 	}
 	tapOf := func(hostEnv string) *committap.Tap {
@@ -185,9 +200,12 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	}
 	tap := func() *committap.Tap { return tapOf(hostEnv) }
 	var oldTap, newTap *committap.Tap
-	if store == "datastore-spanner" { // always apart: old's tap in front of Datastore, new's of Spanner
+	switch {
+	case store == "datastore-spanner": // always apart: old's tap in front of Datastore, new's of Spanner
 		oldTap, newTap = tap(), tapOf(emulator.EnvSpannerHost)
-	} else {
+	case store == "spanner-interleaved": // always apart: both tables keep their names
+		oldTap, newTap = tap(), tap()
+	default:
 		oldTap = tap()
 		newTap = oldTap
 		if apart {
@@ -239,6 +257,27 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 			}
 			return out
 		}
+	case "spanner-interleaved":
+		// The demo's Customers with Orders interleaved ON DELETE CASCADE
+		// (newStagedInterleaved): a user's seq 0 is its customer row, seq
+		// n its order n; a customer's delete takes its orders.
+		t.Setenv(hostEnv, oldTap.Addr())
+		oldC := emulator.TestDB(t, stagedInterleavedDDL...)
+		t.Setenv(hostEnv, newTap.Addr())
+		newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
+		yaml = fmt.Sprintf(`
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Customers}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: Customers}
+interleaved: [Orders]
+rewrite: {strategy: bitreverse}
+dead_letter: %[5]s
+cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
+		s.phases = cutover.SpannerStore{Client: newC}
+		oldClient = oldC
+		s.key = func(user string, seq int64) record.Record { return interleavedKey(t, user, seq) }
+		s.newPages = interleavedPages(newC, "BIT_REVERSE(CustomerId, true)")
+		s.cascade = true
 	case "datastore-spanner":
 		t.Setenv(hostEnv, oldTap.Addr())
 		oldC := emulator.TestDatastore(t)
@@ -274,14 +313,20 @@ cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 			}
 			t.Cleanup(func() { newC.Close() })
 		}
-		kind, user, rw, extra := "Log", "User", "{strategy: hashprefix}", ""
+		kind, user, rw, extra, custNS := "Log", "User", "{strategy: hashprefix}", "", ""
 		switch store {
 		case "datastore-groups":
 			kind, user, extra = "User", "key:User", "ancestors: root\ndescendants: [Log]"
 		case "datastore-kept":
 			rw, extra = "{strategy: uuid, params: {version: 5}}", "keep_original_key: OldKey"
 		case "datastore-refs":
-			extra = "references: [Prev]"
+			// Prev to the user's first log, and Cust to a Customer that
+			// another run moves (references_to its config).
+			crm, crm2 := emulator.UniqueNamespace("soak-crm"), emulator.UniqueNamespace("soak-crm2")
+			custNS = crm
+			customers := writeConfig(t, fmt.Sprintf("source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Customer}\ntarget: {type: datastore, project: %[1]s, namespace: %[3]s, kind: Customer}\nrewrite: {strategy: hashprefix}\n",
+				emulator.DatastoreProject(), crm, crm2))
+			extra = fmt.Sprintf("references: [Prev]\nreferences_to: [{property: Cust, config: %q}]", customers)
 		}
 		yaml = fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: %[9]s}
@@ -303,7 +348,8 @@ cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 				// A reference to the user's first log, rewritten with
 				// the logs' keys.
 				first := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: user + ".0"}}}
-				r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)})
+				cust := rewrite.DatastoreKey{Namespace: custNS, Path: []rewrite.PathElement{{Kind: "Customer", Name: user}}}
+				r.Fields = append(r.Fields, record.Field{Name: "Prev", Value: record.Key(first)}, record.Field{Name: "Cust", Value: record.Key(cust)})
 			}
 			return r
 		}
@@ -342,12 +388,23 @@ cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		s.apps = append(s.apps, lib)
 	}
 	for i := range soakUsers {
-		s.users = append(s.users, fmt.Sprintf("soak-%d", i))
+		u := fmt.Sprintf("soak-%d", i)
+		if s.cascade { // a CustomerId
+			u = fmt.Sprint(1000 + i)
+		}
+		s.users = append(s.users, u)
 	}
 	return s
 }
 
 // rec is user's log seq with page.
+// splitLogID is logID's user and seq.
+func splitLogID(k string) (string, int64) {
+	i := strings.LastIndexByte(k, '/')
+	seq, _ := strconv.ParseInt(k[i+1:], 10, 64)
+	return k[:i], seq
+}
+
 func (s *soak) rec(user string, seq int64, page string) record.Record {
 	r := s.key(user, seq)
 	r.Fields = append(r.Fields, record.Field{Name: "Page", Value: record.String(page)})
@@ -467,6 +524,7 @@ func (s *soak) call(ctx context.Context, inst int, user string, seq int64, kind 
 		got, op.found, err = lib.Read(ctx, s.key(user, seq))
 		if v, ok := got.Get("Page"); ok {
 			op.val = v.Str
+			op.fields = writtenFieldsDiff(got, s.key(user, seq))
 		}
 	}
 	op.ret = time.Now()
@@ -646,6 +704,14 @@ func (s *soak) check(t *testing.T) {
 	calls, failed, stale := 0, 0, 0
 	for _, op := range s.ops {
 		byKey[op.key] = append(byKey[op.key], op)
+		if user, seq := splitLogID(op.key); s.cascade && op.kind == 'd' && seq == 0 {
+			// The parent's delete deletes its children, in the same
+			// call: a delete of each, as acknowledged as it is.
+			for c := int64(1); c < soakSeqs; c++ {
+				k := logID(user, c)
+				byKey[k] = append(byKey[k], &soakOp{id: op.id, key: k, kind: 'd', inv: op.inv, ret: op.ret, ok: op.ok, err: op.err, instance: op.instance, phase: op.phase, cascaded: true})
+			}
+		}
 		calls++
 		if !op.ok {
 			failed++
@@ -689,7 +755,11 @@ func (s *soak) check(t *testing.T) {
 			if r.kind != 'r' || !r.ok {
 				continue
 			}
-			if why := h.judge(r); why != "" {
+			why := h.judge(r)
+			if r.fields != "" {
+				why = fmt.Sprintf("read of %s returned other fields than every write of it has: %s", k, r.fields)
+			}
+			if why != "" {
 				violations++
 				if violations <= 3 {
 					t.Errorf("%s: %s", s.name, why)
@@ -726,6 +796,9 @@ func (s *soak) printAround(t *testing.T, ops []*soakOp, at *soakOp) {
 		res := op.val
 		if op.kind == 'r' && !op.found {
 			res = "(none)"
+		}
+		if op.cascaded {
+			res = "(its parent's)"
 		}
 		lines = append(lines, fmt.Sprintf("%s %s..%s inst %d %-10s %c %-14s ok=%v %s", mark, rel(op.inv), rel(op.ret), op.instance, op.phase, op.kind, res, op.ok, trim(op.err, 120)))
 	}
