@@ -59,11 +59,17 @@ func openBatch(b []byte) (decoder, int, error) {
 }
 
 // DecodeBatch decodes a batch written by EncodeBatch.
-func DecodeBatch(b []byte) ([]Record, error) {
+func DecodeBatch(b []byte) ([]Record, error) { return DecodeBatchSpare(b, 0) }
+
+// DecodeBatchSpare is DecodeBatch leaving room for spare more fields in
+// each record (a rewrite that adds key columns appends them without
+// growing the slice).
+func DecodeBatchSpare(b []byte, spare int) ([]Record, error) {
 	d, n, err := openBatch(b)
 	if err != nil {
 		return nil, err
 	}
+	d.spare = spare
 	recs := make([]Record, n)
 	for i := range recs {
 		recs[i] = d.record()
@@ -157,6 +163,8 @@ type decoder struct {
 	b   []byte
 	i   int
 	err error
+	// spare is the room left in each record's fields (DecodeBatchSpare).
+	spare int
 }
 
 func (d *decoder) fail() {
@@ -224,7 +232,7 @@ func (d *decoder) record() Record {
 	if d.byte() == 1 {
 		r.Key = d.key()
 	}
-	r.Fields = d.fields()
+	r.Fields = d.fields(d.spare)
 	return r
 }
 
@@ -242,7 +250,8 @@ func (d *decoder) key() *rewrite.DatastoreKey {
 	return k
 }
 
-func (d *decoder) fields() []Field {
+// fields decodes a field list, with room for spare more.
+func (d *decoder) fields(spare int) []Field {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
 		d.fail()
@@ -251,7 +260,7 @@ func (d *decoder) fields() []Field {
 	if n == 0 {
 		return nil
 	}
-	fs := make([]Field, n)
+	fs := make([]Field, n, int(n)+spare)
 	for i := range fs {
 		fs[i].Name = d.str()
 		fs[i].NoIndex = d.byte() == 1
@@ -293,7 +302,7 @@ func (d *decoder) value() Value {
 			v.Array[i] = d.value()
 		}
 	case KindEntity:
-		v.Entity = d.fields()
+		v.Entity = d.fields(0)
 	default:
 		d.fail()
 	}

@@ -21,3 +21,35 @@ func TestBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBatchSpare: the records decode as DecodeBatch gives them,
+// each with room for spare more fields (an embedded entity's fields
+// with none), and appending that many does not move them.
+func TestDecodeBatchSpare(t *testing.T) {
+	recs := []Record{
+		{Table: "T", Fields: []Field{{Name: "A", Value: Int(1)}, {Name: "E", Value: Value{Kind: KindEntity, Entity: []Field{{Name: "X", Value: Int(2)}}}}}},
+		{Table: "T", Fields: []Field{{Name: "A", Value: String("x")}}},
+	}
+	b := EncodeBatch(recs)
+	got, err := DecodeBatchSpare(b, 2)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("DecodeBatchSpare = %d records, %v", len(got), err)
+	}
+	for i := range got {
+		if d := Diff(&got[i], &recs[i]); d != "" {
+			t.Errorf("record %d: %s", i, d)
+		}
+		if c := cap(got[i].Fields); c != len(recs[i].Fields)+2 {
+			t.Errorf("record %d: cap %d, want %d", i, c, len(recs[i].Fields)+2)
+		}
+		first := &got[i].Fields[0]
+		got[i].Set("S1", Int(1))
+		got[i].Set("S2", Int(2))
+		if &got[i].Fields[0] != first {
+			t.Errorf("record %d: appending 2 fields moved them", i)
+		}
+	}
+	if e := got[0].Fields[1].Value.Entity; cap(e) != len(e) {
+		t.Errorf("embedded entity: cap %d, len %d; want no room", cap(e), len(e))
+	}
+}

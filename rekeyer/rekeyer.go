@@ -159,6 +159,28 @@ func (rk *Rekeyer) ChildOut(table string) (rewrite.KeySchema, bool) {
 	return c.out, ok
 }
 
+// Adds is how many fields a Rewrite may append to a record at most: the
+// target key's columns the source key lacks, and the kept original key.
+// It only sizes records (record.DecodeBatchSpare): a record given less
+// room grows as usual.
+func (rk *Rekeyer) Adds() int {
+	n := 0
+	if rk.o.KeepOriginalKey != "" {
+		n++
+	}
+	if rk.o.TargetStore == record.Spanner && rk.sp != nil {
+		extra := len(rk.sp.Out().Columns) - len(rk.o.Key.Columns)
+		if rk.o.SourceStore == record.Datastore { // every key column is new
+			extra = len(rk.sp.Out().Columns)
+		}
+		for _, c := range rk.children {
+			extra = max(extra, len(c.out.Columns)-len(c.in.Columns))
+		}
+		n += max(extra, 0)
+	}
+	return n
+}
+
 // Rewrite rewrites rec in place. On error rec is unchanged where it
 // matters: the caller dead-letters the original.
 func (rk *Rekeyer) Rewrite(rec *record.Record) error {

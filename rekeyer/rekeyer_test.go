@@ -350,3 +350,41 @@ func TestKeeps(t *testing.T) {
 		}
 	}
 }
+
+// TestAdds: Adds counts what a Rewrite appends (shard's ShardId and the
+// kept key here), so that a record sized by it takes the rewrite without
+// growing.
+func TestAdds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    Options
+		rec  record.Record
+		want int
+	}{
+		{"shard with the old key kept", Options{
+			Strategy: strategy(t, "shard", rewrite.Params{"n": 8, "mode": "abs"}), SourceStore: record.Spanner, TargetStore: record.Spanner,
+			Table: "Singers", Key: schema(t, "Singers", "SingerId INT64"), KeepOriginalKey: "OldKey",
+		}, record.Record{Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: record.Int(42)}, {Name: "Name", Value: record.String("Ann")}}}, 2},
+		{"bitreverse", Options{
+			Strategy: strategy(t, "bitreverse", nil), SourceStore: record.Spanner, TargetStore: record.Spanner,
+			Table: "Singers", Key: schema(t, "Singers", "SingerId INT64"),
+		}, record.Record{Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: record.Int(42)}}}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rk, err := New(c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rk.Adds(); got != c.want {
+				t.Errorf("Adds() = %d, want %d", got, c.want)
+			}
+			before := len(c.rec.Fields)
+			if err := rk.Rewrite(&c.rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(c.rec.Fields) - before; got != c.want {
+				t.Errorf("the rewrite appended %d fields, want %d (Adds)", got, c.want)
+			}
+		})
+	}
+}

@@ -88,7 +88,14 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 	if err := ctx.Err(); err != nil {
 		return err // the job was cancelled (the direct runner does not stop on its own)
 	}
-	recs, err := record.DecodeBatch(batch)
+	spare := f.rk.Adds()
+	if f.KeepOld {
+		spare++
+	}
+	// Room for the fields the rewrite adds, so that no record's fields
+	// grow (BenchmarkRewriteBatch: about half the time and the bytes
+	// allocated of decoding them exactly).
+	recs, err := record.DecodeBatchSpare(batch, spare)
 	if err != nil {
 		return err
 	}
