@@ -165,6 +165,8 @@ type decoder struct {
 	err error
 	// spare is the room left in each record's fields (DecodeBatchSpare).
 	spare int
+	// prev is the previous record's fields.
+	prev []Field
 }
 
 func (d *decoder) fail() {
@@ -250,8 +252,19 @@ func (d *decoder) key() *rewrite.DatastoreKey {
 	return k
 }
 
-// fields decodes a field list, with room for spare more.
+// fields decodes a record's field list, with room for spare more.
+// Records of a batch mostly have the same fields in the same order: a
+// name equal to the previous record's at the same place is that string
+// again, not a new one.
 func (d *decoder) fields(spare int) []Field {
+	fs := d.fieldList(spare, d.prev)
+	d.prev = fs
+	return fs
+}
+
+// fieldList decodes a field list with room for spare more, taking the
+// names of prev where they are the same.
+func (d *decoder) fieldList(spare int, prev []Field) []Field {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
 		d.fail()
@@ -262,7 +275,11 @@ func (d *decoder) fields(spare int) []Field {
 	}
 	fs := make([]Field, n, int(n)+spare)
 	for i := range fs {
-		fs[i].Name = d.str()
+		if name := d.raw(); i < len(prev) && prev[i].Name == string(name) {
+			fs[i].Name = prev[i].Name
+		} else {
+			fs[i].Name = string(name)
+		}
 		fs[i].NoIndex = d.byte() == 1
 		fs[i].Value = d.value()
 	}
@@ -302,7 +319,7 @@ func (d *decoder) value() Value {
 			v.Array[i] = d.value()
 		}
 	case KindEntity:
-		v.Entity = d.fields(0)
+		v.Entity = d.fieldList(0, nil)
 	default:
 		d.fail()
 	}

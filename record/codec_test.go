@@ -1,6 +1,9 @@
 package record
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 func TestBatch(t *testing.T) {
 	recs := []Record{{Table: "T", Fields: []Field{{Name: "A", Value: Int(1)}}}, {Table: "T", Fields: []Field{{Name: "A", Value: String("x")}}}}
@@ -51,5 +54,29 @@ func TestDecodeBatchSpare(t *testing.T) {
 	}
 	if e := got[0].Fields[1].Value.Entity; cap(e) != len(e) {
 		t.Errorf("embedded entity: cap %d, len %d; want no room", cap(e), len(e))
+	}
+}
+
+// TestDecodeBatchNames: a field name the previous record has at the same
+// place is that string again (one allocation for a batch's names, not
+// one per record); other names, in another order or not there before,
+// decode as themselves.
+func TestDecodeBatchNames(t *testing.T) {
+	recs := []Record{
+		{Table: "T", Fields: []Field{{Name: "A", Value: Int(1)}, {Name: "B", Value: Int(2)}}},
+		{Table: "T", Fields: []Field{{Name: "A", Value: Int(3)}, {Name: "B", Value: Int(4)}}},
+		{Table: "T", Fields: []Field{{Name: "B", Value: Int(5)}, {Name: "A", Value: Int(6)}, {Name: "C", Value: Int(7)}}},
+	}
+	got, err := DecodeBatch(EncodeBatch(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		if d := Diff(&got[i], &recs[i]); d != "" {
+			t.Errorf("record %d: %s", i, d)
+		}
+	}
+	if unsafe.StringData(got[1].Fields[0].Name) != unsafe.StringData(got[0].Fields[0].Name) {
+		t.Error("record 1's A is a string of its own, want record 0's")
 	}
 }
