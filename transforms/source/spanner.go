@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/spanner"
@@ -156,24 +154,24 @@ func SelectSQL(t *spannerdb.Table, cfg SpannerConfig) (string, error) {
 
 // sharedClient is this process's client of db for the DoFns of reads
 // in configuration variant (newClient's), and its release
-// (spannerdb.Shared). Each planning of a read (one per table of a job)
-// has a client of its own (planVariant): it reads the schema and begins
-// the batch transaction on its client's multiplexed session, and on the
-// emulator a transaction begun on a session ends the session's older
-// ones — on a client shared with another table's planning, or another
-// job's in the same process (two cohort jobs at once), a schema read or
-// a second begin would end the batch transaction the readers still use
-// ("Invalid transaction ID. Transaction ID must be >= …"). The readers
-// and the cleanup only use the batch transactions by their ids.
+// (spannerdb.Shared). The readers and the cleanup only use the batch
+// transactions by their ids.
+//
+// The planning of a read (one per table of a job) opens a client of its
+// own and closes it when it is done (partitionSpannerFn): it reads the
+// schema and begins the batch transaction on that client's multiplexed
+// session, and on the emulator a transaction begun on a session ends the
+// session's older ones — on a client shared with another table's
+// planning, or another job's in the same process (two cohort jobs at
+// once), a schema read or a second begin would end the batch transaction
+// the readers still use ("Invalid transaction ID. Transaction ID must be
+// >= …"). Closing the client leaves its session, and the transaction on
+// it, to the readers (the client deletes no multiplexed session), and
+// keeps a process that runs job after job from holding a client per
+// planning.
 func sharedClient(db, variant string) (*spanner.Client, func(), error) {
 	return spannerdb.Shared(db, variant, func(ctx context.Context) (*spanner.Client, error) { return newClient(ctx, db) })
 }
-
-// plans numbers the plannings of reads in this process.
-var plans atomic.Int64
-
-// planVariant is a variant of sharedClient no other planning shares.
-func planVariant() string { return "source-partition\x00" + strconv.FormatInt(plans.Add(1), 10) }
 
 // newClient opens a client for a read. Partitions are executed on the
 // batch transaction's own session, so the client keeps no idle sessions.
@@ -189,25 +187,16 @@ func newClient(ctx context.Context, db string) (*spanner.Client, error) {
 
 // partitionSpannerFn plans the read: transaction, query, partitions.
 type partitionSpannerFn struct {
-	Cfg     SpannerConfig `json:"cfg"`
-	client  *spanner.Client
-	release func()
-}
-
-func (f *partitionSpannerFn) Setup(ctx context.Context) error {
-	c, release, err := sharedClient(f.Cfg.DatabasePath(), planVariant())
-	f.client, f.release = c, release
-	return err
-}
-
-func (f *partitionSpannerFn) Teardown() {
-	if f.release != nil {
-		f.release()
-	}
+	Cfg SpannerConfig `json:"cfg"`
 }
 
 func (f *partitionSpannerFn) ProcessElement(ctx context.Context, _ []byte, emit func(int64, []byte)) (err error) {
-	db, client := f.Cfg.DatabasePath(), f.client
+	db := f.Cfg.DatabasePath()
+	client, err := newClient(ctx, db) // its own, closed when done: see sharedClient
+	if err != nil {
+		return err
+	}
+	defer client.Close()
 	t, err := spannerdb.ReadTable(ctx, client, f.Cfg.Table)
 	if err != nil {
 		return fmt.Errorf("spanner source: %w", err)
