@@ -218,8 +218,7 @@ func (rk *Rekeyer) InvertReferences(rec *record.Record) error {
 		var r referenceTo
 		switch f := rk.foreign[name]; {
 		case f != nil:
-			r = referenceTo{ds: f.ds, strategy: f.Strategy, kind: f.Kind, targetKind: f.TargetKind,
-				targetNamespace: f.TargetNamespace, sourceNamespace: f.SourceNamespace, foreign: true}
+			r = f.inv
 		case rk.refs[name]:
 			r = own
 		default:

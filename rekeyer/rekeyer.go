@@ -92,7 +92,8 @@ type Rekeyer struct {
 
 type foreignRef struct {
 	ReferenceTo
-	ds *rewrite.DatastoreRewriter
+	ds  *rewrite.DatastoreRewriter
+	inv referenceTo // what InvertReferences needs of it
 }
 
 type childRewriter struct {
@@ -112,6 +113,8 @@ func New(o Options) (*Rekeyer, error) {
 		if f.ds, err = r.Strategy.Datastore(); err != nil {
 			return nil, fmt.Errorf("reference %s to %s: %w", r.Property, r.Kind, err)
 		}
+		f.inv = referenceTo{ds: f.ds, strategy: r.Strategy, kind: r.Kind, targetKind: r.TargetKind,
+			targetNamespace: r.TargetNamespace, sourceNamespace: r.SourceNamespace, foreign: true}
 		rk.foreign[r.Property] = f
 	}
 	switch o.TargetStore {
