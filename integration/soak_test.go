@@ -265,14 +265,7 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		oldC := emulator.TestDB(t, stagedInterleavedDDL...)
 		t.Setenv(hostEnv, newTap.Addr())
 		newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
-		yaml = fmt.Sprintf(`
-source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Customers}
-target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: Customers}
-interleaved: [Orders]
-rewrite: {strategy: bitreverse}
-dead_letter: %[5]s
-cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
-`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
+		yaml = interleavedConfig(oldC, newC, dead, soakBuckets, soakTTL, soakSkew)
 		s.phases = cutover.SpannerStore{Client: newC}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record { return interleavedKey(t, user, seq) }

@@ -390,14 +390,7 @@ func newStagedInterleaved(t *testing.T) *stagedEnv {
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, stagedInterleavedDDL...)
 	newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
-	yaml := fmt.Sprintf(`
-source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Customers}
-target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: Customers}
-interleaved: [Orders]
-rewrite: {strategy: bitreverse}
-dead_letter: %[5]s
-cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
-`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
+	yaml := interleavedConfig(oldC, newC, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
 	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}, cascade: true}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	j, err := migration.Resolve(ctx, e.cfg)
@@ -509,4 +502,18 @@ func interleavedPages(c *spanner.Client, id string) func(t *testing.T) map[strin
 		}
 		return out
 	}
+}
+
+// interleavedConfig is the staged migration of the demo's Customers with
+// Orders interleaved (bitreverse on CustomerId, the user id) from oldC's
+// database to newC's.
+func interleavedConfig(oldC, newC *spanner.Client, dead string, buckets int, ttl, skew time.Duration) string {
+	return fmt.Sprintf(`
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Customers}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: Customers}
+interleaved: [Orders]
+rewrite: {strategy: bitreverse}
+dead_letter: %[5]s
+cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), dead, buckets, ttl, skew)
 }
