@@ -220,8 +220,10 @@ func filesToFiles(o options) (int64, error) {
 	return n, err
 }
 
-// spannerValue is a record value as the Spanner client takes it.
-func spannerValue(v record.Value) (any, error) {
+// clientValue is a record value as the Spanner client takes it for a
+// column and the Datastore client for a property (the workload's kinds
+// of value are the same Go values for both).
+func clientValue(v record.Value) (any, error) {
 	switch v.Kind {
 	case record.KindNull:
 		return nil, nil
@@ -238,7 +240,7 @@ func spannerValue(v record.Value) (any, error) {
 	case record.KindTimestamp:
 		return v.Time, nil
 	}
-	return nil, fmt.Errorf("no Spanner value for a %s", v.Kind)
+	return nil, fmt.Errorf("no client value for a %s", v.Kind)
 }
 
 // spannerWriter commits batches of mutations with Apply, one commit at a
@@ -313,7 +315,7 @@ func filesToSpanner(ctx context.Context, o options) (int64, error) {
 		cols, vals = make([]string, len(rec.Fields)), make([]any, len(rec.Fields))
 		for i, f := range rec.Fields {
 			cols[i] = f.Name
-			v, err := spannerValue(f.Value)
+			v, err := clientValue(f.Value)
 			if err != nil {
 				return fmt.Errorf("column %s: %w", f.Name, err)
 			}
@@ -363,27 +365,6 @@ func spannerToSpanner(ctx context.Context, o options) (int64, error) {
 	})
 	n, werr := w.close()
 	return n, errors.Join(err, werr)
-}
-
-// datastoreValue is a record value as a Datastore property's value.
-func datastoreValue(v record.Value) (any, error) {
-	switch v.Kind {
-	case record.KindNull:
-		return nil, nil
-	case record.KindInt:
-		return v.Int, nil
-	case record.KindString:
-		return v.Str, nil
-	case record.KindFloat:
-		return v.Float, nil
-	case record.KindBool:
-		return v.Int != 0, nil
-	case record.KindBytes:
-		return v.Bytes, nil
-	case record.KindTimestamp:
-		return v.Time, nil
-	}
-	return nil, fmt.Errorf("no Datastore value for a %s", v.Kind)
 }
 
 // datastoreKey converts a rewritten key to the client's.
@@ -502,7 +483,7 @@ func filesToDatastore(ctx context.Context, o options) (int64, error) {
 		nk.Namespace = o.targetNS
 		props := make(datastore.PropertyList, len(rec.Fields))
 		for i, f := range rec.Fields {
-			v, err := datastoreValue(f.Value)
+			v, err := clientValue(f.Value)
 			if err != nil {
 				return fmt.Errorf("property %s: %w", f.Name, err)
 			}
