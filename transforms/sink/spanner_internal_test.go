@@ -103,6 +103,13 @@ func (l *oneProcess) Beat(_ context.Context, _, _ string, now time.Time, _ time.
 	return throttle.Beat{Start: l.start, Started: started, WasLive: !started, Live: 1}, nil
 }
 
+func (l *oneProcess) Restart(_ context.Context, _ string, from, to time.Time) (time.Time, error) {
+	if l.start.Equal(from) {
+		l.start = to
+	}
+	return l.start, nil
+}
+
 // TestRampUpPacesCommits: under a ramp-up the sink cuts batches into
 // commits of an eighth of a second of the budget, sized as each is sent,
 // and each waits for its budget: 4 batches of 50 rows under 200 rows/s

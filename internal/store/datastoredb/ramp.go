@@ -82,3 +82,29 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 	b.Live++
 	return b, nil
 }
+
+// Restart implements throttle.Lease: a transaction that moves the run's
+// start when it is still from (times compared at the microsecond, which
+// Datastore keeps).
+func (l RampLease) Restart(ctx context.Context, run string, from, to time.Time) (time.Time, error) {
+	runKey := datastore.NameKey(RampKind, run, nil)
+	runKey.Namespace = l.Namespace
+	var got time.Time
+	err := Transact(ctx, l.Client, func(tx *datastore.Transaction) error {
+		var e rampEntity
+		if err := tx.Get(runKey, &e); err != nil {
+			return err
+		}
+		got = e.At
+		if !e.At.Equal(from.Truncate(time.Microsecond)) {
+			return nil
+		}
+		got = to.Truncate(time.Microsecond)
+		_, err := tx.Put(runKey, &rampEntity{At: got})
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("moving the start of run %s in %s: %w", run, RampKind, err)
+	}
+	return got, nil
+}

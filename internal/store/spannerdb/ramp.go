@@ -79,6 +79,31 @@ func (l RampLease) Beat(ctx context.Context, run, proc string, now time.Time, tt
 	return b, nil
 }
 
+// Restart implements throttle.Lease: a transaction that moves the run's
+// start when it is still from (times compared at the microsecond, which
+// Spanner keeps).
+func (l RampLease) Restart(ctx context.Context, run string, from, to time.Time) (time.Time, error) {
+	var got time.Time
+	_, err := Transact(ctx, l.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		row, err := txn.ReadRow(ctx, RampTable, spanner.Key{run, ""}, []string{"BeatAt"})
+		if err != nil {
+			return err
+		}
+		if err := row.Columns(&got); err != nil {
+			return err
+		}
+		if !got.Equal(from.Truncate(time.Microsecond)) {
+			return nil
+		}
+		got = to.Truncate(time.Microsecond)
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(RampTable, rampColumns, []any{run, "", got})})
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("moving the start of run %s in %s: %w", run, RampTable, err)
+	}
+	return got, nil
+}
+
 // Transact runs f in a read-write transaction of c and returns its commit
 // time. Spanner aborts a transaction that conflicts with another and
 // ReadWriteTransaction runs f again; the emulator, which runs one

@@ -51,6 +51,9 @@ type Lease interface {
 	// has none (atomically: of two first beats, one sets it and the other
 	// reads it), then records proc's beat.
 	Beat(ctx context.Context, run, proc string, now time.Time, ttl time.Duration) (Beat, error)
+	// Restart moves run's start from from to to, if it is still from
+	// (atomically), and returns the start in force after the call.
+	Restart(ctx context.Context, run string, from, to time.Time) (time.Time, error)
 }
 
 // Process is this process's name in leases: the host and a random
@@ -138,11 +141,18 @@ func (p *Pacer) beat(ctx context.Context, l Lease, now time.Time) error {
 	var b Beat
 	_, err := p.policy.Do(ctx, func(ctx context.Context) error {
 		var err error
+		now = p.now() // each attempt at its own time: a start set by a retry is not the first attempt's
 		b, err = l.Beat(ctx, p.ramp.Run, p.proc, now, p.ttl)
 		return err
 	}, retry.Hooks{})
 	if err != nil {
 		return fmt.Errorf("ramp-up of run %s: %w", p.ramp.Run, err)
+	}
+	if b.Started {
+		if b.Start, err = p.anchor(ctx, l, b.Start); err != nil {
+			return err
+		}
+		now = p.now()
 	}
 	p.lastBeat = now
 	p.live = max(1, b.Live)
@@ -162,6 +172,43 @@ func (p *Pacer) beat(ctx context.Context, l Lease, now time.Time) error {
 	return nil
 }
 
+// AnchorLag is how far the run's start may lie before its first
+// writer's first commit without being moved (Pacer.anchor).
+const AnchorLag = 100 * time.Millisecond
+
+// anchor keeps the run's start from running ahead of its first commit
+// (p.mu held; the beat that set start has just returned): the start is
+// the time the beat was sent, and the first commit goes only after the
+// beat's reads and writes are done, which on a loaded machine or store
+// takes seconds. A start that many seconds early puts the first commits
+// at a later step's rate, over the budget as the store counts it from
+// the first commit. So when the beat took longer than AnchorLag, the
+// start moves later, to now plus the beat's time (an estimate of the
+// Restart's own round trip, erring late): the schedule's rate before its
+// start is the base rate, so a start a little after the first commit
+// only slows the ramp by as much. Any process that read the earlier
+// start joined after this one's first beat, so it holds for JoinHold
+// (10 s) and beats again within BeatPeriod before spending: it spends
+// only at the moved start.
+func (p *Pacer) anchor(ctx context.Context, l Lease, start time.Time) (time.Time, error) {
+	now := p.now()
+	lag := now.Sub(start)
+	if lag <= AnchorLag {
+		return start, nil
+	}
+	to := now.Add(min(lag, p.sched.Interval))
+	var got time.Time
+	_, err := p.policy.Do(ctx, func(ctx context.Context) error {
+		var err error
+		got, err = l.Restart(ctx, p.ramp.Run, start, to)
+		return err
+	}, retry.Hooks{})
+	if err != nil {
+		return start, fmt.Errorf("ramp-up of run %s: moving its start to its first commit: %w", p.ramp.Run, err)
+	}
+	return got, nil
+}
+
 func (p *Pacer) wait(ctx context.Context, l Lease, n int) (time.Duration, error) {
 	if p.sched.Unlimited() || n <= 0 {
 		return 0, nil
@@ -171,10 +218,10 @@ func (p *Pacer) wait(ctx context.Context, l Lease, n int) (time.Duration, error)
 	defer p.mu.Unlock()
 	need := float64(n)
 	for {
-		now := p.now()
-		if err := p.beat(ctx, l, now); err != nil {
+		if err := p.beat(ctx, l, p.now()); err != nil {
 			return waited, err
 		}
+		now := p.now() // a beat takes round trips
 		var d time.Duration
 		if now.Before(p.hold0) {
 			d = p.hold0.Sub(now)

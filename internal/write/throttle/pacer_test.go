@@ -15,6 +15,26 @@ type memLease struct {
 	start map[string]time.Time
 	seen  map[string]map[string]time.Time
 	beats int
+	// rtt, if set, is how long each call takes, slept on v's clock after
+	// its reads and writes (a store's round trips on a loaded machine).
+	rtt time.Duration
+	v   *virtual
+}
+
+func (l *memLease) trip() {
+	if l.rtt > 0 {
+		_ = l.v.Sleep(context.Background(), l.rtt)
+	}
+}
+
+func (l *memLease) Restart(_ context.Context, run string, from, to time.Time) (time.Time, error) {
+	defer l.trip()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.start[run].Equal(from) {
+		l.start[run] = to
+	}
+	return l.start[run], nil
 }
 
 func newMemLease() *memLease {
@@ -22,6 +42,7 @@ func newMemLease() *memLease {
 }
 
 func (l *memLease) Beat(_ context.Context, run, proc string, now time.Time, ttl time.Duration) (Beat, error) {
+	defer l.trip()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.beats++
@@ -168,6 +189,64 @@ func TestPacerOneProcess(t *testing.T) {
 	}
 	if l.beats < 30/5 || l.beats > 30/5+2 {
 		t.Errorf("%d beats in 30 s, want one per %s", l.beats, BeatPeriod)
+	}
+}
+
+// TestPacerSlowFirstBeat: when the lease's round trips take 2 s each (a
+// loaded store), the beat that starts the run returns long after the
+// start it set, and the first commit goes later still. Measured from the
+// first commit, as the store sees it, every second stays within 1.15x of
+// the budget: the first writer moved the start (Pacer.anchor). Without
+// the move the first commits go at the second step's rate (1.5x).
+func TestPacerSlowFirstBeat(t *testing.T) {
+	s, _ := NewSchedule(ProfileCustom, 200, 1.5, 3*time.Second, time.Time{})
+	v := &virtual{now: t0}
+	l := newMemLease()
+	l.rtt, l.v = 2*time.Second, v
+	var mu sync.Mutex
+	var commits []time.Time
+	var wg sync.WaitGroup
+	p := v.pacer(s, "a")
+	var ops []int
+	// One committer: the simulated clock cannot see a goroutine blocked on
+	// the pacer's mutex, which a beat holds through its round trips.
+	for range 1 {
+		v.Go(&wg, func() {
+			b := p.With(l)
+			for v.Now().Before(t0.Add(40 * time.Second)) {
+				n := b.Size(500)
+				if _, err := b.Wait(context.Background(), n); err != nil {
+					panic(err)
+				}
+				mu.Lock()
+				commits, ops = append(commits, v.Now()), append(ops, n)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	first := commits[0]
+	for _, c := range commits {
+		if c.Before(first) {
+			first = c
+		}
+	}
+	if first.Sub(t0) < 2*time.Second {
+		t.Fatalf("the first commit went at +%s, before the starting beat returned", first.Sub(t0))
+	}
+	bins := map[int]float64{}
+	for i, c := range commits {
+		bins[int(c.Sub(first)/time.Second)] += float64(ops[i])
+	}
+	want, _ := NewSchedule(ProfileCustom, 200, 1.5, 3*time.Second, first)
+	for sec := range 30 {
+		budget := want.Budget(first.Add(time.Duration(sec)*time.Second), first.Add(time.Duration(sec+1)*time.Second))
+		if got := bins[sec]; got > 1.15*budget {
+			t.Errorf("second %d after the first commit (+%s): %g ops, budget %g (more than 1.15x)", sec, first.Sub(t0), got, budget)
+		}
+	}
+	if got := l.start["run-1"]; got.Before(first) || got.Sub(first) > 3*time.Second {
+		t.Errorf("the run's start is +%s, the first commit +%s; want the start at or a little after it", got.Sub(t0), first.Sub(t0))
 	}
 }
 

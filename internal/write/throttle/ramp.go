@@ -24,7 +24,10 @@
 // Live being the processes beaten within LeaseTTL (15 s). The run's first
 // beat sets the start (atomically, so one process sets it and any other
 // reads it); that process's first commit goes at once, so the schedule's
-// clock and the first data commit coincide.
+// clock and the first data commit coincide. The beat itself takes round
+// trips (seconds on a loaded store), so when it took longer than
+// AnchorLag its process moves the start (Lease.Restart) to just after
+// the beat returned, before any other process can spend at it (Pacer.anchor).
 //
 // Why the sum over processes stays within the budget. Let the processes
 // writing at t be W(t); each spends at most Rate(t)/Live_p, where Live_p

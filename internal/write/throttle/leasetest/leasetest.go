@@ -15,7 +15,8 @@ import (
 // Run checks l: the run's first beat sets its start and every other beat
 // reads it, also when two processes beat at once; Live counts the
 // processes beaten within the TTL, the caller included; WasLive tells a
-// process whether its own lease was still in force; runs are apart.
+// process whether its own lease was still in force; Restart moves a
+// start only from the one in force; runs are apart.
 func Run(t *testing.T, l throttle.Lease) {
 	ctx := context.Background()
 	run := fmt.Sprintf("leasetest-%d", time.Now().UnixNano())
@@ -56,6 +57,21 @@ func Run(t *testing.T, l throttle.Lease) {
 	b = beat(other, "a", 41*time.Second)
 	if !b.Started || b.Live != 1 || !b.Start.Equal(t0.Add(41*time.Second)) {
 		t.Errorf("first beat of another run = %+v, want its own start", b)
+	}
+	// The first writer moves the start later; a move from a start no
+	// longer in force changes nothing.
+	moved := t0.Add(45 * time.Second)
+	if got, err := l.Restart(ctx, other, t0.Add(41*time.Second), moved); err != nil || !got.Equal(moved) {
+		t.Errorf("Restart(%s → %s) = %s, %v; want the start moved", t0.Add(41*time.Second), moved, got, err)
+	}
+	if b = beat(other, "b", 46*time.Second); !b.Start.Equal(moved) || b.Started {
+		t.Errorf("a beat after the start moved = %+v, want start %s", b, moved)
+	}
+	if got, err := l.Restart(ctx, other, t0.Add(41*time.Second), t0.Add(50*time.Second)); err != nil || !got.Equal(moved) {
+		t.Errorf("Restart from a start no longer in force = %s, %v; want %s unchanged", got, err, moved)
+	}
+	if b = beat(run, "a", 47*time.Second); !b.Start.Equal(t0) {
+		t.Errorf("moving another run's start moved this one's: %+v", b)
 	}
 	// Two first beats at once: exactly one sets the start, both read it.
 	race := run + "-race"
