@@ -401,7 +401,11 @@
 // first reads the old rows, taking their locks, then reads the new records
 // of those keys, strongly, now, and writes old as new holds them
 // (deleting where new has none; package operator's SpannerReverse and
-// DatastoreReverse). An application write of such a record in read_new writes new, then old. If
+// DatastoreReverse). Interleaved tables are copied a level at a time,
+// parents first; a child's batch also reads, in the same way, the parent
+// rows old lacks and writes them as new holds them (an application's
+// write of a parent in old can fail after the parents' level read new,
+// and old refuses a child without its parent). An application write of such a record in read_new writes new, then old. If
 // its write of new came before the copy's read of new, the copy writes
 // that value or a later one, and the application's write of old, landing
 // before or after, writes the same; if it came after the copy's read, the

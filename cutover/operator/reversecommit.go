@@ -67,6 +67,10 @@ func SpannerReverse(ctx context.Context, oldC, newC *spanner.Client, t *spannerd
 		return nil, err
 	}
 	newCols := newT.ColumnNames()
+	ancestors, err := reverseAncestors(ctx, oldC, newC, t, newT)
+	if err != nil {
+		return nil, err
+	}
 	return func(outer context.Context, rows []spannerdb.Row) (int, error) {
 		ctx := outer
 		oldKeys := make([]spanner.KeySet, len(rows))
@@ -99,7 +103,10 @@ func SpannerReverse(ctx context.Context, oldC, newC *spanner.Client, t *spannerd
 			// own: the client refuses a read inside another transaction's).
 			read, rctx := txn.Read, ctx
 			if newC != oldC {
-				read, rctx = newC.Single().Read, outer
+				read = func(ctx context.Context, table string, keys spanner.KeySet, cols []string) *spanner.RowIterator {
+					return newC.Single().Read(ctx, table, keys, cols) // a single-use transaction a read
+				}
+				rctx = outer
 			}
 			found := make([]*record.Record, len(rows))
 			err := read(rctx, newT.Name, spanner.KeySets(newKeys...), newCols).Do(func(row *spanner.Row) error {
@@ -137,10 +144,112 @@ func SpannerReverse(ctx context.Context, oldC, newC *spanner.Client, t *spannerd
 				}
 				muts = append(muts, m)
 			}
-			return txn.BufferWrite(muts)
+			parents, err := missingAncestors(ctx, txn, rctx, read, ancestors, rk, oldKeys, newKeys, found)
+			if err != nil {
+				return err
+			}
+			return txn.BufferWrite(append(parents, muts...))
 		})
 		return deleted, err
 	}, nil
+}
+
+// reverseAncestor is one level of tables above an interleaved table in
+// old and in new.
+type reverseAncestor struct{ old, new *spannerdb.Table }
+
+// reverseAncestors are the tables above old table t and new table newT,
+// the root first (none for a table interleaved in none).
+func reverseAncestors(ctx context.Context, oldC, newC *spanner.Client, t, newT *spannerdb.Table) ([]reverseAncestor, error) {
+	var out []reverseAncestor
+	for ot, nt := t, newT; ot.Parent != "" && nt.Parent != ""; {
+		op, err := spannerdb.ReadTable(ctx, oldC, ot.Parent)
+		if err != nil {
+			return nil, fmt.Errorf("reverse backfill: old's table %s: %w", ot.Parent, err)
+		}
+		np, err := newTable(ctx, newC, nt.Parent)
+		if err != nil {
+			return nil, err
+		}
+		out = append([]reverseAncestor{{op, np}}, out...)
+		ot, nt = op, np
+	}
+	return out, nil
+}
+
+// missingAncestors returns the writes of the ancestor rows, root first,
+// that old lacks for the child rows new holds (found[i], old key
+// oldKeys[i], new key newKeys[i]), each as new holds it now. A parent's
+// level of the reverse backfill is copied before its children's, but an
+// application's write of a parent in old can fail after that level read
+// new (it is logged, for a repair); its children, written in new since,
+// would then fail in old for want of it. Old's ancestor rows are read in
+// txn first (taking their locks), then new's, strongly, through read at
+// rctx, as the child rows are (package cutover's argument holds for them
+// alike); one that new no longer holds is left out, and its child's
+// write fails as before.
+func missingAncestors(ctx context.Context, txn *spanner.ReadWriteTransaction, rctx context.Context,
+	read func(context.Context, string, spanner.KeySet, []string) *spanner.RowIterator,
+	ancestors []reverseAncestor, rk *rekeyer.Rekeyer, oldKeys, newKeys []spanner.KeySet, found []*record.Record) ([]*spanner.Mutation, error) {
+	var out []*spanner.Mutation
+	for _, a := range ancestors {
+		no, nn := len(a.old.Key.Columns), len(a.new.Key.Columns)
+		olds, news := map[string]spanner.Key{}, map[string]spanner.Key{} // old key text → keys
+		for i, f := range found {
+			ok, okOld := oldKeys[i].(spanner.Key)
+			nk, okNew := newKeys[i].(spanner.Key)
+			if f == nil || !okOld || !okNew || len(ok) < no || len(nk) < nn {
+				continue
+			}
+			pk := ok[:no:no]
+			olds[pk.String()], news[pk.String()] = pk, nk[:nn:nn]
+		}
+		if len(olds) == 0 {
+			return out, nil
+		}
+		var oldSet []spanner.KeySet
+		for _, k := range olds {
+			oldSet = append(oldSet, k)
+		}
+		err := txn.Read(ctx, a.old.Name, spanner.KeySets(oldSet...), a.old.ColumnNames()).Do(func(row *spanner.Row) error {
+			rec, err := spannerdb.RowToRecord(row, a.old)
+			if err != nil {
+				return err
+			}
+			k, err := spannerdb.SpannerKey(&rec, a.old)
+			if err != nil {
+				return err
+			}
+			delete(news, k.String())
+			return nil
+		})
+		if err != nil || len(news) == 0 {
+			return out, err
+		}
+		var newSet []spanner.KeySet
+		for _, k := range news {
+			newSet = append(newSet, k)
+		}
+		err = read(rctx, a.new.Name, spanner.KeySets(newSet...), a.new.ColumnNames()).Do(func(row *spanner.Row) error {
+			rec, err := spannerdb.RowToRecord(row, a.new)
+			if err != nil {
+				return err
+			}
+			if err := rk.Invert(&rec); err != nil {
+				return status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", rec.Describe(), err)
+			}
+			m, err := spannerdb.MutationFor(&rec, a.old, "upsert")
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "reverse backfill: %s: %v", rec.Describe(), err)
+			}
+			out = append(out, m)
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // DatastoreReverse returns the conditional commit (datastoredb.Writer's
