@@ -193,8 +193,18 @@
 //     changes nothing in an existing one): old took the child, so its
 //     parent exists there, while new may not hold it until the backfill,
 //     which copies it whole (the placeholder marks nothing). Where new is
-//     written first, no placeholder is written: a child of a missing
-//     parent fails there, as it would in one database.
+//     written first (read_new, old and new apart), a placeholder is
+//     written only under a guard read in new's transaction: the ancestor
+//     row missing and its mark saying Behind = "new". Such an ancestor's
+//     latest write reached old, which was authoritative, and missed new
+//     (it is in the repair log), so old holds it and reads of it go to
+//     old until the repair copies it over the placeholder: the
+//     placeholder changes nothing a read returns. The guard's reads lock
+//     the row and the mark, and a delete of the ancestor writes both, so
+//     the two are ordered: after the delete the mark no longer says new
+//     is behind, and no placeholder brings the row back. Any other
+//     missing parent (deleted, never written) gets none, and the child
+//     fails, as it would in one database.
 //   - A delete takes the rows interleaved under the row. Each side's
 //     transaction deletes, with the row, every descendant table's rows
 //     under its key (a key range per table, whatever the tables' ON

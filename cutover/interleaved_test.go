@@ -252,3 +252,56 @@ func TestSpannerInterleavedMissedDelete(t *testing.T) {
 		t.Errorf("%d reads redirected to old, want 3", st.Redirected)
 	}
 }
+
+// TestSpannerInterleavedChildOfMissedParent: a customer's write in
+// dual_write whose second write (new's) fails leaves new without the
+// customer (new's backfill has not copied it), and its mark says new is
+// behind. In read_new an order of that customer is written new first:
+// the library writes the customer's key columns in new with it (the mark
+// still sends reads of the customer to old, which holds it whole), where
+// Spanner alone would refuse the order for want of its parent. An order
+// of a customer that does not exist anywhere is still refused.
+func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
+	ctx := context.Background()
+	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	e, err := newCustomersEnvVia(t, "CustomerId", tap.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id, none = 13, 14
+	e.setPhase(t, fmt.Sprint(id), cutover.DualWrite)
+	e.setPhase(t, fmt.Sprint(none), cutover.DualWrite)
+	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Customers"}})
+	if err := e.lib.Write(ctx, customer(id, "ada")); err != nil {
+		t.Fatalf("write with new failing: %v, want success (old took it)", err)
+	}
+	tap.SetFaults(committap.Faults{})
+	if got := rows(t, e.new, "Customers"); len(got) != 0 {
+		t.Fatalf("new holds customers %v, want none", got)
+	}
+	e.setPhase(t, fmt.Sprint(id), cutover.ReadNew)
+	e.setPhase(t, fmt.Sprint(none), cutover.ReadNew)
+	if err := e.lib.Write(ctx, order(id, 1, "one")); err != nil {
+		t.Fatalf("read_new: write of an order of a customer new missed: %v", err)
+	}
+	if got := rows(t, e.new, "Orders"); got[fmt.Sprintf("%d/1", rev(id))] != "one" {
+		t.Errorf("new's orders %v, want %d/1 = one", got, rev(id))
+	}
+	if got := rows(t, e.new, "Customers"); got[fmt.Sprint(rev(id))] != "NULL" || len(got) != 1 {
+		t.Errorf("new's customers %v, want the key alone (Name NULL) of %d", got, rev(id))
+	}
+	got, found, err := e.lib.Read(ctx, record.Record{Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id)}}})
+	if name, _ := got.Get("Name"); err != nil || !found || name.Str != "ada" {
+		t.Errorf("read_new: read of the customer = %s, %v, %v; want old's (Name ada)", got.Describe(), found, err)
+	}
+	if err := e.lib.Write(ctx, order(none, 1, "x")); err == nil {
+		t.Errorf("read_new: an order of a customer that exists nowhere was written")
+	}
+	if got := rows(t, e.new, "Customers"); len(got) != 1 {
+		t.Errorf("new's customers %v after the refused order, want only %d", got, rev(id))
+	}
+}

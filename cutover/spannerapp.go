@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -93,6 +94,9 @@ type Spanner struct {
 	tables     map[string]*spannerTable // every table, by its old name in lower case
 	rk         *rekeyer.Rekeyer
 	store      SpannerStore
+	// guards holds the guarded placeholders of calls built and not yet
+	// committed (*spanner.Mutation → placeholderGuard).
+	guards sync.Map
 }
 
 // OpenSpanner is NewSpanner on the migration config file at path (the
@@ -233,24 +237,138 @@ func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spann
 		return nil, err
 	}
 	var muts []*spanner.Mutation
-	if t.parent != nil && c.route.writes[0] == oldSide {
+	switch {
+	case t.parent == nil:
+	case c.route.writes[0] == oldSide:
 		if muts, err = placeholders(t, nr); err != nil {
+			return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
+		}
+	case c.route.touch && !s.same:
+		if muts, err = s.guardedPlaceholders(t, nr); err != nil {
 			return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
 		}
 	}
 	m, err := spannerdb.MutationFor(nr, t.new, storewrite.ModeUpsert)
 	if err != nil {
+		s.dropGuards(muts)
 		return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
 	}
 	muts = append(muts, m)
 	if c.route.touch {
 		tm, err := s.touch(c, t, nr, nil, false)
 		if err != nil {
+			s.dropGuards(muts)
 			return nil, err
 		}
 		muts = append(muts, tm...)
 	}
 	return muts, nil
+}
+
+// placeholderGuard is what a guarded placeholder of an ancestor row in
+// new needs to hold for the commit to write it: the row (table, key)
+// missing from new, and its touched mark (mark) saying new is behind.
+type placeholderGuard struct {
+	table, keyCol, mark string
+	key                 spanner.Key
+}
+
+// guardedPlaceholders are placeholders (see there) for a call that
+// writes new first (read_new, old and new apart), each kept in s.guards
+// with what the commit must find before it writes it (commitNew): the
+// ancestor row missing from new and its touched mark saying Behind =
+// "new". That is the ancestor whose write new missed while old was
+// authoritative (in the repair log, not yet repaired): old holds it, and
+// reads of it go to old until the repair copies it, so a row of its key
+// columns alone in new changes nothing a read returns and lets its
+// children be written. An ancestor that is missing for another reason
+// (deleted, or never written) gets none, and the child's write fails as
+// Spanner's own would.
+func (s *Spanner) guardedPlaceholders(t *spannerTable, nr *record.Record) ([]*spanner.Mutation, error) {
+	muts, err := placeholders(t, nr)
+	if err != nil {
+		return nil, err
+	}
+	anc := t.ancestors()
+	for i, m := range muts {
+		a := anc[len(anc)-1-i] // placeholders are root first
+		k, err := spannerdb.SpannerKey(nr, a.new)
+		if err != nil {
+			s.dropGuards(muts)
+			return nil, err
+		}
+		tk, err := a.touchedKey(nr)
+		if err != nil {
+			s.dropGuards(muts)
+			return nil, err
+		}
+		s.guards.Store(m, placeholderGuard{table: a.new.Name, keyCol: a.new.Key.Columns[0].Name, mark: tk, key: k})
+	}
+	return muts, nil
+}
+
+// dropGuards forgets the guards of muts (a call built and not committed).
+func (s *Spanner) dropGuards(muts []*spanner.Mutation) {
+	for _, m := range muts {
+		s.guards.Delete(m)
+	}
+}
+
+// commitNew commits ms in new's database: in one read-write transaction
+// that first reads, for each guarded placeholder among them, whether its
+// guard holds (taking the locks of the row and the mark, so that a
+// concurrent delete of the ancestor, which writes both, is ordered with
+// it), and leaves out those whose guard does not.
+func (s *Spanner) commitNew(ctx context.Context, ms []*spanner.Mutation) error {
+	gs := map[int]placeholderGuard{}
+	for i, m := range ms {
+		if g, ok := s.guards.LoadAndDelete(m); ok {
+			gs[i] = g.(placeholderGuard)
+		}
+	}
+	if len(gs) == 0 {
+		return applyMutations(ctx, s.newC, ms)
+	}
+	_, err := spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
+		out := make([]*spanner.Mutation, 0, len(ms))
+		for i, m := range ms {
+			if g, ok := gs[i]; ok {
+				need, err := g.holds(ctx, txn, s.o.Migration)
+				if err != nil {
+					return err
+				}
+				if !need {
+					continue
+				}
+			}
+			out = append(out, m)
+		}
+		return txn.BufferWrite(out)
+	})
+	return err
+}
+
+// holds reports whether g's ancestor row is missing from new and its
+// touched mark of migration says new is behind, read in txn.
+func (g placeholderGuard) holds(ctx context.Context, txn *spanner.ReadWriteTransaction, migration string) (bool, error) {
+	switch _, err := txn.ReadRow(ctx, g.table, g.key, []string{g.keyCol}); {
+	case err == nil:
+		return false, nil // there: the placeholder would change nothing
+	case !errors.Is(err, spanner.ErrRowNotFound):
+		return false, err
+	}
+	row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, g.mark}, []string{"Behind"})
+	switch {
+	case errors.Is(err, spanner.ErrRowNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	var behind spanner.NullString
+	if err := row.Columns(&behind); err != nil {
+		return false, err
+	}
+	return behind.Valid && behind.StringVal == newSide.String(), nil
 }
 
 // Delete deletes the record with key's key fields (old key columns)
@@ -350,6 +468,9 @@ func (s *Spanner) sides(build func(side) ([]*spanner.Mutation, error)) store[*sp
 	st := store[*spanner.Mutation]{
 		build: build,
 		commit: func(ctx context.Context, sd side, ms []*spanner.Mutation) error {
+			if sd == newSide {
+				return s.commitNew(ctx, ms)
+			}
 			return applyMutations(ctx, s.client(sd), ms)
 		},
 		repair:    s.repairMutation,
