@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
@@ -314,20 +315,29 @@ func (s *Spanner) dropGuards(muts []*spanner.Mutation) {
 	}
 }
 
-// commitNew commits ms in new's database: in one read-write transaction
-// that first reads, for each guarded placeholder among them, whether its
-// guard holds (taking the locks of the row and the mark, so that a
-// concurrent delete of the ancestor, which writes both, is ordered with
-// it), and leaves out those whose guard does not.
+// commitNew commits ms in new's database. Guarded placeholders among
+// them are left out of a first, blind commit; only if new refuses it for
+// a missing parent row does a second go, in one read-write transaction
+// that first reads, for each guarded placeholder, whether its guard
+// holds (taking the locks of the row and the mark, so that a concurrent
+// delete of the ancestor, which writes both, is ordered with it), and
+// writes those whose guard does. The common case, every parent in new,
+// costs what it did.
 func (s *Spanner) commitNew(ctx context.Context, ms []*spanner.Mutation) error {
 	gs := map[int]placeholderGuard{}
+	rest := make([]*spanner.Mutation, 0, len(ms))
 	for i, m := range ms {
 		if g, ok := s.guards.LoadAndDelete(m); ok {
 			gs[i] = g.(placeholderGuard)
+			continue
 		}
+		rest = append(rest, m)
 	}
 	if len(gs) == 0 {
 		return applyMutations(ctx, s.newC, ms)
+	}
+	if err := applyMutations(ctx, s.newC, rest); spanner.ErrCode(err) != codes.NotFound {
+		return err
 	}
 	_, err := spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		out := make([]*spanner.Mutation, 0, len(ms))
