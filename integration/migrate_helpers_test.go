@@ -22,6 +22,12 @@ import (
 // runners are the local Beam runners every migration test runs on.
 var runners = []string{"prism", "direct"}
 
+// full runs what CI leaves out to keep within its time (about 5 minutes
+// more on a 2-core machine): the second soak seed of TestSoakSpanner and
+// TestSoakDatastore, and every staged shape on the worker pool
+// (TestOnWorkerPool), not only the first.
+var full = flag.Bool("full", false, "also run the soak seeds and worker-pool shapes CI leaves out")
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	beam.Init()

@@ -66,8 +66,20 @@ var (
 	soakFaults = flag.Float64("soak_faults", 0.03, "the share of commits each tap fails")
 )
 
-// soakSeeds are the seeds CI runs.
-var soakSeeds = []uint64{1, 2}
+// soakSeeds are the seeds CI runs: the first of soakAllSeeds, which -full
+// runs (for TestSoakSpanner and TestSoakDatastore; the other shapes run
+// their first seed either way).
+var soakSeeds = soakAllSeeds[:1]
+
+var soakAllSeeds = []uint64{1, 2}
+
+// soakSeedsOf is soakSeeds, or with -full every seed of soakAllSeeds.
+func soakSeedsOf() []uint64 {
+	if *full {
+		return soakAllSeeds
+	}
+	return soakSeeds
+}
 
 const (
 	soakBuckets = 4
@@ -77,8 +89,8 @@ const (
 	soakSeqs    = 4
 )
 
-func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner", soakSeeds) }
-func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore", soakSeeds) }
+func TestSoakSpanner(t *testing.T)   { runSoak(t, "spanner", soakSeedsOf()) }
+func TestSoakDatastore(t *testing.T) { runSoak(t, "datastore", soakSeedsOf()) }
 
 // TestSoakDatastoreGroups soaks the Datastore migration whose logs are
 // descendants of their user's root entity (user: key:User, ancestors:
