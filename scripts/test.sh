@@ -285,7 +285,8 @@ done
 
 # The integration package runs the cutover soaks and the staged
 # end-to-end test in seven shapes, on prism and on the worker pool: about
-# 35 minutes on a 2-core machine, so its limit is well past go test's
+# 30 minutes on a 2-core machine (35 with -full, which adds a soak seed
+# and worker-pool shapes), so its limit is well past go test's
 # default 10 minutes per package (a hang still ends it), unless the
 # arguments say.
 tmo=(-timeout=55m)
