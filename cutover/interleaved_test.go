@@ -202,13 +202,10 @@ func TestSpannerInterleaved(t *testing.T) {
 	}
 }
 
-// TestSpannerInterleavedMissedDelete: a customer's delete in dual_write
-// whose second write (new's) fails leaves new holding the customer and
-// its orders; the repair-log entry marks every order behind too, so reads
-// in read_new go to old, which took the delete, for the customer and for
-// each order.
-func TestSpannerInterleavedMissedDelete(t *testing.T) {
-	ctx := context.Background()
+// newCustomersEnvTapped is newCustomersEnv (user CustomerId) with the
+// library's client of new going through a commit tap, which it returns.
+func newCustomersEnvTapped(t *testing.T) (*spannerEnv, *committap.Tap) {
+	t.Helper()
 	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +215,17 @@ func TestSpannerInterleavedMissedDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, tap
+}
+
+// TestSpannerInterleavedMissedDelete: a customer's delete in dual_write
+// whose second write (new's) fails leaves new holding the customer and
+// its orders; the repair-log entry marks every order behind too, so reads
+// in read_new go to old, which took the delete, for the customer and for
+// each order.
+func TestSpannerInterleavedMissedDelete(t *testing.T) {
+	ctx := context.Background()
+	e, tap := newCustomersEnvTapped(t)
 	const id = 11
 	user := fmt.Sprint(id)
 	e.setPhase(t, user, cutover.DualWrite)
@@ -263,15 +271,7 @@ func TestSpannerInterleavedMissedDelete(t *testing.T) {
 // of a customer that does not exist anywhere is still refused.
 func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 	ctx := context.Background()
-	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tap.Close)
-	e, err := newCustomersEnvVia(t, "CustomerId", tap.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, tap := newCustomersEnvTapped(t)
 	const id, none = 13, 14
 	e.setPhase(t, fmt.Sprint(id), cutover.DualWrite)
 	e.setPhase(t, fmt.Sprint(none), cutover.DualWrite)
