@@ -397,7 +397,8 @@
 // missed: after the switch to new_only nothing reads old, and in old
 // nothing reads the marks. A reverse backfill, which copies new to old
 // whole, clears the entries of writes old missed and the marks' Behind =
-// "old" of its cohorts from before it began. In new_only and done reads
+// "old" of its cohorts from before it began, and repairs those logged
+// since. In new_only and done reads
 // go to new alone, without the marks (which those phases no longer keep).
 //
 // # A reverse backfill
@@ -420,8 +421,16 @@
 // that value or a later one, and the application's write of old, landing
 // before or after, writes the same; if it came after the copy's read, the
 // application's write of old comes after that too, so it waits for the
-// copy's locks and lands last. Either way old ends as new. With old and
-// new in one database the reads are in the copy's transaction.
+// copy's locks and lands last. Either way old ends as new, except where
+// old refused the application's write: a child whose parent old lacked
+// because the copy had read new's children before the write and not yet
+// committed the parent. That write is logged as one old missed (Behind =
+// "old", so reads take new's record), and the reverse backfill, once the
+// copy is done and while the cohorts are still in read_new, repairs in
+// old every such entry of its cohorts (RepairOld) before it moves them
+// to dual_write: old, authoritative again, holds every acknowledged
+// write. With old and new in one database the reads are in the copy's
+// transaction.
 //
 // The copy also reads old's records of the cohorts and puts them through
 // the same transaction, which deletes from old those new does not hold:

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/internal/reversecopy"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -61,7 +62,7 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	defer c.cancel()
-	if err := repairsOld(c); err != nil {
+	if err := repairsOld(ctx, c); err != nil {
 		return err
 	}
 	nk, err := s.newRecord(&key)
@@ -175,12 +176,13 @@ func spannerMarkOp(ctx context.Context, r rowReader, migration, tk string) (mark
 }
 
 // repairsOld refuses to repair old for a call not routed as read_new
-// (new written first, old not stale).
-func repairsOld(c *call) error {
-	if c.route.oldStale {
+// (new written first, old not stale unless ctx says the reverse
+// backfill's copy is done).
+func repairsOld(ctx context.Context, c *call) error {
+	if c.route.oldStale && !reversecopy.IsDone(ctx) {
 		return fmt.Errorf("cutover: %s: cohort %d is %s, back from new_only: old lacks the writes made in new_only until the reverse backfill copies them, so there is nothing to repair in old yet; run the reverse backfill again (rekey run --reverse --cohorts %d), which then moves the cohort to dual_write", c.key, c.cohort, c.phase, c.cohort)
 	}
-	if c.route.read != newSide || len(c.route.writes) != 2 || c.route.writes[0] != newSide || c.route.oldStale {
+	if c.route.read != newSide || len(c.route.writes) != 2 || c.route.writes[0] != newSide {
 		return fmt.Errorf("cutover: %s: cohort %d is %s: writes old missed are repaired while the cohort is in read_new (new written first); move it there and repair again", c.key, c.cohort, c.phase)
 	}
 	return nil
@@ -205,7 +207,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	defer c.cancel()
-	if err := repairsOld(c); err != nil {
+	if err := repairsOld(ctx, c); err != nil {
 		return err
 	}
 	nr, err := d.newRecord(&key)
@@ -292,7 +294,7 @@ func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	defer c.cancel()
-	if err := repairsOld(c); err != nil {
+	if err := repairsOld(ctx, c); err != nil {
 		return err
 	}
 	nr, err := x.newRow(&key)

@@ -13,6 +13,7 @@ import (
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -57,5 +58,67 @@ func TestReverseChildWhoseParentOldLacks(t *testing.T) {
 	got := interleavedPages(oldC, "CustomerId")(t)
 	if got[logID("7", 0)] != "/c" || got[logID("7", 1)] != "/o" || len(got) != 2 {
 		t.Errorf("old after the commit = %v, want customer 7 (/c) and its order 1 (/o)", got)
+	}
+}
+
+// copyRacedByChild is a reverse backfill's copy as it lands when an
+// application's write of an interleaved child comes between the copy's
+// read of new's children and its commit of their parent in old: the
+// write reaches new, and old refuses it (no parent yet), which logs it
+// as a write old missed; then the copy writes the parent alone.
+type copyRacedByChild struct {
+	pipeline.Runner
+	e      *stagedEnv
+	t      *testing.T
+	parent record.Record
+	child  record.Record
+}
+
+func (c copyRacedByChild) Reverse(ctx context.Context, _ *migration.Job, _ cutover.Backfill) (*migration.Result, error) {
+	if err := c.e.app.Write(ctx, c.child); err != nil {
+		return nil, err
+	}
+	c.e.putOld(c.t, c.parent)
+	return &migration.Result{Counters: migration.Counters{migration.Written: 1}}, nil
+}
+
+// TestReverseRepairsWritesOldMissedDuringTheCopy: a reverse backfill
+// ends with old, authoritative again, holding the writes old missed
+// while its copy ran (cutover.RepairOld, before the move to dual_write).
+func TestReverseRepairsWritesOldMissedDuringTheCopy(t *testing.T) {
+	emulator.RequireSpanner(t)
+	ctx := context.Background()
+	e := newStagedInterleaved(t)
+	const user = "1007"
+	c := cohortOf(user)
+	// The customer was created in new_only: new holds it, old does not.
+	for _, p := range []cutover.Phase{cutover.DualWrite, cutover.Backfilled, cutover.Verified, cutover.Shadow, cutover.ReadNew, cutover.NewOnly} {
+		if _, _, err := e.phases.Move(ctx, cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: one(c), To: p, Force: true, Who: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitSeen(t, c, cutover.NewOnly)
+	parent := e.rec(user, 0, "/c")
+	if err := e.app.Write(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	jobs := copyRacedByChild{Runner: pipeline.Runner{Runner: cohortRunner}, e: e, t: t, parent: parent, child: e.rec(user, 1, "/o")}
+	_, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: one(c), Who: "test"}, jobs)
+	if err != nil {
+		t.Fatalf("reverse backfill: %v", err)
+	}
+	got := e.oldPages(t)
+	if got[logID(user, 0)] != "/c" || got[logID(user, 1)] != "/o" {
+		t.Errorf("old after the reverse backfill = %v, want customer %s (/c) and its order 1 (/o)", got, user)
+	}
+	if n := res.Counters[operator.RepairOldWritten]; n != 1 {
+		t.Errorf("%s = %d, want 1 (%s)", operator.RepairOldWritten, n, res.Counters)
+	}
+	entries, err := e.phases.(cutover.RepairLog).Repairs(ctx, e.migration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("the repair log holds %v after the reverse backfill, want nothing", entries)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/internal/reversecopy"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
@@ -131,6 +132,20 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err := clearMissedOld(ctx, st, o.Migration, o.Cohorts, copyStart.Add(-skewOf(cfg))); err != nil {
 		return j, res, nil, err
 	}
+	// Writes old missed while the copy ran (an application's write of an
+	// interleaved child in old, before the copy had put its parent
+	// there): made in old as new holds them, still in read_new, so that
+	// old holds every acknowledged write when it is authoritative again.
+	repaired, err := repairMissedOld(ctx, st, j, o.Migration, o.Cohorts)
+	if err != nil {
+		return j, res, nil, err
+	}
+	if repaired > 0 {
+		if res.Counters == nil {
+			res.Counters = migration.Counters{}
+		}
+		res.Counters[RepairOldWritten] += int64(repaired)
+	}
 	why := o.Why
 	if why == "" {
 		why = fmt.Sprintf("reverse backfill: %d records copied back to old", res.Counters[migration.Written])
@@ -211,4 +226,40 @@ func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string,
 		}
 	}
 	return nil
+}
+
+// repairMissedOld repairs in old (cutover.RepairOld) the repair log's
+// entries of cohorts of writes old missed, and clears them. The cohorts
+// must be in read_new. It returns how many it repaired.
+func repairMissedOld(ctx context.Context, st cutover.Store, j *migration.Job, migrationName string, cohorts []cohort.Range) (int, error) {
+	l, ok := st.(cutover.RepairLog)
+	if !ok {
+		return 0, nil
+	}
+	entries, err := l.Repairs(ctx, migrationName)
+	if err != nil {
+		return 0, err
+	}
+	var missed []cutover.RepairEntry
+	for _, e := range entries {
+		for _, rg := range cohorts {
+			if e.Missed == "old" && rg.Contains(e.Cohort) {
+				missed = append(missed, e)
+				break
+			}
+		}
+	}
+	if len(missed) == 0 {
+		return 0, nil
+	}
+	done, err := repairOld(reversecopy.Done(ctx), j, migrationName, missed)
+	if len(done) > 0 {
+		if cerr := l.ClearRepairs(ctx, migrationName, done); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return len(done), fmt.Errorf("the reverse backfill ran, but repairing in old %d writes it missed while the copy ran (%d done): %w; cohorts %s stay in read_new: run it again", len(missed), len(done), err, cohort.Format(cohort.Merge(cohorts)))
+	}
+	return len(done), nil
 }
