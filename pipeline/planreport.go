@@ -69,18 +69,18 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 	if err != nil {
 		return nil, plan.Files{}, err
 	}
-	streams, err := keys.Read(ctx, run.KeysDir)
-	if err != nil {
-		return nil, plan.Files{}, err
-	}
-	if err := nameFiles(ctx, j, streams); err != nil {
-		return nil, plan.Files{}, err
-	}
 	in, err := planInput(j, run, req)
 	if err != nil {
 		return nil, plan.Files{}, err
 	}
-	in.Streams = streams
+	set, err := keys.Load(ctx, run.KeysDir)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	if err := nameFiles(ctx, j, set); err != nil {
+		return nil, plan.Files{}, err
+	}
+	in.Keys = set
 	p, err := plan.Build(in)
 	if err != nil {
 		return nil, plan.Files{}, err
@@ -264,7 +264,7 @@ func partValue(p keys.Part, t rewrite.Type) record.Value {
 // nameFiles sets the File of the keys read from a files source: the name
 // of the file their Pos numbers (the files listed again, in the order the
 // source numbered them).
-func nameFiles(ctx context.Context, j *migration.Job, streams []keys.Stream) error {
+func nameFiles(ctx context.Context, j *migration.Job, set *keys.Set) error {
 	if !j.Config.Source.IsFile() {
 		return nil
 	}
@@ -272,17 +272,11 @@ func nameFiles(ctx context.Context, j *migration.Job, streams []keys.Stream) err
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	for _, s := range streams {
-		for i := range s {
-			if s[i].Pos == 0 {
-				continue
-			}
-			f := source.PosFile(s[i].Pos)
-			if f >= len(names) {
-				return fmt.Errorf("plan: a key read from file %d of %s, which matches %d files now", f, filesConfig(j).Path, len(names))
-			}
-			s[i].File = names[f]
+	return set.NameFiles(func(pos int64) (string, error) {
+		f := source.PosFile(pos)
+		if f >= len(names) {
+			return "", fmt.Errorf("plan: a key read from file %d of %s, which matches %d files now", f, filesConfig(j).Path, len(names))
 		}
-	}
-	return nil
+		return names[f], nil
+	})
 }
