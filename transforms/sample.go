@@ -17,12 +17,8 @@ import (
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&sampleFn{})
 	register.Emitter2[int, []byte]()
-	register.Function3x1[int, []byte, func(int, []byte), error](priorities)
-	register.DoFn3x1[int, func(*[]byte) bool, func(uint64), error](&thresholdFn{})
-	register.Emitter1[uint64]()
-	register.DoFn5x1[context.Context, int, []byte, func(*uint64) bool, func([]byte), error](&keepSampleFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&mergeSampleFn{})
 	register.Iter1[[]byte]()
-	register.Iter1[uint64]()
 }
 
 // Sampled counts the records a Sample kept.
@@ -33,17 +29,12 @@ var Sampled = beam.NewCounter("rekey", "sampled")
 // order or how the runner bundles them: every record draws a random
 // priority and the n smallest priorities are kept ("bottom-k", a
 // reservoir sample that can be computed in parts). Each bundle keeps its
-// own n smallest as candidates; one worker finds the nth smallest of the
-// candidates' priorities (8 bytes each: the records do not cross that
-// shuffle), and the candidates are kept where they are if their priority
-// is at most that (a side input). A sample of millions of records is not
-// gathered in one bundle of one worker. (Two records that draw the same
-// 64-bit priority at the cut are both kept: about n²/2⁶⁴ likely.)
+// own n smallest, and one worker merges the bundles' candidates, so no
+// more than n records a bundle cross the shuffle.
 func Sample(s beam.Scope, n int, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("Sample")
 	parts := beam.ParDo(s, &sampleFn{N: n}, batches)
-	cut := beam.ParDo(s, &thresholdFn{N: n}, beam.GroupByKey(s, beam.ParDo(s, priorities, parts)))
-	return beam.ParDo(s, &keepSampleFn{}, parts, beam.SideInput{Input: cut})
+	return beam.ParDo(s, &mergeSampleFn{N: n}, beam.GroupByKey(s, parts))
 }
 
 // candidate is a record (one record's record.EncodeBatch: a few dozen
@@ -154,111 +145,36 @@ func (f *sampleFn) FinishBundle(_ context.Context, emit func(int, []byte)) error
 	return nil
 }
 
-// priorities are a chunk's candidates' priorities, 8 bytes each,
-// big-endian.
-func priorities(_ int, chunk []byte, emit func(int, []byte)) error {
-	var out []byte
-	err := decodeChunk(chunk, func(c candidate) { out = binary.BigEndian.AppendUint64(out, c.p) })
-	if err != nil {
-		return err
-	}
-	emit(0, out)
-	return nil
-}
-
-// thresholdFn emits the nth smallest of all the priorities (the largest
-// if there are fewer than n).
-type thresholdFn struct {
+type mergeSampleFn struct {
 	N int `json:"n"`
 }
 
-func (f *thresholdFn) ProcessElement(_ int, chunks func(*[]byte) bool, emit func(uint64)) error {
-	h := maxHeap{}
+func (f *mergeSampleFn) ProcessElement(ctx context.Context, _ int, chunks func(*[]byte) bool, emit func([]byte)) error {
+	b := &bottom{n: f.N}
 	var chunk []byte
 	for chunks(&chunk) {
-		if len(chunk)%8 != 0 {
-			return fmt.Errorf("sample: %d bytes of priorities", len(chunk))
-		}
-		for i := 0; i < len(chunk); i += 8 {
-			h.offer(binary.BigEndian.Uint64(chunk[i:]), f.N)
+		// The candidates kept must not point into a chunk the runner may
+		// reuse: each kept one is copied.
+		if err := decodeChunk(chunk, func(c candidate) {
+			if b.accepts(c.p) {
+				b.offer(candidate{p: c.p, enc: append([]byte(nil), c.enc...)})
+			}
+		}); err != nil {
+			return err
 		}
 	}
-	if len(h) > 0 {
-		emit(h[0])
-	}
-	return nil
-}
-
-// maxHeap is a max-heap of the n smallest priorities offered.
-type maxHeap []uint64
-
-func (h *maxHeap) offer(p uint64, n int) {
-	switch {
-	case len(*h) < n:
-		*h = append(*h, p)
-		h.up(len(*h) - 1)
-	case n > 0 && p < (*h)[0]:
-		(*h)[0] = p
-		h.down(0)
-	}
-}
-
-func (h maxHeap) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if h[parent] >= h[i] {
-			return
-		}
-		h[parent], h[i] = h[i], h[parent]
-		i = parent
-	}
-}
-
-func (h maxHeap) down(i int) {
-	for {
-		largest, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h[l] > h[largest] {
-			largest = l
-		}
-		if r < len(h) && h[r] > h[largest] {
-			largest = r
-		}
-		if largest == i {
-			return
-		}
-		h[i], h[largest] = h[largest], h[i]
-		i = largest
-	}
-}
-
-// keepSampleFn keeps the candidates of a chunk whose priority is at most
-// the threshold, in batches.
-type keepSampleFn struct{}
-
-func (f *keepSampleFn) ProcessElement(ctx context.Context, _ int, chunk []byte, threshold func(*uint64) bool, emit func([]byte)) error {
-	var cut uint64
-	if !threshold(&cut) {
-		return nil // no candidates anywhere
-	}
-	var recs []record.Record
-	var err error
-	if derr := decodeChunk(chunk, func(c candidate) {
-		if err != nil || c.p > cut {
-			return
-		}
-		var one []record.Record
-		if one, err = record.DecodeBatch(c.enc); err == nil {
+	Sampled.Inc(ctx, int64(len(b.c)))
+	for start := 0; start < len(b.c); start += BatchSize {
+		part := b.c[start:min(start+BatchSize, len(b.c))]
+		recs := make([]record.Record, 0, len(part))
+		for _, c := range part {
+			one, err := record.DecodeBatch(c.enc)
+			if err != nil {
+				return fmt.Errorf("sample: %w", err)
+			}
 			recs = append(recs, one...)
 		}
-	}); derr != nil {
-		return derr
-	}
-	if err != nil {
-		return fmt.Errorf("sample: %w", err)
-	}
-	Sampled.Inc(ctx, int64(len(recs)))
-	for start := 0; start < len(recs); start += BatchSize {
-		emit(record.EncodeBatch(recs[start:min(start+BatchSize, len(recs))]))
+		emit(record.EncodeBatch(recs))
 	}
 	return nil
 }

@@ -164,10 +164,9 @@ func TestSampleKeepsAllOfFewer(t *testing.T) {
 func seeded(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, ^seed)) }
 
 // The parts of Sample, run as a runner would over 5 bundles of 2,000
-// records with fixed random sources: the cut and the chunks' filter keep
-// exactly the records of the n smallest priorities drawn over all
-// bundles, though each bundle sent only its own n smallest, in chunks of
-// at most BatchSize.
+// records with fixed random sources: the merge keeps exactly the records
+// of the n smallest priorities drawn over all bundles, though each bundle
+// sent only its own n smallest, in chunks of at most BatchSize.
 func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
 	const n, bundles, perBundle = 1200, 5, 2000
 	ctx, metrics := beamtest.MetricsContext(context.Background())
@@ -213,42 +212,18 @@ func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
 		t.Errorf("%d chunks, want 3 a bundle (%d candidates in chunks of at most %d)", len(chunks), n, BatchSize)
 	}
 
-	// The priorities of every chunk, the cut at the nth smallest, and each
-	// chunk's candidates within it.
-	var prios [][]byte
-	for _, c := range chunks {
-		if err := priorities(0, c, func(_ int, p []byte) { prios = append(prios, p) }); err != nil {
-			t.Fatal(err)
-		}
-	}
 	next := 0
 	iter := func(c *[]byte) bool {
-		if next == len(prios) {
+		if next == len(chunks) {
 			return false
 		}
-		*c = prios[next]
+		*c = chunks[next]
 		next++
 		return true
 	}
-	var cuts []uint64
-	if err := (&thresholdFn{N: n}).ProcessElement(0, iter, func(c uint64) { cuts = append(cuts, c) }); err != nil {
-		t.Fatal(err)
-	}
-	if len(cuts) != 1 {
-		t.Fatalf("%d thresholds, want 1", len(cuts))
-	}
 	var out [][]byte
-	for _, c := range chunks {
-		once := true
-		side := func(v *uint64) bool {
-			*v = cuts[0]
-			ok := once
-			once = false
-			return ok
-		}
-		if err := (&keepSampleFn{}).ProcessElement(ctx, 0, c, side, func(b []byte) { out = append(out, b) }); err != nil {
-			t.Fatal(err)
-		}
+	if err := (&mergeSampleFn{N: n}).ProcessElement(ctx, 0, iter, func(b []byte) { out = append(out, b) }); err != nil {
+		t.Fatal(err)
 	}
 	got := positions(t, bundles*perBundle, out)
 	slices.Sort(got)
