@@ -14,9 +14,8 @@
 //
 // For investigating: -heap DIR adds a run of the plan in a child of this
 // command (the pipeline and the analysis as `rekey plan --sample N`
-// runs them) that writes a heap profile each time its live
-// heap has grown by a tenth since the last one (DIR/heap-MB.pprof), and
-// one at its end; its time and peak RSS are reported but not compared.
+// runs them) that writes a heap profile every second (see
+// profileHeap); its time and peak RSS are reported but not compared.
 //
 // It uses the Spanner emulator named by SPANNER_EMULATOR_HOST, or starts
 // the installed one (the target table must exist for the dry run; the
@@ -207,8 +206,9 @@ func planChild(ctx context.Context, cfgPath, out string, n int, runner, heap str
 	return err
 }
 
-// profileHeap writes a heap profile into dir each time the live heap has
-// grown by a tenth since the last one, and one when stop is called.
+// profileHeap writes a heap profile into dir every second, named by the
+// seconds since the start and the live heap at the last GC
+// (heap-SECONDS-s-LIVE-MB.pprof), and one when stop is called.
 func profileHeap(dir string) (stop func()) {
 	runtime.MemProfileRate = 64 << 10
 	write := func(name string) {
@@ -221,11 +221,11 @@ func profileHeap(dir string) (stop func()) {
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	start := time.Now()
 	go func() {
 		defer close(finished)
 		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		var last uint64
-		t := time.NewTicker(100 * time.Millisecond)
+		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
@@ -235,12 +235,7 @@ func profileHeap(dir string) (stop func()) {
 			case <-t.C:
 			}
 			metrics.Read(s)
-			live := s[0].Value.Uint64()
-			if live < last+last/10 || live < 32<<20 {
-				continue
-			}
-			last = live
-			write(fmt.Sprintf("heap-%05d-MB.pprof", live>>20))
+			write(fmt.Sprintf("heap-%04d-s-%05d-MB.pprof", int(time.Since(start).Seconds()), s[0].Value.Uint64()>>20))
 		}
 	}()
 	return func() { close(done); <-finished }
