@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -69,24 +70,42 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 	if err != nil {
 		return nil, plan.Files{}, err
 	}
-	streams, err := keys.Read(ctx, run.KeysDir)
-	if err != nil {
-		return nil, plan.Files{}, err
-	}
-	if err := nameFiles(ctx, j, streams); err != nil {
-		return nil, plan.Files{}, err
-	}
 	in, err := planInput(j, run, req)
 	if err != nil {
 		return nil, plan.Files{}, err
 	}
-	in.Streams = streams
+	defer lowerGC(analysisGC)()
+	set, err := keys.Load(ctx, run.KeysDir)
+	if err != nil {
+		return nil, plan.Files{}, err
+	}
+	if err := nameFiles(ctx, j, set); err != nil {
+		return nil, plan.Files{}, err
+	}
+	in.Keys = set
 	p, err := plan.Build(in)
 	if err != nil {
 		return nil, plan.Files{}, err
 	}
 	files, err := p.Write(req.Out)
 	return p, files, err
+}
+
+// analysisGC is the GC percentage of the analysis (Go's default: 100).
+// The sampled keys stay live through it and are nearly all pointer-free
+// (plan/keys), so collecting when the heap has grown by a quarter
+// instead of doubled costs little time: over 10,000,000 keys the
+// analysis peaked at 2.5 GB instead of 3.3 GB, in no more time.
+const analysisGC = 25
+
+// lowerGC sets the GC percentage to percent, if it is higher, until the
+// returned function restores it (GOGC=off stays off).
+func lowerGC(percent int) (restore func()) {
+	old := debug.SetGCPercent(percent)
+	if old <= percent {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // planInput describes the job and the run for the analysis.
@@ -264,7 +283,7 @@ func partValue(p keys.Part, t rewrite.Type) record.Value {
 // nameFiles sets the File of the keys read from a files source: the name
 // of the file their Pos numbers (the files listed again, in the order the
 // source numbered them).
-func nameFiles(ctx context.Context, j *migration.Job, streams []keys.Stream) error {
+func nameFiles(ctx context.Context, j *migration.Job, set *keys.Set) error {
 	if !j.Config.Source.IsFile() {
 		return nil
 	}
@@ -272,17 +291,11 @@ func nameFiles(ctx context.Context, j *migration.Job, streams []keys.Stream) err
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	for _, s := range streams {
-		for i := range s {
-			if s[i].Pos == 0 {
-				continue
-			}
-			f := source.PosFile(s[i].Pos)
-			if f >= len(names) {
-				return fmt.Errorf("plan: a key read from file %d of %s, which matches %d files now", f, filesConfig(j).Path, len(names))
-			}
-			s[i].File = names[f]
+	return set.NameFiles(func(pos int64) (string, error) {
+		f := source.PosFile(pos)
+		if f >= len(names) {
+			return "", fmt.Errorf("plan: a key read from file %d of %s, which matches %d files now", f, filesConfig(j).Path, len(names))
 		}
-	}
-	return nil
+		return names[f], nil
+	})
 }

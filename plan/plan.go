@@ -26,10 +26,14 @@ package plan
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rekeyio/rekey/plan/keys"
@@ -39,7 +43,9 @@ import (
 
 // Input is what a plan is made from.
 type Input struct {
-	// Streams are the plan sink's part files (keys.Read).
+	// Keys are the sampled keys (keys.Load); if nil, Streams are, the
+	// plan sink's part files read into memory (keys.Read).
+	Keys    *keys.Set
 	Streams []keys.Stream
 	// Source and Target describe the two ends, e.g. "JSON Lines
 	// ./data/logs.jsonl" and "Spanner table UserAccessLogs".
@@ -85,11 +91,14 @@ type Plan struct {
 	Remaining []rules.Finding `json:"remaining"`
 	Samples   []Pair          `json:"samples"`
 
-	beforeWrites, afterWrites []sim.Write
-	beforeText, afterText     []string
-	// afterFirst is each new key's first column's value ("" for
-	// Datastore keys), in afterWrites' order.
-	afterFirst []string
+	// beforeRows and afterRows label the heatmaps' rows (their lowest
+	// keys' texts).
+	beforeRows, afterRows []string
+	// spread is the histogram of the new keys: by the first key
+	// column's values (discrete) or over equal ranges of the key space.
+	spread       []float64
+	spreadLabels []string
+	discrete     bool
 }
 
 // Run is one simulated load.
@@ -118,9 +127,17 @@ const SampleRows = 20
 
 // Build analyses the keys and simulates both loads.
 func Build(in Input) (*Plan, error) {
-	after := keys.Interleave(in.Streams)
-	in.Streams = nil // after holds the keys; the plan keeps no second copy
-	n := len(after)
+	set := in.Keys
+	if set == nil {
+		var err error
+		if set, err = keys.FromStreams(in.Streams); err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+	}
+	// The plan keeps no keys: set holds them until the report's few texts
+	// and pictures are made.
+	in.Keys, in.Streams = nil, nil
+	n := set.Len()
 	if n == 0 {
 		return nil, fmt.Errorf("plan: no records were sampled (%d dead-lettered); nothing to plan", in.DeadLettered)
 	}
@@ -130,107 +147,171 @@ func Build(in Input) (*Plan, error) {
 	}
 	p.Scale = float64(p.Rows) / float64(n)
 	fraction := float64(n) / float64(p.Rows)
-	p.Findings = Analyze(OldSide(after, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction))
-	target := NewSide(after, in.Table, in.TargetColumn, in.Datastore, fraction)
+	p.Findings = Analyze(sideOf(set, true, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction))
+	target := sideOf(set, false, in.Table, in.TargetColumn, in.Datastore, fraction)
 	target.ShardColumn = in.ShardColumn
 	p.Remaining = Analyze(target)
-	for i := 0; i < min(SampleRows, n); i++ {
-		k := after[i*n/min(SampleRows, n)]
-		p.Samples = append(p.Samples, Pair{Old: k.OldText, New: k.NewText})
+	if err := set.Err(); err != nil {
+		return nil, err
 	}
 
-	before, order := naturalOrder(after)
+	before, order := naturalOrder(set)
 	params := in.Sim
 	params.Scale = p.Scale
-	p.beforeWrites, p.beforeText = writes(after, before, true)
-	p.afterWrites, p.afterText = writes(after, nil, false)
-	for i := range after {
-		first := ""
-		if !in.Datastore && len(after[i].NewParts) > 0 && max(after[i].NewColumns, len(after[i].NewParts)) > 1 {
-			first = after[i].NewParts[0].Text
-		}
-		p.afterFirst = append(p.afterFirst, first)
-	}
+	beforeWrites := oldWrites{set, before}
+	afterWrites := newWrites{set}
 	var err error
-	if p.Before, err = simulate("before", order, p.beforeWrites, params); err != nil {
+	if p.Before, err = simulate("before", order, beforeWrites, params); err != nil {
 		return nil, err
 	}
 	if in.PreSplitPerNode > 0 {
 		nodes := p.Before.Result.Params.Nodes
-		params.PreSplits = Quantiles(p.afterWrites, in.PreSplitPerNode*nodes)
+		params.PreSplits = quantiles(afterWrites, in.PreSplitPerNode*nodes)
 	}
-	if p.After, err = simulate("after", "the new keys in rekey's planned write order", p.afterWrites, params); err != nil {
+	if p.After, err = simulate("after", "the new keys in rekey's planned write order", afterWrites, params); err != nil {
 		return nil, err
 	}
 	p.After.PreSplits = len(params.PreSplits)
+
+	// The texts the report shows: samples, the heatmaps' and the
+	// histogram's labels, and the first key of each order (labelScope).
+	var samples []int
+	for i := 0; i < min(SampleRows, n); i++ {
+		samples = append(samples, i*n/min(SampleRows, n))
+	}
+	beforeRows := p.Before.Result.Heat(HeatRows, HeatCols).RowStart
+	for j, r := range beforeRows {
+		beforeRows[j] = int(before[r])
+	}
+	afterRows := p.After.Result.Heat(HeatRows, HeatCols).RowStart
+	var lowest []int
+	afterFirst := func(i int) string {
+		if f, ok := set.First(false, i); ok && !in.Datastore && set.Multi(i) {
+			return f.Text
+		}
+		return ""
+	}
+	var ok bool
+	if p.spread, p.spreadLabels, ok = discrete(afterWrites, n, afterFirst); ok {
+		p.discrete = true
+	} else {
+		p.spread, lowest = spread(afterWrites, Bins)
+	}
+	want := slices.Concat(samples, beforeRows, afterRows, lowest, []int{int(before[0]), 0})
+	want = slices.DeleteFunc(want, func(i int) bool { return i < 0 })
+	oldTexts, newTexts, err := set.Texts(context.Background(), want)
+	if err != nil {
+		return nil, err
+	}
+	oldText, newText := map[int]string{}, map[int]string{}
+	for j, i := range want {
+		oldText[i], newText[i] = oldTexts[j], newTexts[j]
+	}
+	for _, i := range samples {
+		p.Samples = append(p.Samples, Pair{Old: oldText[i], New: newText[i]})
+	}
+	oldScope := labelScope(oldText[int(before[0])], set.TextPrefix(true))
+	newScope := labelScope(newText[0], set.TextPrefix(false))
+	for _, i := range beforeRows {
+		p.beforeRows = append(p.beforeRows, oldText[i][len(oldScope):])
+	}
+	for _, i := range afterRows {
+		p.afterRows = append(p.afterRows, newText[i][len(newScope):])
+	}
+	if !p.discrete {
+		p.spreadLabels = make([]string, len(lowest))
+		for b, i := range lowest {
+			if i >= 0 {
+				p.spreadLabels[b] = newText[i][len(newScope):]
+			}
+		}
+	}
 	return p, nil
 }
 
+// oldWrites are the old keys in the order of their indexes order;
+// newWrites the new keys as they are.
+type oldWrites struct {
+	set   *keys.Set
+	order []int32
+}
+
+func (w oldWrites) Len() int         { return len(w.order) }
+func (w oldWrites) Key(i int) []byte { return w.set.Old(int(w.order[i])) }
+func (w oldWrites) Bytes(i int) int  { return w.set.Bytes(int(w.order[i])) }
+
+type newWrites struct{ set *keys.Set }
+
+func (w newWrites) Len() int         { return w.set.Len() }
+func (w newWrites) Key(i int) []byte { return w.set.New(i) }
+func (w newWrites) Bytes(i int) int  { return w.set.Bytes(i) }
+
 // naturalOrder orders the keys (as indexes into ks) as the old
 // application or a plain copy would write them: by the records' timestamp
-// when most have one, else by the old key.
-func naturalOrder(ks []keys.Key) ([]int, string) {
-	order := make([]int, len(ks))
+// when most have one, else by the old key. Equal keys keep their order.
+func naturalOrder(ks *keys.Set) ([]int32, string) {
+	order := make([]int32, ks.Len())
 	timed, field := 0, ""
-	for i := range ks {
-		order[i] = i
-		if ks[i].Time != nil {
+	for i := range order {
+		order[i] = int32(i)
+		if _, _, f, ok := ks.Time(i); ok {
 			timed++
-			field = ks[i].TimeField
+			field = f
 		}
 	}
-	if timed*10 >= len(ks)*9 {
-		sort.SliceStable(order, func(a, b int) bool {
-			ta, tb := ks[order[a]].Time, ks[order[b]].Time
-			if ta == nil || tb == nil {
-				return tb != nil
+	stable := func(less func(a, b int) int) {
+		slices.SortFunc(order, func(a, b int32) int {
+			if c := less(int(a), int(b)); c != 0 {
+				return c
 			}
-			return ta.Before(*tb)
+			return cmp.Compare(a, b)
+		})
+	}
+	if timed*10 >= len(order)*9 {
+		stable(func(a, b int) int {
+			sa, na, _, oka := ks.Time(a)
+			sb, nb, _, okb := ks.Time(b)
+			if !oka || !okb {
+				return cmp.Compare(b2i(oka), b2i(okb)) // none first
+			}
+			if c := cmp.Compare(sa, sb); c != 0 {
+				return c
+			}
+			return cmp.Compare(na, nb)
 		})
 		return order, "the old keys in the order of " + field + " (the order the records were created)"
 	}
 	if file, ok := oneFile(ks); ok {
-		sort.SliceStable(order, func(a, b int) bool { return ks[order[a]].Pos < ks[order[b]].Pos })
+		stable(func(a, b int) int { return cmp.Compare(ks.Pos(a), ks.Pos(b)) })
 		return order, "the old keys in the order of the records in " + file + " (the order they were written)"
 	}
-	sort.SliceStable(order, func(a, b int) bool { return bytes.Compare(ks[order[a]].Old, ks[order[b]].Old) < 0 })
+	stable(func(a, b int) int { return bytes.Compare(ks.Old(a), ks.Old(b)) })
 	return order, "the old keys in key order (as a table scan or an export delivers them)"
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // oneFile reports whether every key was read from one file, and which.
-func oneFile(ks []keys.Key) (string, bool) {
-	if len(ks) == 0 || ks[0].File == "" {
+func oneFile(ks *keys.Set) (string, bool) {
+	if ks.Len() == 0 || ks.File(0) == "" {
 		return "", false
 	}
-	for i := range ks {
-		if ks[i].File != ks[0].File {
+	first := ks.File(0)
+	for i := range ks.Len() {
+		if ks.File(i) != first {
 			return "", false
 		}
 	}
-	return ks[0].File, true
+	return first, true
 }
 
-// writes are the keys' writes (old or new keys) in order (nil: as they
-// are), with their texts.
-func writes(ks []keys.Key, order []int, old bool) ([]sim.Write, []string) {
-	ws := make([]sim.Write, len(ks))
-	texts := make([]string, len(ks))
-	for i := range ks {
-		k := &ks[i]
-		if order != nil {
-			k = &ks[order[i]]
-		}
-		if old {
-			ws[i], texts[i] = sim.Write{Key: k.Old, Bytes: k.Bytes}, k.OldText
-		} else {
-			ws[i], texts[i] = sim.Write{Key: k.New, Bytes: k.Bytes}, k.NewText
-		}
-	}
-	return ws, texts
-}
-
-func simulate(name, order string, ws []sim.Write, p sim.Params) (Run, error) {
-	r, err := sim.Simulate(ws, p)
+func simulate(name, order string, ws sim.Writes, p sim.Params) (Run, error) {
+	r, err := sim.SimulateWrites(ws, p)
 	if err != nil {
 		return Run{}, err
 	}
@@ -241,20 +322,23 @@ func simulate(name, order string, ws []sim.Write, p sim.Params) (Run, error) {
 
 // Quantiles returns k-1 distinct keys cutting ws's keys into k ranges of
 // about equal count, in key order.
-func Quantiles(ws []sim.Write, k int) [][]byte {
-	if k < 2 || len(ws) < 2 {
+func Quantiles(ws []sim.Write, k int) [][]byte { return quantiles(sim.WriteSlice(ws), k) }
+
+func quantiles(ws sim.Writes, k int) [][]byte {
+	n := ws.Len()
+	if k < 2 || n < 2 {
 		return nil
 	}
-	sorted := make([][]byte, len(ws))
-	for i := range ws {
-		sorted[i] = ws[i].Key
+	sorted := make([]int32, n)
+	for i := range sorted {
+		sorted[i] = int32(i)
 	}
-	sort.Slice(sorted, func(a, b int) bool { return bytes.Compare(sorted[a], sorted[b]) < 0 })
+	slices.SortFunc(sorted, func(a, b int32) int { return bytes.Compare(ws.Key(int(a)), ws.Key(int(b))) })
 	var out [][]byte
 	for i := 1; i < k; i++ {
-		q := sorted[i*len(sorted)/k]
+		q := ws.Key(int(sorted[i*n/k]))
 		if len(q) > 0 && (len(out) == 0 || bytes.Compare(out[len(out)-1], q) < 0) {
-			out = append(out, q)
+			out = append(out, bytes.Clone(q))
 		}
 	}
 	return out
@@ -269,26 +353,32 @@ const MaxDiscrete = 64
 // order, when there are at most MaxDiscrete values and the key has more
 // columns (a shard column and the old key); ok is false otherwise.
 func Discrete(ws []sim.Write, first []string) (counts []float64, labels []string, ok bool) {
+	return discrete(sim.WriteSlice(ws), len(first), func(i int) string { return first[i] })
+}
+
+// discrete is Discrete of the first n writes, first(i) the ith's value.
+func discrete(ws sim.Writes, n int, first func(i int) string) (counts []float64, labels []string, ok bool) {
 	lowest := map[string][]byte{}
-	n := map[string]float64{}
-	for i, v := range first {
+	count := map[string]float64{}
+	for i := range n {
+		v := first(i)
 		if v == "" {
 			return nil, nil, false
 		}
-		if k, seen := lowest[v]; !seen || bytes.Compare(ws[i].Key, k) < 0 {
-			lowest[v] = ws[i].Key
+		if k, seen := lowest[v]; !seen || bytes.Compare(ws.Key(i), k) < 0 {
+			lowest[v] = ws.Key(i)
 		}
-		n[v]++
-		if len(n) > MaxDiscrete {
+		count[v]++
+		if len(count) > MaxDiscrete {
 			return nil, nil, false
 		}
 	}
-	for v := range n {
-		labels = append(labels, v)
+	for v := range count {
+		labels = append(labels, strings.Clone(v))
 	}
 	sort.Slice(labels, func(a, b int) bool { return bytes.Compare(lowest[labels[a]], lowest[labels[b]]) < 0 })
 	for _, v := range labels {
-		counts = append(counts, n[v])
+		counts = append(counts, count[v])
 	}
 	return counts, labels, len(labels) > 0
 }
@@ -299,17 +389,35 @@ func Discrete(ws []sim.Write, first []string) (counts []float64, labels []string
 // evenly; clustered keys pile up in a few. labels[i] is the lowest key
 // text in bin i ("" for an empty bin).
 func Spread(ws []sim.Write, texts []string, bins int) (counts []float64, labels []string) {
-	counts, labels = make([]float64, bins), make([]string, bins)
-	if len(ws) == 0 || bins <= 0 {
-		return counts, labels
-	}
-	lo, hi := ws[0].Key, ws[0].Key
-	for _, w := range ws {
-		if bytes.Compare(w.Key, lo) < 0 {
-			lo = w.Key
+	counts, lowest := spread(sim.WriteSlice(ws), bins)
+	labels = make([]string, bins)
+	for b, i := range lowest {
+		if i >= 0 {
+			labels[b] = texts[i]
 		}
-		if bytes.Compare(w.Key, hi) > 0 {
-			hi = w.Key
+	}
+	return counts, labels
+}
+
+// spread is Spread with the index of the lowest key of each bin (-1 for
+// an empty bin) instead of its text.
+func spread(ws sim.Writes, bins int) (counts []float64, lowest []int) {
+	counts, lowest = make([]float64, max(bins, 0)), make([]int, max(bins, 0))
+	for b := range lowest {
+		lowest[b] = -1
+	}
+	n := ws.Len()
+	if n == 0 || bins <= 0 {
+		return counts, lowest
+	}
+	lo, hi := ws.Key(0), ws.Key(0)
+	for i := range n {
+		k := ws.Key(i)
+		if bytes.Compare(k, lo) < 0 {
+			lo = k
+		}
+		if bytes.Compare(k, hi) > 0 {
+			hi = k
 		}
 	}
 	common := 0
@@ -324,16 +432,16 @@ func Spread(ws []sim.Write, texts []string, bins int) (counts []float64, labels 
 		return float64(binary.BigEndian.Uint64(b[:]))
 	}
 	l, h := num(lo), num(hi)
-	low := make([][]byte, bins)
-	for i, w := range ws {
+	for i := range n {
+		k := ws.Key(i)
 		b := 0
 		if h > l {
-			b = min(bins-1, int(math.Floor((num(w.Key)-l)/(h-l)*float64(bins))))
+			b = min(bins-1, int(math.Floor((num(k)-l)/(h-l)*float64(bins))))
 		}
 		counts[b]++
-		if low[b] == nil || bytes.Compare(w.Key, low[b]) < 0 {
-			low[b], labels[b] = w.Key, texts[i]
+		if lowest[b] < 0 || bytes.Compare(k, ws.Key(lowest[b])) < 0 {
+			lowest[b] = i
 		}
 	}
-	return counts, labels
+	return counts, lowest
 }

@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -330,5 +331,63 @@ func TestSummaryAlike(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A plan of keys loaded from the sink's part files (the texts read back
+// from the files) is the plan of the same keys in memory: the same
+// report, byte for byte.
+func TestBuildFromFiles(t *testing.T) {
+	streams := sampled(3000, 4, 25)
+	dir := t.TempDir()
+	for i, s := range streams {
+		w, err := keys.Create(context.Background(), dir, fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range s {
+			if err := w.Write(&s[j]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := keys.Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := plan.Input{Source: "Spanner db/old table Events", Table: "EventsV2", SourceTable: "Events", SourceColumn: "Id", TargetColumn: "Id",
+		Rows: 3_000_000, Sim: sim.SpannerDefaults(3), PreSplitPerNode: 10}
+	report := func(in plan.Input) map[string][]byte {
+		p, err := plan.Build(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Created = epoch
+		f, err := p.Write(filepath.Join(t.TempDir(), "report"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for _, name := range []string{f.HTML, f.JSON, f.Heatmap, f.Spread, f.Rate} {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(name)] = b
+		}
+		return out
+	}
+	fromFiles := in
+	fromFiles.Keys = set
+	inMemory := in
+	inMemory.Streams = streams
+	got, want := report(fromFiles), report(inMemory)
+	for name := range want {
+		if !bytes.Equal(got[name], want[name]) {
+			t.Errorf("%s of the keys from files differs from that of the keys in memory", name)
+		}
 	}
 }

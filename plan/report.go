@@ -65,13 +65,11 @@ func (p *Plan) Write(dir string) (Files, error) {
 	return f, os.WriteFile(f.HTML, html.Bytes(), 0o644)
 }
 
-// heat is a run's heatmap in writes/s per key range and time bucket.
-func heat(r Run, texts []string, title string) chart.Heatmap {
+// heat is a run's heatmap in writes/s per key range and time bucket,
+// its rows labelled rows.
+func heat(r Run, rows []string, title string) chart.Heatmap {
 	g := r.Result.Heat(HeatRows, HeatCols)
-	h := chart.Heatmap{Title: title, Cells: g.PerSecond(), Unit: "writes/s"}
-	for _, i := range g.RowStart {
-		h.RowLabels = append(h.RowLabels, texts[i])
-	}
+	h := chart.Heatmap{Title: title, Cells: g.PerSecond(), Unit: "writes/s", RowLabels: rows}
 	for c := range g.ColEnd {
 		label := ""
 		if c%10 == 0 {
@@ -88,8 +86,8 @@ func heat(r Run, texts []string, title string) chart.Heatmap {
 
 func (p *Plan) heatmapPNG(w io.Writer) error {
 	return chart.SideBySide(w, "Simulated writes by key range over time (same colour scale)",
-		heat(p.Before, labelTexts(p.beforeText), "before: "+shortDuration(p.Before.Duration)),
-		heat(p.After, labelTexts(p.afterText), "after: "+shortDuration(p.After.Duration)))
+		heat(p.Before, p.beforeRows, "before: "+shortDuration(p.Before.Duration)),
+		heat(p.After, p.afterRows, "after: "+shortDuration(p.After.Duration)))
 }
 
 // dsScope matches a Datastore key text's database and namespace
@@ -119,16 +117,25 @@ func labelTexts(texts []string) []string {
 	return out
 }
 
+// labelScope is the database and namespace labelTexts leaves out of
+// texts whose first is first and which all share the prefix shared
+// (their longest common prefix): "" if they do not all have first's.
+func labelScope(first, shared string) string {
+	if scope := dsScope.FindString(first); scope != "" && strings.HasPrefix(shared, scope) {
+		return scope
+	}
+	return ""
+}
+
 func (p *Plan) spreadPNG(w io.Writer) error {
 	title, xlabel := "Rewritten keys across "+fmt.Sprint(Bins)+" equal ranges of the new key space", "key range (its lowest key)"
-	counts, labels, ok := Discrete(p.afterWrites, p.afterFirst)
-	if ok {
+	if p.discrete {
 		title, xlabel = "Rewritten keys by "+p.Input.TargetColumn, p.Input.TargetColumn
-	} else {
-		counts, labels = Spread(p.afterWrites, labelTexts(p.afterText), Bins)
 	}
-	for i := range counts {
-		counts[i] *= p.Scale
+	labels := p.spreadLabels
+	counts := make([]float64, len(p.spread))
+	for i, c := range p.spread {
+		counts[i] = c * p.Scale
 	}
 	return chart.BarChart{Title: title, XLabel: xlabel, YLabel: "records", Labels: labels, Values: counts}.PNG(w)
 }

@@ -5,10 +5,17 @@
 // --dry_run`: the same read, rewrite and write planning, with the
 // records counted instead of recorded, and no analysis. Each side runs
 // -runs times as a child process (the rekey binary, built first); the
-// report gives the median wall time and peak RSS (getrusage) of each and
-// their ratio.
+// report gives each run's and the median wall time and peak RSS
+// (getrusage) of each side and their ratio, and checks the plan against
+// its targets (see target).
 //
 //	go run ./bench/plan [-n 1000000] [-runs 3] [-runner prism]
+//	go run ./bench/plan -n 10000000 -runs 1
+//
+// For investigating: -heap DIR adds a run of the plan in a child of this
+// command (the pipeline and the analysis as `rekey plan --sample N`
+// runs them) that writes a heap profile every second (see
+// profileHeap); its time and peak RSS are reported but not compared.
 //
 // It uses the Spanner emulator named by SPANNER_EMULATOR_HOST, or starts
 // the installed one (the target table must exist for the dry run; the
@@ -25,10 +32,18 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/pipeline"
+	"github.com/rekeyio/rekey/plan/sim"
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/internal/store/emulator"
@@ -45,9 +60,18 @@ func main() {
 	n := flag.Int("n", 1_000_000, "rows (all sampled)")
 	runs := flag.Int("runs", 3, "runs of each side")
 	runner := flag.String("runner", "prism", "Beam runner")
+	heap := flag.String("heap", "", "also run the plan in a child that writes heap profiles into this directory")
+	mode := flag.String("mode", "", "internal: plan (run the plan in this process)")
+	cfg := flag.String("config", "", "internal: the config")
+	out := flag.String("out", "", "internal: the report's directory")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *n, *runs, *runner)
+	var err error
+	if *mode == "plan" {
+		err = planChild(ctx, *cfg, *out, *n, *runner, *heap)
+	} else {
+		err = run(ctx, *n, *runs, *runner, *heap)
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plan:", err)
@@ -60,7 +84,7 @@ type sample struct {
 	peakKB int64
 }
 
-func run(ctx context.Context, n, runs int, runner string) error {
+func run(ctx context.Context, n, runs int, runner, heap string) error {
 	stop, err := migrate.UseSpanner(ctx)
 	defer stop()
 	if err != nil {
@@ -107,21 +131,114 @@ dead_letter: %q
 	fmt.Println("|---|---|---|")
 	var med []sample
 	for _, s := range sides {
+		if runs < 1 {
+			break // -runs 0: only the heap profiles
+		}
 		var got []sample
-		for range runs {
+		for i := range runs {
 			r, err := child(ctx, bin, s.args)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
+			fmt.Fprintf(os.Stderr, "%s, run %d: %.1f s, %d MB\n", s.name, i+1, r.wall.Seconds(), r.peakKB>>10)
 			got = append(got, r)
 		}
 		m := median(got)
 		med = append(med, m)
 		fmt.Printf("| %s | %.1f s | %d MB |\n", s.name, m.wall.Seconds(), m.peakKB>>10)
 	}
-	fmt.Printf("\nplan / dry run: %.2fx the time, %.2fx the peak RSS; plan over %d sampled keys in %.1f s (target: within 60 s)\n",
-		med[1].wall.Seconds()/med[0].wall.Seconds(), float64(med[1].peakKB)/float64(med[0].peakKB), n, med[1].wall.Seconds())
+	if heap != "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(heap, 0o755); err != nil {
+			return err
+		}
+		args := []string{"-mode", "plan", "-config", cfg, "-out", filepath.Join(dir, "plan-heap"), "-n", strconv.Itoa(n), "-runner", runner, "-heap", heap}
+		r, err := child(ctx, self, args)
+		if err != nil {
+			return fmt.Errorf("plan with heap profiles: %w", err)
+		}
+		fmt.Printf("| plan in-process, heap profiles in %s | %.1f s | %d MB |\n", heap, r.wall.Seconds(), r.peakKB>>10)
+	}
+	if len(med) < 2 {
+		return nil
+	}
+	fmt.Printf("\nplan / dry run: %.2fx the time, %.2fx the peak RSS; plan over %d sampled keys in %.1f s, %d MB peak RSS (%s)\n",
+		med[1].wall.Seconds()/med[0].wall.Seconds(), float64(med[1].peakKB)/float64(med[0].peakKB), n, med[1].wall.Seconds(), med[1].peakKB>>10, target(n, med[1]))
 	return nil
+}
+
+// target says how the plan's run compares with its targets: at most
+// 1,000,000 keys within 60 s (issue 13) and 0.6 GB peak RSS, at most
+// 10,000,000 within 5 minutes and 4 GB (issue 24).
+func target(n int, s sample) string {
+	var limit time.Duration
+	var mb int64
+	switch {
+	case n <= 1_000_000:
+		limit, mb = time.Minute, 600
+	case n <= 10_000_000:
+		limit, mb = 5*time.Minute, 4096
+	default:
+		return "no target set above 10,000,000 keys"
+	}
+	met := "met"
+	if s.wall > limit || s.peakKB>>10 > mb {
+		met = "NOT met"
+	}
+	return fmt.Sprintf("target: within %s and %d MB: %s", limit, mb, met)
+}
+
+// planChild runs the plan of the config in this process, writing heap
+// profiles into heap.
+func planChild(ctx context.Context, cfgPath, out string, n int, runner, heap string) error {
+	beam.Init()
+	cfg, err := migrate.LoadConfig(cfgPath, filepath.Join(out, "dead.jsonl"))
+	if err != nil {
+		return err
+	}
+	stop := profileHeap(heap)
+	_, _, err = pipeline.Plan(ctx, cfg, pipeline.PlanRequest{Out: out, Sample: n, Sim: sim.Params{Nodes: 3}}, pipeline.Runner{Runner: runner})
+	runtime.GC()
+	stop()
+	return err
+}
+
+// profileHeap writes a heap profile into dir every second, named by the
+// seconds since the start and the live heap at the last GC
+// (heap-SECONDS-s-LIVE-MB.pprof), and one when stop is called.
+func profileHeap(dir string) (stop func()) {
+	runtime.MemProfileRate = 64 << 10
+	write := func(name string) {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return
+		}
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				write("heap-end.pprof")
+				return
+			case <-t.C:
+			}
+			metrics.Read(s)
+			write(fmt.Sprintf("heap-%04d-s-%05d-MB.pprof", int(time.Since(start).Seconds()), s[0].Value.Uint64()>>20))
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // writeInput writes n rows sorted by LastAccess (3 ms apart) with random

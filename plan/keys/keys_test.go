@@ -12,7 +12,7 @@ import (
 	"github.com/rekeyio/rekey/plan/keys"
 )
 
-// writeStream writes ks to the part file part-NAME.jsonl of dir.
+// writeStream writes ks to the part file part-NAME.keys of dir.
 func writeStream(t *testing.T, dir, name string, ks ...keys.Key) {
 	t.Helper()
 	w, err := keys.Create(context.Background(), dir, name)
@@ -64,11 +64,11 @@ func TestKeysRoundTrip(t *testing.T) {
 	}
 }
 
-// A damaged line is an error naming the file and the key.
-func TestKeysReadBadLine(t *testing.T) {
+// A damaged key is an error naming the file and the key.
+func TestKeysReadBadKey(t *testing.T) {
 	dir := t.TempDir()
 	writeStream(t, dir, "a", keys.Key{Table: "T"})
-	p := filepath.Join(dir, "part-a.jsonl")
+	p := filepath.Join(dir, "part-a.keys")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +77,30 @@ func TestKeysReadBadLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = keys.Read(context.Background(), dir)
-	if err == nil || !strings.Contains(err.Error(), "part-a.jsonl, key 2") {
-		t.Errorf("got error %v, want one naming part-a.jsonl, key 2", err)
+	if err == nil || !strings.Contains(err.Error(), "part-a.keys, key 2") {
+		t.Errorf("Read: got error %v, want one naming part-a.keys, key 2", err)
+	}
+	_, err = keys.Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "part-a.keys, key 2") {
+		t.Errorf("Load: got error %v, want one naming part-a.keys, key 2", err)
+	}
+}
+
+// A part file of the JSON Lines format of older versions is an error
+// naming it, not a file left out.
+func TestKeysReadOldFormat(t *testing.T) {
+	dir := t.TempDir()
+	writeStream(t, dir, "a", keys.Key{Table: "T"})
+	if err := os.WriteFile(filepath.Join(dir, "part-b.jsonl"), []byte(`{"t":"T","o":"AQ=="}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func() error{
+		"Read": func() error { _, err := keys.Read(context.Background(), dir); return err },
+		"Load": func() error { _, err := keys.Load(context.Background(), dir); return err },
+	} {
+		if err := read(); err == nil || !strings.Contains(err.Error(), "part-b.jsonl is not a key file of this version") {
+			t.Errorf("%s: got error %v, want one saying part-b.jsonl is not a key file of this version", name, err)
+		}
 	}
 }
 

@@ -14,6 +14,23 @@ type Write struct {
 	Bytes int    // size of the row/entity written (0 → Params.RowBytes)
 }
 
+// Writes is a load's writes in the order the loader issues them, as
+// SimulateWrites reads them: Key(i) and Bytes(i) are the ith write's
+// (see Write). A caller holding many keys in compact form gives them
+// without a Write each.
+type Writes interface {
+	Len() int
+	Key(i int) []byte
+	Bytes(i int) int
+}
+
+// WriteSlice is a slice of Write as Writes.
+type WriteSlice []Write
+
+func (ws WriteSlice) Len() int         { return len(ws) }
+func (ws WriteSlice) Key(i int) []byte { return ws[i].Key }
+func (ws WriteSlice) Bytes(i int) int  { return ws[i].Bytes }
+
 // Params configures the store and the loader. The zero value of a field
 // means its default (see the package doc for which are published figures
 // and which are assumptions); negative values are errors.

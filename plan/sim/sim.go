@@ -53,17 +53,23 @@ const fullSpeed = 0.9
 
 // Simulate runs the load of writes, in order, against the store of p.
 func Simulate(writes []Write, p Params) (Result, error) {
+	return SimulateWrites(WriteSlice(writes), p)
+}
+
+// SimulateWrites is Simulate of writes given as Writes.
+func SimulateWrites(writes Writes, p Params) (Result, error) {
 	p, err := p.withDefaults()
 	if err != nil {
 		return Result{}, err
 	}
-	for i, w := range writes {
-		if w.Bytes < 0 {
-			return Result{}, fmt.Errorf("sim: writes[%d].Bytes = %d: must be ≥ 0 (0 takes Params.RowBytes)", i, w.Bytes)
+	n := writes.Len()
+	for i := range n {
+		if b := writes.Bytes(i); b < 0 {
+			return Result{}, fmt.Errorf("sim: writes[%d].Bytes = %d: must be ≥ 0 (0 takes Params.RowBytes)", i, b)
 		}
 	}
-	if len(writes) > math.MaxInt32 {
-		return Result{}, fmt.Errorf("sim: %d writes: at most %d (sample them and set Params.Scale)", len(writes), math.MaxInt32)
+	if n > math.MaxInt32 {
+		return Result{}, fmt.Errorf("sim: %d writes: at most %d (sample them and set Params.Scale)", n, math.MaxInt32)
 	}
 	s := newState(writes, p)
 	s.run()
@@ -99,7 +105,8 @@ type waiting struct {
 
 type state struct {
 	p      Params
-	writes []Write
+	writes Writes
+	n      int     // writes.Len()
 	order  []int32 // rank → write
 	rank   []int32 // write → rank
 	done   []int32
@@ -125,9 +132,9 @@ type state struct {
 	decay    float64 // per step, of a split's load average
 }
 
-func newState(writes []Write, p Params) *state {
-	n := len(writes)
-	s := &state{p: p, writes: writes, remaining: n, lastDone: -1, rng: 0x9e3779b97f4a7c15,
+func newState(writes Writes, p Params) *state {
+	n := writes.Len()
+	s := &state{p: p, writes: writes, n: n, remaining: n, lastDone: -1, rng: 0x9e3779b97f4a7c15,
 		nodes:    make([]node, p.Nodes),
 		capacity: float64(p.Nodes) * p.NodeWrites,
 		series:   series{width: 1, nodes: p.Nodes},
@@ -146,7 +153,7 @@ func newState(writes []Write, p Params) *state {
 	s.renewNodes()
 	s.addSplit(0, 0)
 	for i, k := range p.initialPoints() {
-		r := sort.Search(n, func(r int) bool { return bytes.Compare(writes[s.order[r]].Key, k) >= 0 })
+		r := sort.Search(n, func(r int) bool { return bytes.Compare(writes.Key(int(s.order[r])), k) >= 0 })
 		s.addSplit(int32(r), (i+1)%p.Nodes)
 	}
 	return s
@@ -154,12 +161,13 @@ func newState(writes []Write, p Params) *state {
 
 // keyOrder returns the indexes of writes sorted by key, equal keys in
 // write order. Keys are compared by their first 8 bytes as a number first.
-func keyOrder(writes []Write) []int32 {
-	prefix := make([]uint64, len(writes))
-	order := make([]int32, len(writes))
-	for i, w := range writes {
+func keyOrder(writes Writes) []int32 {
+	n := writes.Len()
+	prefix := make([]uint64, n)
+	order := make([]int32, n)
+	for i := range n {
 		var b [8]byte
-		copy(b[:], w.Key)
+		copy(b[:], writes.Key(i))
 		prefix[i] = binary.BigEndian.Uint64(b[:])
 		order[i] = int32(i)
 	}
@@ -167,7 +175,7 @@ func keyOrder(writes []Write) []int32 {
 		if c := cmp.Compare(prefix[a], prefix[b]); c != 0 {
 			return c
 		}
-		if c := bytes.Compare(writes[a].Key, writes[b].Key); c != 0 {
+		if c := bytes.Compare(writes.Key(int(a)), writes.Key(int(b))); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
@@ -238,7 +246,7 @@ func (s *state) retry() {
 // issue offers new writes until the allowance is spent, Concurrency writes
 // wait, or none are left.
 func (s *state) issue() {
-	for s.next < len(s.writes) && s.allowance > 0 && len(s.waiting) < s.p.Concurrency {
+	for s.next < s.n && s.allowance > 0 && len(s.waiting) < s.p.Concurrency {
 		w := int32(s.next)
 		s.next++
 		s.allowance -= s.p.Scale
@@ -280,7 +288,7 @@ func (s *state) attempt(w int32, left float64) float64 {
 }
 
 func (s *state) rowBytes(w int32) int {
-	if b := s.writes[w].Bytes; b > 0 {
+	if b := s.writes.Bytes(int(w)); b > 0 {
 		return b
 	}
 	return s.p.RowBytes
@@ -401,7 +409,7 @@ func (s *state) cut(sp *split, r int32) *split {
 
 // boundary returns the rank in (lo, hi) nearest r where the key changes.
 func (s *state) boundary(lo, hi, r int32) (int32, bool) {
-	key := func(r int32) []byte { return s.writes[s.order[r]].Key }
+	key := func(r int32) []byte { return s.writes.Key(int(s.order[r])) }
 	k := key(r)
 	first := lo + int32(sort.Search(int(r-lo), func(i int) bool { return bytes.Compare(key(lo+int32(i)), k) >= 0 }))
 	if first > lo {
@@ -426,7 +434,7 @@ func (s *state) result() Result {
 	p := s.p
 	res := Result{
 		Finished:         s.remaining == 0,
-		Writes:           int64(math.Round(float64(len(s.writes)) * p.Scale)),
+		Writes:           int64(math.Round(float64(s.n) * p.Scale)),
 		Splits:           len(s.splits),
 		Params:           p,
 		order:            s.order,
