@@ -29,6 +29,7 @@ var batchWants = map[cutover.Phase]struct{ old, new bool }{
 // lands where Write would put each, with the later value: one database
 // (one transaction a group) and two.
 func TestSpannerWriteBatch(t *testing.T) {
+	t.Parallel()
 	for _, same := range []bool{true, false} {
 		name := map[bool]string{true: "one database", false: "two databases"}[same]
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +72,7 @@ func TestSpannerWriteBatch(t *testing.T) {
 
 // TestDatastoreWriteBatch is TestSpannerWriteBatch for entities.
 func TestDatastoreWriteBatch(t *testing.T) {
+	t.Parallel()
 	for _, newDB := range []string{"", dsNewDatabase} {
 		name := map[string]string{"": "one database", dsNewDatabase: "two databases"}[newDB]
 		t.Run(name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 // hold exactly every acknowledged write. Old and new in one database, and
 // in two.
 func TestSpannerConcurrentCutover(t *testing.T) {
+	t.Parallel()
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
 			ctx := context.Background()

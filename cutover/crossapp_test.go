@@ -117,6 +117,7 @@ func (e *crossEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 // row or both; reads give back the entity as written, under its old key,
 // from whichever store the phase reads; deletes reach the same stores.
 func TestDatastoreSpannerRouting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newCrossEnv(t)
 	for _, p := range cutover.Phases {
@@ -159,6 +160,7 @@ func TestDatastoreSpannerRouting(t *testing.T) {
 // keeps only as text (here a key) is refused where new is written, with
 // the property named; old alone still takes it.
 func TestDatastoreSpannerRefusesFlattened(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newCrossEnv(t)
 	rec := e.entity("flat", 1, "v1")
@@ -177,6 +179,7 @@ func TestDatastoreSpannerRefusesFlattened(t *testing.T) {
 // TestDatastoreSpannerConcurrentCutover is TestSpannerConcurrentCutover
 // for a Datastore kind moving into a Spanner table.
 func TestDatastoreSpannerConcurrentCutover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newCrossEnv(t)
 	concurrentCutover(t, fixture{
@@ -194,6 +197,7 @@ func TestDatastoreSpannerConcurrentCutover(t *testing.T) {
 // dual_write, a backfill of the value it read before is skipped, and
 // read_new reads the application's value.
 func TestDatastoreSpannerBackfillRow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newCrossEnv(t)
 	if err := e.lib.Write(ctx, e.entity("bf", 1, "seed")); err != nil {

@@ -118,6 +118,7 @@ func (e *dsEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 // namespaces in one database (dual writes in one transaction), and old
 // and new in two databases (two commits, the authoritative first).
 func TestDatastoreRouting(t *testing.T) {
+	t.Parallel()
 	t.Run("one database", func(t *testing.T) { checkDatastoreRouting(t, newDSEnv(t)) })
 	t.Run("two databases", func(t *testing.T) { checkDatastoreRouting(t, newDSEnvIn(t, dsNewDatabase, nil)) })
 }
@@ -160,6 +161,7 @@ func checkDatastoreRouting(t *testing.T, e *dsEnv) {
 // TestDatastoreConcurrentCutover is TestSpannerConcurrentCutover for
 // entities: old and new in one database, and in two.
 func TestDatastoreConcurrentCutover(t *testing.T) {
+	t.Parallel()
 	t.Run("one database", func(t *testing.T) { datastoreConcurrentCutover(t, newDSEnv(t)) })
 	t.Run("two databases", func(t *testing.T) { datastoreConcurrentCutover(t, newDSEnvIn(t, dsNewDatabase, nil)) })
 }
@@ -256,6 +258,7 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 // commits them with the application's own mutations, or rolls them back
 // with it; across databases it refuses, whatever the phase.
 func TestDatastoreWriteInTransaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newDSEnv(t)
 	user := "user-txn"

@@ -116,6 +116,7 @@ func rev(id int64) int64 { return int64(bits.Reverse64(uint64(id)) >> 1) }
 // nor a read in read_new fall back to an old row the delete missed; reads
 // of a child come back in old keys.
 func TestSpannerInterleaved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := newCustomersEnv(t, "Name"); err == nil || !strings.Contains(err.Error(), "interleaved table Orders has no column Name") {
 		t.Fatalf("cohort.user Name (not in Orders): %v, want a refusal naming the column", err)

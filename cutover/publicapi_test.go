@@ -25,6 +25,7 @@ import (
 // refused, a config without cohort.user too; the library writes new
 // through the given client in dual_write and leaves it open on Close.
 func TestOpenSpannerConfig(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, logsDDL)
 	newC := emulator.TestDB(t, append([]string{logsV2DDL}, cutover.SpannerDDL...)...)
@@ -79,6 +80,7 @@ func TestOpenSpannerConfig(t *testing.T) {
 // the old key in OldKey, and a read (of new) gives the entity back as the
 // application wrote it: Prev the old key, no OldKey.
 func TestDatastoreReferences(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
 	oldNS, newNS := emulator.UniqueNamespace("refs-old"), emulator.UniqueNamespace("refs-new")
@@ -136,6 +138,7 @@ func TestDatastoreReferences(t *testing.T) {
 // application wrote. A strategy without an inverse is refused when the
 // library opens: a read of new could not give the key back.
 func TestDatastoreReferencesTo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
 	oldNS, newNS := emulator.UniqueNamespace("refsto-old"), emulator.UniqueNamespace("refsto-new")

@@ -169,6 +169,7 @@ func logKey(user string, seq int64) record.Record {
 // phase, old and new in one database and in two, and checks from the
 // tables themselves where each call went: the package doc's table.
 func TestSpannerRouting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
@@ -228,6 +229,7 @@ func ptr[T any](v T) *T { return &v }
 // write old only too, and a new-side value written meanwhile could be
 // left stale by them); then old and new.
 func TestSpannerDualWriteWarmsUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newSpannerEnv(t, false, "")
 	user := "user-warm"
@@ -259,6 +261,7 @@ func TestSpannerDualWriteWarmsUp(t *testing.T) {
 // TestSpannerReadNewFallsBack: in read_new a record the backfill has not
 // copied is read from old, and counted.
 func TestSpannerReadNewFallsBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newSpannerEnv(t, true, "")
 	user := "user-fallback"
@@ -283,6 +286,7 @@ func TestSpannerReadNewFallsBack(t *testing.T) {
 // TestSpannerShadowComparesReads: in shadow a read returns old and counts
 // a mismatch (with the key) when new holds another value.
 func TestSpannerShadowComparesReads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newSpannerEnv(t, false, "")
 	user := "user-shadow"
@@ -318,6 +322,7 @@ func TestSpannerShadowComparesReads(t *testing.T) {
 // written. The new table's Page holds 5 characters, so a longer one fails
 // there only.
 func TestSpannerSecondWriteFailure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newSpannerEnv(t, false, `CREATE TABLE LogsV2 (ShardId INT64 NOT NULL, UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(5)) PRIMARY KEY (ShardId, UserId, Seq)`)
 	dual, readNew := "user-dual", "user-readnew"
@@ -353,6 +358,7 @@ func TestSpannerSecondWriteFailure(t *testing.T) {
 // application's own transaction (one database), which commits both rows
 // with the application's own; across databases it refuses.
 func TestSpannerBufferWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newSpannerEnv(t, true, "")
 	user := "user-txn"

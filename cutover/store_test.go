@@ -10,15 +10,18 @@ import (
 )
 
 func TestSpannerStore(t *testing.T) {
+	t.Parallel()
 	c := emulator.TestDB(t, cutover.SpannerDDL...)
 	storetest.Run(t, cutover.SpannerStore{Client: c})
 }
 
 func TestDatastoreStore(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, cutover.DatastoreStore{Client: emulator.TestDatastore(t), Namespace: emulator.UniqueNamespace("cutover")})
 }
 
 func TestCreateSpannerTables(t *testing.T) {
+	t.Parallel()
 	c := emulator.TestDB(t)
 	ctx := context.Background()
 	db := c.DatabaseName()
