@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -289,6 +290,12 @@ func Start(backend string, spannerKeys ...rewrite.KeySchema) (*Tap, error) {
 		t.keys[strings.ToLower(ks.Table)] = ks
 	}
 	t.srv = grpc.NewServer(
+		// The clients' keepalive pings (the Spanner and Datastore
+		// clients ping idle connections every minute or less) are
+		// welcome: grpc-go's default policy answers pings more often
+		// than every 5 minutes with GOAWAY "too_many_pings", which
+		// drops the connection under the test's feet.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(t.forward),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))
