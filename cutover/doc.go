@@ -303,8 +303,9 @@
 // # Cleaning up
 //
 // Once a cohort is done its old records may go (rekey cohort cleanup:
-// PlanCleanup refuses cohorts that are not done, the pipeline deletes the
-// cohorts' records from old, FinishCleanup notes it in the audit). Why
+// package operator's PlanCleanup refuses cohorts that are not done, the
+// pipeline deletes the cohorts' records from old, its FinishCleanup
+// notes it in the audit). Why
 // that loses nothing and breaks no instance: done needs new_only held for
 // H, and new_only read_new held for H. So by the time a cohort enters
 // done (M), every instance has acted on new_only for a while and every
@@ -315,7 +316,7 @@
 // new, which a cleanup's delete of the same key only repeats (deletes are
 // idempotent, in either order). The backfill reads only dual_write
 // cohorts. Nothing moves a cohort out of done but a forced move;
-// FinishCleanup reports a cohort found moved when it records the cleanup,
+// operator.FinishCleanup reports a cohort found moved when it records the cleanup,
 // and a forced move back to an earlier phase after a cleanup needs the
 // old records restored (a reverse backfill) first.
 //

@@ -207,6 +207,7 @@ func TestSpannerInterleaved(t *testing.T) {
 // library's client of new going through a commit tap, which it returns.
 func newCustomersEnvTapped(t *testing.T) (*spannerEnv, *committap.Tap) {
 	t.Helper()
+	emulator.RequireSpanner(t)
 	tap, err := committap.Start(os.Getenv(emulator.EnvSpannerHost))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
@@ -71,6 +72,11 @@ func TestDatastoreMissedWrites(t *testing.T) {
 // twoTaps starts two commit taps in front of the emulator at the address
 // in the environment variable hostEnv.
 func twoTaps(t *testing.T, hostEnv string) (*committap.Tap, *committap.Tap) {
+	if hostEnv == emulator.EnvSpannerHost {
+		emulator.RequireSpanner(t)
+	} else {
+		emulator.RequireDatastore(t)
+	}
 	var taps [2]*committap.Tap
 	for i := range taps {
 		tp, err := committap.Start(os.Getenv(hostEnv))
@@ -165,7 +171,7 @@ func checkMissedWrites(t *testing.T, e missedEnv) {
 	// Repair in read_new: old gets new's state, the entries go, and the
 	// mark no longer redirects.
 	before(cutover.ReadNew)
-	entries, err := cutover.RepairsOf(ctx, e.store, e.migration)
+	entries, err := operator.RepairsOf(ctx, e.store, e.migration)
 	if err != nil {
 		t.Fatal(err)
 	}

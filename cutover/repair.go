@@ -38,16 +38,6 @@ type RepairLog interface {
 	ClearRepairs(ctx context.Context, migration string, entries []RepairEntry) error
 }
 
-// RepairsOf returns st's repair-log entries of migration (none for a
-// store without a log).
-func RepairsOf(ctx context.Context, st Store, migration string) ([]RepairEntry, error) {
-	l, ok := st.(RepairLog)
-	if !ok {
-		return nil, nil
-	}
-	return l.Repairs(ctx, migration)
-}
-
 func sortRepairs(es []RepairEntry) {
 	sort.Slice(es, func(i, j int) bool { return es[i].LoggedAt.Before(es[j].LoggedAt) })
 }

@@ -3,10 +3,7 @@ package cutover
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-
-	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -51,19 +48,3 @@ func RulesFor(cfg *config.Config) Rules {
 
 // hold is the time every instance takes to act on a new phase.
 func (o Options) hold() time.Duration { return o.ttl() + o.skew() }
-
-// StoreTime returns the phase store's time, which moves are judged by
-// (Spanner: the database's CURRENT_TIMESTAMP(); Datastore, which has no
-// such clock: this machine's).
-func StoreTime(ctx context.Context, st Store) (time.Time, error) {
-	s, ok := st.(SpannerStore)
-	if !ok {
-		return time.Now(), nil
-	}
-	var now time.Time
-	err := s.Client.Single().Query(ctx, spanner.Statement{SQL: "SELECT CURRENT_TIMESTAMP()"}).Do(func(r *spanner.Row) error { return r.Columns(&now) })
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading the database's time: %w", err)
-	}
-	return now, nil
-}

@@ -108,7 +108,7 @@ func TestCohortCleanup(t *testing.T) {
 			}
 
 			// A cohort in new_only is refused: nothing is deleted.
-			if _, _, err := cleanup(append(slices.Clone(done), one(newOnly)...), false, false); !errors.Is(err, cutover.ErrNotCleanable) || !strings.Contains(err.Error(), fmt.Sprintf("%d are new_only", newOnly)) {
+			if _, _, err := cleanup(append(slices.Clone(done), one(newOnly)...), false, false); !errors.Is(err, operator.ErrNotCleanable) || !strings.Contains(err.Error(), fmt.Sprintf("%d are new_only", newOnly)) {
 				t.Fatalf("cleanup with cohort %d (new_only): %v, want ErrNotCleanable naming it", newOnly, err)
 			}
 			noCommits(t, tap)

@@ -115,7 +115,7 @@ func TestVerifyMarkRoutedAround(t *testing.T) {
 	if a == nil || a.To != cutover.Verified {
 		t.Errorf("verify --mark: audit %+v, want a move to verified", a)
 	}
-	if es, err := cutover.RepairsOf(ctx, e.phases, e.migration); err != nil || len(es) != 1 {
+	if es, err := operator.RepairsOf(ctx, e.phases, e.migration); err != nil || len(es) != 1 {
 		t.Errorf("repair log after the mark: %d entries, %v; want the 1 entry kept (a repair copies it)", len(es), err)
 	}
 }

@@ -64,7 +64,7 @@ func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Job
 	}
 	defer closeStore()
 	rules := cutover.RulesFor(cfg)
-	now, err := cutover.StoreTime(ctx, st)
+	now, err := StoreTime(ctx, st)
 	if err != nil {
 		return nil, nil, nil, err
 	}

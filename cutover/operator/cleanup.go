@@ -67,12 +67,12 @@ func CheckCleanup(j *migration.Job) error {
 var ErrCleanupIncomplete = errors.New("cleanup incomplete")
 
 // Cleanup runs a cohort cleanup of cfg (the job: jobs.Cleanup): it opens the phase store
-// at the target and plans the cleanup (cutover.PlanCleanup: the cohorts
+// at the target and plans the cleanup (PlanCleanup: the cohorts
 // must be in done, unless o.Force), resolves the job (migration.Resolve;
 // the target is neither prepared nor written: a cleanup touches only the
 // source, which under a ramp-up gets the ramp-up's lease table,
 // Job.PrepareCleanup), runs the cleanup job, and then records the
-// cleanup in the audit (cutover.FinishCleanup), with the counts as its
+// cleanup in the audit (FinishCleanup), with the counts as its
 // reason unless o.Why gives one. A dry run plans and reads but deletes
 // and records nothing. The audit record is returned (nil when there was
 // none).
@@ -86,7 +86,7 @@ func Cleanup(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	}
 	defer closeStore()
 	buckets := cfg.Cohort.Buckets
-	m, err := cutover.PlanCleanup(ctx, st, o.Migration, o.Cohorts, o.Force)
+	m, err := PlanCleanup(ctx, st, o.Migration, o.Cohorts, o.Force)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -125,7 +125,7 @@ func Cleanup(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if why == "" {
 		why = fmt.Sprintf("cleanup: %d old records deleted, %d dead-lettered", deleted, dead)
 	}
-	a, err := cutover.FinishCleanup(ctx, st, o.Migration, buckets, o.Cohorts, o.Who, why, o.Force)
+	a, err := FinishCleanup(ctx, st, o.Migration, buckets, o.Cohorts, o.Who, why, o.Force)
 	if a.Version == 0 {
 		return j, res, nil, fmt.Errorf("the cleanup ran (%d old records deleted), but it was not recorded in the audit: %w", deleted, err)
 	}

@@ -102,7 +102,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 			b.Spans = append(b.Spans, cutover.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: since})
 		}
 	}
-	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
+	entries, err := RepairsOf(ctx, st, o.Migration)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -165,7 +165,7 @@ func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, co
 	if err != nil {
 		return err
 	}
-	now, err := cutover.StoreTime(ctx, st)
+	now, err := StoreTime(ctx, st)
 	if err != nil {
 		return err
 	}

@@ -233,7 +233,7 @@ func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs)
 		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
 	defer closeStore()
-	entries, err := cutover.RepairsOf(ctx, st, o.Migration)
+	entries, err := RepairsOf(ctx, st, o.Migration)
 	if err != nil {
 		return nil, nil, nil, err
 	}

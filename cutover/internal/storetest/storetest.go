@@ -187,20 +187,20 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("0-9"), false); err != nil {
+	if _, err := operator.PlanCleanup(ctx, s, mig, rs("0-9"), false); err != nil {
 		t.Errorf("planning a cleanup of done cohorts: %v", err)
 	}
-	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("5-19,30"), false); !errors.Is(err, cutover.ErrNotCleanable) || !strings.Contains(err.Error(), "10-19 are new_only; cohorts 30 are old") {
+	if _, err := operator.PlanCleanup(ctx, s, mig, rs("5-19,30"), false); !errors.Is(err, operator.ErrNotCleanable) || !strings.Contains(err.Error(), "10-19 are new_only; cohorts 30 are old") {
 		t.Errorf("planning a cleanup of cohorts in new_only and old: %v, want ErrNotCleanable naming them with their phases", err)
 	}
-	if _, err := cutover.PlanCleanup(ctx, s, mig, rs("5-19,30"), true); err != nil {
+	if _, err := operator.PlanCleanup(ctx, s, mig, rs("5-19,30"), true); err != nil {
 		t.Errorf("a forced plan: %v", err)
 	}
 	before, err := s.Load(ctx, mig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("0-9"), "cleaner", "old records deleted", false)
+	a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("0-9"), "cleaner", "old records deleted", false)
 	if err != nil || a.Action != cutover.ActionCleanup || a.To != "" || a.From != "done" || a.Cohorts != "0-9" || a.Who != "cleaner" || a.Forced || a.Version != before.Version+1 || a.At.IsZero() {
 		t.Fatalf("finishing a cleanup: %+v, %v; want a cleanup note of 0-9 from done at version %d", a, err, before.Version+1)
 	}
@@ -228,10 +228,10 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 	}
 	// A forced cleanup says so; one whose cohorts are not done, unforced,
 	// is recorded and reported.
-	if a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("10-19"), "cleaner", "", true); err != nil || !a.Forced || a.From != "new_only" {
+	if a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("10-19"), "cleaner", "", true); err != nil || !a.Forced || a.From != "new_only" {
 		t.Errorf("a forced cleanup of new_only cohorts: %+v, %v", a, err)
 	}
-	if a, err := cutover.FinishCleanup(ctx, s, mig, 0, rs("5-14"), "cleaner", "", false); !errors.Is(err, cutover.ErrConflict) || a.From != "5-9 done; 10-14 new_only" {
+	if a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("5-14"), "cleaner", "", false); !errors.Is(err, cutover.ErrConflict) || a.From != "5-9 done; 10-14 new_only" {
 		t.Errorf("an unforced cleanup of cohorts moved out of done: %+v, %v; want the record and ErrConflict", a, err)
 	}
 	audits, err := s.Audits(ctx, mig)
