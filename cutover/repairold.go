@@ -225,7 +225,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 	if before.Behind != oldSide.String() {
 		return nil
 	}
-	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	err = datastoredb.Transact(ctx, d.newC, func(tx *datastore.Transaction) error {
 		var now DatastoreMark
 		if err := tx.Get(mk, &now); err != nil {
 			return ignoreNoSuchEntity(err)
@@ -248,7 +248,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 // taking its lock, as a reverse backfill does.
 func putOldEntity(ctx context.Context, oldC *datastore.Client, k rewrite.DatastoreKey, readNew func() (*record.Record, error)) error {
 	oldKey := datastoredb.KeyToDatastore(k)
-	_, err := oldC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
+	return datastoredb.Transact(ctx, oldC, func(tx *datastore.Transaction) error {
 		var props datastore.PropertyList
 		if err := tx.Get(oldKey, &props); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
 			return err
@@ -267,7 +267,6 @@ func putOldEntity(ctx context.Context, oldC *datastore.Client, k rewrite.Datasto
 		_, err = tx.Put(oldKey, &pl)
 		return err
 	})
-	return err
 }
 
 func ignoreNoSuchEntity(err error) error {

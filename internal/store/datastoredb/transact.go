@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/datastore"
@@ -49,7 +50,14 @@ func Transact(ctx context.Context, c *datastore.Client, f func(tx *datastore.Tra
 
 // LostRace reports whether err says a transaction lost to a concurrent
 // one, at its commit (datastore.ErrConcurrentTransaction) or at a read in
-// it (gRPC Aborted, wrapped or not): running it again may succeed.
+// it (gRPC Aborted, wrapped or not), or found at its commit that it had
+// been closed meanwhile (the Firestore emulator's InvalidArgument
+// "Transaction is invalid or closed", seen in the cutover soak when a
+// repair's transaction raced the application's): running it again may
+// succeed. Nothing of a closed transaction was committed.
 func LostRace(err error) bool {
-	return errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted
+	if errors.Is(err, datastore.ErrConcurrentTransaction) || status.Code(err) == codes.Aborted {
+		return true
+	}
+	return status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "Transaction is invalid or closed")
 }
