@@ -60,13 +60,13 @@ func Sample(s beam.Scope, n int, dir string, batches beam.PCollection) beam.PCol
 	s = s.Scope("Sample")
 	parts := beam.ParDo(s, &sampleFn{N: n, Dir: dir}, batches)
 	files := beam.ParDo(s, &cutoffFn{N: n}, beam.GroupByKey(s, parts))
-	return beam.ParDo(s, &readSampleFn{Round: sampleRound}, files)
+	return beam.ParDo(s, &readSampleFn{PassBytes: samplePassBytes}, files)
 }
 
-// sampleRound is the most records readSampleFn holds at once to sort
-// them by priority: a file with more is read in several passes, each over
-// a range of priorities.
-const sampleRound = 500_000
+// samplePassBytes is about the most bytes of kept records readSampleFn
+// holds at once to sort them by priority: a file with more is read in
+// several passes, each over a range of priorities.
+const samplePassBytes = 64 << 20
 
 // RemoveSpill removes the spill files Sample wrote in dir.
 func RemoveSpill(ctx context.Context, dir string) error {
@@ -126,16 +126,17 @@ func (b *priorities) offer(p uint64) {
 // chunkPriorities is the most priorities a chunk carries.
 const chunkPriorities = 1 << 16
 
-// chunks encodes a spill file's name and its bundle's priorities in
-// elements of at most chunkPriorities: the name's length (4 bytes), the
-// name, the number of priorities (4 bytes) and each priority (8 bytes),
-// big-endian.
-func chunks(name string, ps []uint64, emit func([]byte)) {
+// chunks encodes a spill file's name, the number of records in it and
+// its bundle's priorities in elements of at most chunkPriorities: the
+// name's length (4 bytes), the name, the number of records (8 bytes), the
+// number of priorities (4 bytes) and each priority (8 bytes), big-endian.
+func chunks(name string, spilled uint64, ps []uint64, emit func([]byte)) {
 	for start := 0; start < len(ps); start += chunkPriorities {
 		part := ps[start:min(start+chunkPriorities, len(ps))]
-		out := make([]byte, 0, 8+len(name)+8*len(part))
+		out := make([]byte, 0, 16+len(name)+8*len(part))
 		out = binary.BigEndian.AppendUint32(out, uint32(len(name)))
 		out = append(out, name...)
+		out = binary.BigEndian.AppendUint64(out, spilled)
 		out = binary.BigEndian.AppendUint32(out, uint32(len(part)))
 		for _, p := range part {
 			out = binary.BigEndian.AppendUint64(out, p)
@@ -145,20 +146,20 @@ func chunks(name string, ps []uint64, emit func([]byte)) {
 }
 
 // decodeChunk reads a chunk written by chunks.
-func decodeChunk(b []byte) (name string, ps []byte, err error) {
+func decodeChunk(b []byte) (name string, spilled uint64, ps []byte, err error) {
 	if len(b) < 4 {
-		return "", nil, errors.New("sample: short chunk")
+		return "", 0, nil, errors.New("sample: short chunk")
 	}
 	size := int(binary.BigEndian.Uint32(b))
-	if len(b) < 8+size {
-		return "", nil, errors.New("sample: chunk cut in its file name")
+	if len(b) < 16+size {
+		return "", 0, nil, errors.New("sample: chunk cut in its file name")
 	}
-	name, b = string(b[4:4+size]), b[4+size:]
+	name, spilled, b = string(b[4:4+size]), binary.BigEndian.Uint64(b[4+size:]), b[12+size:]
 	n := int(binary.BigEndian.Uint32(b))
 	if len(b)-4 != 8*n {
-		return "", nil, fmt.Errorf("sample: a chunk of %d priorities holds %d bytes", n, len(b)-4)
+		return "", 0, nil, fmt.Errorf("sample: a chunk of %d priorities holds %d bytes", n, len(b)-4)
 	}
-	return name, b[4:], nil
+	return name, spilled, b[4:], nil
 }
 
 // sampleFn draws every record's priority, writes the records among its
@@ -170,18 +171,19 @@ type sampleFn struct {
 	N   int    `json:"n"`
 	Dir string `json:"dir"`
 
-	rng  *rand.Rand
-	b    *priorities
-	name string
-	w    io.WriteCloser
-	buf  *bufio.Writer
-	rec  []byte
+	rng     *rand.Rand
+	b       *priorities
+	name    string
+	spilled uint64
+	w       io.WriteCloser
+	buf     *bufio.Writer
+	rec     []byte
 }
 
 func (f *sampleFn) Setup() { f.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 
 func (f *sampleFn) StartBundle(_ context.Context, _ func(int, []byte)) {
-	f.b, f.name, f.w, f.buf = &priorities{n: f.N}, "", nil, nil
+	f.b, f.name, f.w, f.buf, f.spilled = &priorities{n: f.N}, "", nil, nil, 0
 }
 
 func (f *sampleFn) ProcessElement(ctx context.Context, batch []byte, _ func(int, []byte)) error {
@@ -207,6 +209,7 @@ func (f *sampleFn) ProcessElement(ctx context.Context, batch []byte, _ func(int,
 		if _, err := f.buf.Write(f.rec); err != nil {
 			return fmt.Errorf("sample: writing %s: %w", f.name, err)
 		}
+		f.spilled++
 	}
 	return nil
 }
@@ -237,7 +240,7 @@ func (f *sampleFn) FinishBundle(_ context.Context, emit func(int, []byte)) error
 	if err != nil {
 		return fmt.Errorf("sample: writing %s: %w", f.name, err)
 	}
-	chunks(f.name, f.b.p, func(c []byte) { emit(0, c) })
+	chunks(f.name, f.spilled, f.b.p, func(c []byte) { emit(0, c) })
 	f.b, f.w, f.buf = nil, nil, nil
 	return nil
 }
@@ -266,35 +269,37 @@ type cutoffFn struct {
 
 // fileCut says which records of a spill file are kept: those of a
 // priority below Cutoff, and the first Equal (in file order) of priority
-// Cutoff; Kept is their number.
+// Cutoff; Kept is their number, of the Spilled records in the file.
 type fileCut struct {
-	Name        string
-	Cutoff      uint64
-	Equal, Kept uint64
+	Name                 string
+	Cutoff               uint64
+	Equal, Kept, Spilled uint64
 }
 
 func (c fileCut) encode() []byte {
 	out := binary.BigEndian.AppendUint64(nil, c.Cutoff)
 	out = binary.BigEndian.AppendUint64(out, c.Equal)
 	out = binary.BigEndian.AppendUint64(out, c.Kept)
+	out = binary.BigEndian.AppendUint64(out, c.Spilled)
 	return append(out, c.Name...)
 }
 
 func decodeFileCut(b []byte) (fileCut, error) {
-	if len(b) < 24 {
+	if len(b) < 32 {
 		return fileCut{}, errors.New("sample: short file cut")
 	}
-	return fileCut{Cutoff: binary.BigEndian.Uint64(b), Equal: binary.BigEndian.Uint64(b[8:]), Kept: binary.BigEndian.Uint64(b[16:]), Name: string(b[24:])}, nil
+	return fileCut{Cutoff: binary.BigEndian.Uint64(b), Equal: binary.BigEndian.Uint64(b[8:]), Kept: binary.BigEndian.Uint64(b[16:]), Spilled: binary.BigEndian.Uint64(b[24:]), Name: string(b[32:])}, nil
 }
 
 // cut computes the files' cuts from the bundles' chunks.
 func cut(n int, next func(*[]byte) bool) ([]fileCut, error) {
 	index := map[string]uint32{}
 	var names []string
+	var spilled []uint64
 	h := make(drawnHeap, 0, min(n, 1<<20))
 	var chunk []byte
 	for next(&chunk) {
-		name, ps, err := decodeChunk(chunk)
+		name, n1, ps, err := decodeChunk(chunk)
 		if err != nil {
 			return nil, err
 		}
@@ -303,6 +308,7 @@ func cut(n int, next func(*[]byte) bool) ([]fileCut, error) {
 			f = uint32(len(names))
 			index[name] = f
 			names = append(names, name)
+			spilled = append(spilled, n1)
 		}
 		for i := 0; i < len(ps); i += 8 {
 			p := binary.BigEndian.Uint64(ps[i:])
@@ -321,7 +327,7 @@ func cut(n int, next func(*[]byte) bool) ([]fileCut, error) {
 	}
 	cuts := make([]fileCut, len(names))
 	for i, name := range names {
-		cuts[i] = fileCut{Name: name, Cutoff: cutoff}
+		cuts[i] = fileCut{Name: name, Cutoff: cutoff, Spilled: spilled[i]}
 		if !equal {
 			cuts[i].Equal = math.MaxUint64 // fewer than n: every record
 		}
@@ -350,16 +356,17 @@ func (f *cutoffFn) ProcessElement(ctx context.Context, _ int, chunks func(*[]byt
 
 // readSampleFn reads a spill file's kept records (fileCut) and emits
 // them in batches of BatchSize, in the order of their priorities: in
-// passes over the file, each over a range of priorities holding about
-// Round records, which it sorts.
+// passes over the file, each over a range of priorities whose records
+// take about PassBytes, which it sorts.
 type readSampleFn struct {
-	Round int `json:"round"`
+	PassBytes int64 `json:"pass_bytes"`
 }
 
-// spillRecord is a kept record read back: its priority and encoding.
+// spillRecord is a kept record read back: its priority and where its
+// encoding is in the pass's arena.
 type spillRecord struct {
-	p   uint64
-	enc []byte
+	p          uint64
+	start, end int
 }
 
 func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit func([]byte)) error {
@@ -367,7 +374,22 @@ func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit fun
 	if err != nil {
 		return err
 	}
-	passes := max(1, int((c.Kept+uint64(f.Round)-1)/uint64(max(f.Round, 1))))
+	fs, err := filesystem.New(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	size, err := fs.Size(ctx, c.Name)
+	if err != nil {
+		return fmt.Errorf("sample: %s: %w", c.Name, err)
+	}
+	// The kept records' share of the file's bytes, from their share of
+	// its records.
+	keptBytes := float64(size)
+	if c.Spilled > 0 && c.Kept < c.Spilled {
+		keptBytes *= float64(c.Kept) / float64(c.Spilled)
+	}
+	passes := max(1, int(math.Ceil(keptBytes/float64(max(f.PassBytes, 1)))))
 	// Pass i takes the priorities from bound(i) up to bound(i+1); the
 	// last one up to the cutoff, with those equal to it.
 	bound := func(i int) uint64 {
@@ -375,42 +397,36 @@ func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit fun
 		q, _ := bits.Div64(hi, lo, uint64(passes))
 		return q
 	}
-	var kept []spillRecord
-	var arena []byte
+	// Sized for a pass's share with some room, so that neither grows
+	// much.
+	kept := make([]spillRecord, 0, int(float64(c.Kept)/float64(passes)*1.1)+64)
+	arena := make([]byte, 0, int(keptBytes/float64(passes)*1.1)+4096)
 	total := uint64(0)
 	for pass := range passes {
 		lo, hi, last := bound(pass), bound(pass+1), pass == passes-1
 		kept, arena = kept[:0], arena[:0]
 		equal := uint64(0)
-		err := scanSpill(ctx, c.Name, func(p uint64, enc []byte) {
+		want := func(p uint64) bool {
 			in := p < c.Cutoff || (p == c.Cutoff && equal < c.Equal)
 			if p == c.Cutoff {
 				equal++
 			}
-			if !in || p < lo || (p >= hi && !last) {
-				return
-			}
+			return in && p >= lo && (p < hi || last)
+		}
+		err := scanSpill(ctx, fs, c.Name, want, func(p uint64, enc []byte) {
 			start := len(arena)
 			arena = append(arena, enc...)
-			kept = append(kept, spillRecord{p: p, enc: arena[start:len(arena):len(arena)]})
+			kept = append(kept, spillRecord{p: p, start: start, end: len(arena)})
 		})
 		if err != nil {
 			return err
-		}
-		// The arena may have moved as it grew: the encodings are taken
-		// again from their offsets.
-		off := 0
-		for i := range kept {
-			n := len(kept[i].enc)
-			kept[i].enc = arena[off : off+n : off+n]
-			off += n
 		}
 		slices.SortFunc(kept, func(a, b spillRecord) int { return cmp.Compare(a.p, b.p) })
 		for start := 0; start < len(kept); start += BatchSize {
 			part := kept[start:min(start+BatchSize, len(kept))]
 			recs := make([]record.Record, 0, len(part))
 			for _, k := range part {
-				one, err := record.DecodeBatch(k.enc)
+				one, err := record.DecodeBatch(arena[k.start:k.end])
 				if err != nil {
 					return fmt.Errorf("sample: %s: %w", c.Name, err)
 				}
@@ -427,14 +443,10 @@ func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit fun
 	return nil
 }
 
-// scanSpill visits the records of a spill file in file order; enc is
+// scanSpill visits the records of a spill file, in file order, whose
+// priority want accepts (want sees every priority, in order); enc is
 // valid only during the call.
-func scanSpill(ctx context.Context, name string, visit func(p uint64, enc []byte)) error {
-	fs, err := filesystem.New(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer fs.Close()
+func scanSpill(ctx context.Context, fs filesystem.Interface, name string, want func(p uint64) bool, visit func(p uint64, enc []byte)) error {
 	rc, err := fs.OpenRead(ctx, name)
 	if err != nil {
 		return fmt.Errorf("sample: opening %s: %w", name, err)
@@ -453,6 +465,13 @@ func scanSpill(ctx context.Context, name string, visit func(p uint64, enc []byte
 		if err != nil {
 			return fmt.Errorf("sample: reading %s: %w", name, io.ErrUnexpectedEOF)
 		}
+		p := binary.BigEndian.Uint64(head[:])
+		if !want(p) {
+			if _, err := r.Discard(int(size)); err != nil {
+				return fmt.Errorf("sample: reading %s: %w", name, io.ErrUnexpectedEOF)
+			}
+			continue
+		}
 		if cap(buf) < int(size) {
 			buf = make([]byte, size)
 		}
@@ -460,6 +479,6 @@ func scanSpill(ctx context.Context, name string, visit func(p uint64, enc []byte
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return fmt.Errorf("sample: reading %s: %w", name, io.ErrUnexpectedEOF)
 		}
-		visit(binary.BigEndian.Uint64(head[:]), buf)
+		visit(p, buf)
 	}
 }

@@ -184,7 +184,7 @@ func iterOver(elems [][]byte) func(*[]byte) bool {
 // only its n smallest priorities, in chunks; the cutoff and the read back
 // keep exactly the records of the n smallest priorities drawn over all
 // bundles, each file's in the order of their priorities, though the read
-// takes several passes over each file (Round 300).
+// takes several passes over each file (PassBytes 4,096).
 func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 	const n, bundles, perBundle = 1200, 5, 2000
 	ctx, metrics := beamtest.MetricsContext(context.Background())
@@ -217,7 +217,7 @@ func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 		sent := 0
 		if err := f.FinishBundle(ctx, func(_ int, c []byte) {
 			chunks = append(chunks, c)
-			_, ps, err := decodeChunk(c)
+			_, _, ps, err := decodeChunk(c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 		byI[d.i] = d.p
 	}
 	var out [][]byte
-	read := &readSampleFn{Round: 300}
+	read := &readSampleFn{PassBytes: 4096}
 	for _, c := range cuts {
 		var file [][]byte
 		if err := read.ProcessElement(ctx, c, func(b []byte) { file = append(file, b) }); err != nil {
@@ -300,7 +300,7 @@ func writeSpill(t *testing.T, dir string, from int, ps []uint64) []byte {
 		t.Fatal(err)
 	}
 	var chunk []byte
-	chunks(name, ps, func(c []byte) { chunk = c })
+	chunks(name, uint64(len(ps)), ps, func(c []byte) { chunk = c })
 	return chunk
 }
 
@@ -317,7 +317,7 @@ func TestSampleKeepsExactlyNOnATieAtTheCutoff(t *testing.T) {
 	}
 	var out [][]byte
 	for _, c := range cuts {
-		if err := (&readSampleFn{Round: 2}).ProcessElement(ctx, c, func(b []byte) { out = append(out, b) }); err != nil {
+		if err := (&readSampleFn{PassBytes: 64}).ProcessElement(ctx, c, func(b []byte) { out = append(out, b) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -336,9 +336,9 @@ func TestSampleKeepsExactlyNOnATieAtTheCutoff(t *testing.T) {
 
 func TestDecodeChunkRefusesDamage(t *testing.T) {
 	var chunk []byte
-	chunks("dir/sample-x.spill", []uint64{1, 2, 3}, func(c []byte) { chunk = c })
-	if name, ps, err := decodeChunk(chunk); err != nil || name != "dir/sample-x.spill" || len(ps) != 24 {
-		t.Fatalf("decodeChunk = %q, %d bytes, %v", name, len(ps), err)
+	chunks("dir/sample-x.spill", 7, []uint64{1, 2, 3}, func(c []byte) { chunk = c })
+	if name, spilled, ps, err := decodeChunk(chunk); err != nil || name != "dir/sample-x.spill" || spilled != 7 || len(ps) != 24 {
+		t.Fatalf("decodeChunk = %q, %d spilled, %d bytes, %v", name, spilled, len(ps), err)
 	}
 	for what, bad := range map[string][]byte{
 		"short":                chunk[:3],
@@ -346,7 +346,7 @@ func TestDecodeChunkRefusesDamage(t *testing.T) {
 		"one priority too few": chunk[:len(chunk)-8],
 		"bytes after":          append(append([]byte(nil), chunk...), 0),
 	} {
-		if _, _, err := decodeChunk(bad); err == nil {
+		if _, _, _, err := decodeChunk(bad); err == nil {
 			t.Errorf("%s chunk: no error", what)
 		}
 	}
