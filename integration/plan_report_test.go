@@ -206,9 +206,18 @@ source: {type: jsonl, path: %q, key: "Id INT64"}
 target: {type: spanner, project: %s, instance: %s, database: %s, table: Events}
 rewrite: {strategy: bitreverse}
 `, in, emulator.SpannerProject(), emulator.SpannerInstance(), emulator.UniqueDatabaseID("plan-js")), "universal",
-		pipeline.PlanRequest{Sample: 500, Rows: 2_000_000, PreSplitPerNode: 10})
+		pipeline.PlanRequest{Sample: 500, Rows: 2_000_000, PreSplitPerNode: 10, KeepKeys: true})
 	if p.Sampled != 500 || p.Rows != 2_000_000 || !strings.Contains(p.Input.Method, "uniform random sample of 500") {
 		t.Errorf("sampled %d standing for %d (%s), want a uniform sample of 500 standing for 2,000,000", p.Sampled, p.Rows, p.Input.Method)
+	}
+	// The sample's workers spilled the records beside the keys; the run
+	// removed those files and their folder, and left the keys.
+	runs := filepath.Join(filepath.Dir(files.JSON), "keys-*", "run-*")
+	if parts, _ := filepath.Glob(filepath.Join(runs, "part-*")); len(parts) == 0 {
+		t.Errorf("no key files in %s", runs)
+	}
+	if left, _ := filepath.Glob(filepath.Join(runs, "sample*")); len(left) != 0 {
+		t.Errorf("the sample's spill files are left: %v", left)
 	}
 	if !hasRule(p.Findings, rules.MonotonicKey) || hasRule(p.Remaining, rules.MonotonicKey) {
 		t.Errorf("findings %+v / remaining %+v: want %s in the old keys only", p.Findings, p.Remaining, rules.MonotonicKey)

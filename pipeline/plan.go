@@ -79,7 +79,8 @@ type PlanRun struct {
 // the rows whose key's FARM_FINGERPRINT falls in a fraction of its range
 // (a little more than o.Sample/rows, so the uniform sample that follows
 // has enough to choose from); other sources are read whole and sampled
-// as they are read (transforms.Sample).
+// as they are read (transforms.Sample, which spills the records it may
+// keep to files beside the keys, removed after the run).
 func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*PlanRun, error) {
 	if _, ok := databaseOf(j); !ok {
 		return nil, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Config.Target.Type)}
@@ -124,6 +125,11 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		run.KeysDir = keys.Join(o.KeysDir, fmt.Sprintf("run-%d", attempt+1))
 		pr.KeysDir = run.KeysDir
 		res, err = Run(ctx, planJob(j, fraction), r, planGraph(run, filter))
+		if o.Sample > 0 {
+			if rerr := removeSpill(ctx, run.KeysDir); err == nil {
+				err = rerr
+			}
+		}
 		pr.Result = res
 		if res != nil {
 			c := res.Counters
@@ -184,7 +190,7 @@ func planGraph(o PlanOptions, filter string) Graph {
 			return err
 		}
 		if o.Sample > 0 {
-			batches = transforms.Sample(s, o.Sample, batches)
+			batches = transforms.Sample(s, o.Sample, spillDir(o.KeysDir), batches)
 		}
 		rewritten, rewriteDead := transforms.RewriteKeepingOld(s, j.Spec, batches)
 		deads = append(deads, rewriteDead)
@@ -195,6 +201,27 @@ func planGraph(o PlanOptions, filter string) Graph {
 		sink.Lines(s, o.DeadLetters, beam.Flatten(s, deads...))
 		return nil
 	}
+}
+
+// spillDir is where the sample (transforms.Sample) of a plan writing its
+// keys to keysDir spills the records it reads: beside the keys, which
+// every worker reaches (a worker's own temporary directory may be in
+// another process or on another machine).
+func spillDir(keysDir string) string { return keys.Join(keysDir, "sample") }
+
+// removeSpill removes the sample's spill files of a plan run (and their
+// directory, if local).
+func removeSpill(ctx context.Context, keysDir string) error {
+	dir := spillDir(keysDir)
+	if err := transforms.RemoveSpill(ctx, dir); err != nil {
+		return fmt.Errorf("plan: removing the sample's files: %w", err)
+	}
+	if !strings.Contains(dir, "://") {
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("plan: %w", err)
+		}
+	}
+	return nil
 }
 
 // sampledByKeys reports whether the plan samples the source by its keys

@@ -1,10 +1,13 @@
 package transforms
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -120,7 +123,7 @@ func TestSampleKeepsNUniformly(t *testing.T) {
 		t.Run(runner, func(t *testing.T) {
 			out := beamtest.NewCollector(t)
 			m := beamtest.Run(t, runner, func(s beam.Scope) {
-				out.Collect(s, Sample(s, n, beam.Create(s, numberedBatches(total, batch)...)))
+				out.Collect(s, Sample(s, n, t.TempDir(), beam.Create(s, numberedBatches(total, batch)...)))
 			})
 			pos := positions(t, total, out.Bytes())
 			if len(pos) != n {
@@ -147,7 +150,7 @@ func TestSampleKeepsAllOfFewer(t *testing.T) {
 		t.Run(runner, func(t *testing.T) {
 			out := beamtest.NewCollector(t)
 			m := beamtest.Run(t, runner, func(s beam.Scope) {
-				out.Collect(s, Sample(s, 1000, beam.Create(s, numberedBatches(total, 300)...)))
+				out.Collect(s, Sample(s, 1000, t.TempDir(), beam.Create(s, numberedBatches(total, 300)...)))
 			})
 			if pos := positions(t, total, out.Bytes()); len(pos) != total {
 				t.Errorf("kept %d of %d records, want all", len(pos), total)
@@ -163,13 +166,29 @@ func TestSampleKeepsAllOfFewer(t *testing.T) {
 // same priorities.
 func seeded(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, ^seed)) }
 
+// iterOver is a grouped input of elems, as a runner gives it.
+func iterOver(elems [][]byte) func(*[]byte) bool {
+	next := 0
+	return func(c *[]byte) bool {
+		if next == len(elems) {
+			return false
+		}
+		*c = elems[next]
+		next++
+		return true
+	}
+}
+
 // The parts of Sample, run as a runner would over 5 bundles of 2,000
-// records with fixed random sources: the merge keeps exactly the records
-// of the n smallest priorities drawn over all bundles, though each bundle
-// sent only its own n smallest, in chunks of at most BatchSize.
-func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
+// records with fixed random sources: each bundle spills records and sends
+// only its n smallest priorities, in chunks; the cutoff and the read back
+// keep exactly the records of the n smallest priorities drawn over all
+// bundles, each file's in the order of their priorities, though the read
+// takes several passes over each file (PassBytes 4,096).
+func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 	const n, bundles, perBundle = 1200, 5, 2000
 	ctx, metrics := beamtest.MetricsContext(context.Background())
+	dir := t.TempDir()
 	type drawn struct {
 		p uint64
 		i int
@@ -177,7 +196,7 @@ func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
 	var all []drawn
 	var chunks [][]byte
 	for b := range bundles {
-		f := &sampleFn{N: n}
+		f := &sampleFn{N: n, Dir: dir}
 		f.Setup()
 		f.rng = seeded(uint64(b + 1))
 		twin := seeded(uint64(b + 1))
@@ -198,37 +217,54 @@ func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
 		sent := 0
 		if err := f.FinishBundle(ctx, func(_ int, c []byte) {
 			chunks = append(chunks, c)
-			if err := decodeChunk(c, func(candidate) { sent++ }); err != nil {
+			_, _, ps, err := decodeChunk(c)
+			if err != nil {
 				t.Fatal(err)
 			}
+			sent += len(ps) / 8
 		}); err != nil {
 			t.Fatal(err)
 		}
 		if sent != n {
-			t.Errorf("bundle %d sent %d candidates, want its %d smallest", b, sent, n)
+			t.Errorf("bundle %d sent %d priorities, want its %d smallest", b, sent, n)
 		}
 	}
-	if len(chunks) != bundles*3 {
-		t.Errorf("%d chunks, want 3 a bundle (%d candidates in chunks of at most %d)", len(chunks), n, BatchSize)
+	if len(chunks) != bundles {
+		t.Errorf("%d chunks, want 1 a bundle", len(chunks))
+	}
+	spilled, err := filepath.Glob(filepath.Join(dir, "*.spill"))
+	if err != nil || len(spilled) != bundles {
+		t.Fatalf("%d spill files (%v), want one a bundle", len(spilled), err)
 	}
 
-	next := 0
-	iter := func(c *[]byte) bool {
-		if next == len(chunks) {
-			return false
-		}
-		*c = chunks[next]
-		next++
-		return true
+	var cuts [][]byte
+	if err := (&cutoffFn{N: n}).ProcessElement(ctx, 0, iterOver(chunks), func(b []byte) { cuts = append(cuts, b) }); err != nil {
+		t.Fatal(err)
+	}
+	byI := map[int]uint64{}
+	for _, d := range all {
+		byI[d.i] = d.p
 	}
 	var out [][]byte
-	if err := (&mergeSampleFn{N: n}).ProcessElement(ctx, 0, iter, func(b []byte) { out = append(out, b) }); err != nil {
-		t.Fatal(err)
+	read := &readSampleFn{PassBytes: 4096}
+	for _, c := range cuts {
+		var file [][]byte
+		if err := read.ProcessElement(ctx, c, func(b []byte) { file = append(file, b) }); err != nil {
+			t.Fatal(err)
+		}
+		var ps []uint64
+		for _, i := range positions(t, bundles*perBundle, file) {
+			ps = append(ps, byI[i])
+		}
+		if !slices.IsSorted(ps) {
+			t.Errorf("a file's %d records are not in the order of their priorities", len(ps))
+		}
+		out = append(out, file...)
 	}
 	got := positions(t, bundles*perBundle, out)
 	slices.Sort(got)
 
-	slices.SortFunc(all, func(a, b drawn) int { return cmpUint(a.p, b.p) })
+	slices.SortFunc(all, func(a, b drawn) int { return cmp.Compare(a.p, b.p) })
 	want := make([]int, n)
 	for i := range want {
 		want[i] = all[i].i
@@ -240,35 +276,78 @@ func TestSampleMergesBundlesToTheBottomK(t *testing.T) {
 	if m := metrics(); m["rekey/sampled"] != n {
 		t.Errorf("rekey/sampled = %d, want %d", m["rekey/sampled"], n)
 	}
+	if err := RemoveSpill(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("RemoveSpill left %v", left)
+	}
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// writeSpill writes a spill file of records numbered from with the given
+// priorities, and the chunk its bundle would send.
+func writeSpill(t *testing.T, dir string, from int, ps []uint64) []byte {
+	t.Helper()
+	name := spillPath(dir, fmt.Sprint(from))
+	var b []byte
+	for k, p := range ps {
+		enc := record.EncodeBatch([]record.Record{numbered(from + k)})
+		b = binary.BigEndian.AppendUint64(b, p)
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		b = append(b, enc...)
 	}
-	return 0
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var chunk []byte
+	chunks(name, uint64(len(ps)), ps, func(c []byte) { chunk = c })
+	return chunk
+}
+
+// Priorities that tie at the cutoff: exactly n records are kept, the
+// first of the tied ones in each file as the cutoff counted them.
+func TestSampleKeepsExactlyNOnATieAtTheCutoff(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := writeSpill(t, dir, 0, []uint64{5, 1, 5, 9})
+	b := writeSpill(t, dir, 100, []uint64{5, 2, 5})
+	var cuts [][]byte
+	if err := (&cutoffFn{N: 4}).ProcessElement(ctx, 0, iterOver([][]byte{a, b}), func(c []byte) { cuts = append(cuts, c) }); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, c := range cuts {
+		if err := (&readSampleFn{PassBytes: 64}).ProcessElement(ctx, c, func(b []byte) { out = append(out, b) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := positions(t, 200, out)
+	slices.Sort(got)
+	// 1 and 2 are below the cutoff 5; two of the four 5s are kept.
+	if len(got) != 4 || !slices.Contains(got, 1) || !slices.Contains(got, 101) {
+		t.Errorf("kept %v, want records 1 and 101 and two of those of priority 5", got)
+	}
+	for _, i := range got {
+		if i == 3 {
+			t.Errorf("kept record 3, of priority 9")
+		}
+	}
 }
 
 func TestDecodeChunkRefusesDamage(t *testing.T) {
-	b := &bottom{n: 3}
-	for i := range 3 {
-		b.offer(candidate{p: uint64(i), enc: record.EncodeBatch([]record.Record{numbered(i)})})
-	}
 	var chunk []byte
-	b.chunks(func(c []byte) { chunk = c })
-	one := 12 + len(record.EncodeBatch([]record.Record{numbered(0)}))
-	for name, bad := range map[string][]byte{
-		"short":              chunk[:3],
-		"candidate cut":      chunk[:4+one+5],
-		"record cut":         chunk[:4+one+14],
-		"one record too few": chunk[:4+2*one],
-		"bytes after":        append(append([]byte(nil), chunk...), 0),
+	chunks("dir/sample-x.spill", 7, []uint64{1, 2, 3}, func(c []byte) { chunk = c })
+	if name, spilled, ps, err := decodeChunk(chunk); err != nil || name != "dir/sample-x.spill" || spilled != 7 || len(ps) != 24 {
+		t.Fatalf("decodeChunk = %q, %d spilled, %d bytes, %v", name, spilled, len(ps), err)
+	}
+	for what, bad := range map[string][]byte{
+		"short":                chunk[:3],
+		"name cut":             chunk[:10],
+		"one priority too few": chunk[:len(chunk)-8],
+		"bytes after":          append(append([]byte(nil), chunk...), 0),
 	} {
-		if err := decodeChunk(bad, func(candidate) {}); err == nil {
-			t.Errorf("%s chunk: no error", name)
+		if _, _, _, err := decodeChunk(bad); err == nil {
+			t.Errorf("%s chunk: no error", what)
 		}
 	}
 }
