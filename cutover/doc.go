@@ -195,12 +195,23 @@
 //     which copies it whole (the placeholder marks nothing). Where new is
 //     written first (read_new, old and new apart), a placeholder is
 //     written only under a guard read in new's transaction: the ancestor
-//     row missing and its mark saying Behind = "new". Such an ancestor's
-//     latest write reached old, which was authoritative, and missed new
-//     (it is in the repair log), so old holds it and reads of it go to
-//     old until the repair copies it over the placeholder: the
-//     placeholder changes nothing a read returns. The guard's reads lock
-//     the row and the mark, and a delete of the ancestor writes both, so
+//     row missing and its mark saying Behind = "new", and the row in
+//     old (read before that transaction). Such an ancestor's latest
+//     write reached old, which was authoritative, and missed new (it is
+//     in the repair log), so old holds it and reads of it go to old
+//     until the repair copies it over the placeholder: the placeholder
+//     changes nothing a read returns. Old's row need not be read in the
+//     transaction: Behind = "new" is set only by a call that writes old
+//     first, which none does in read_new, and cleared by every call that
+//     writes new, so a guard that finds it set finds the record as it
+//     was when the cohort entered read_new, old's row included. If old
+//     lacks the row, the ancestor's latest call was a delete that new
+//     missed: a placeholder would let a child of a deleted row be
+//     acknowledged, and the repair's delete of the ancestor in new would
+//     take the child with it (ON DELETE CASCADE); the child fails
+//     instead (TestSpannerInterleavedChildOfMissedParent; the
+//     interleaved soak found it, seed 9102). The guard's reads lock the
+//     row and the mark, and a delete of the ancestor writes both, so
 //     the two are ordered: after the delete the mark no longer says new
 //     is behind, and no placeholder brings the row back. Any other
 //     missing parent (deleted, never written) gets none, and the child

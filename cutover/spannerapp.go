@@ -245,7 +245,7 @@ func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spann
 			return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
 		}
 	case c.route.touch && !s.same:
-		if muts, err = s.guardedPlaceholders(t, nr); err != nil {
+		if muts, err = s.guardedPlaceholders(t, rec, nr); err != nil {
 			return nil, fmt.Errorf("cutover: %s in %s: %w", c.key, t.new.Name, err)
 		}
 	}
@@ -268,24 +268,30 @@ func (s *Spanner) writeMutations(c *call, sd side, rec *record.Record) ([]*spann
 
 // placeholderGuard is what a guarded placeholder of an ancestor row in
 // new needs to hold for the commit to write it: the row (table, key)
-// missing from new, and its touched mark (mark) saying new is behind.
+// missing from new, its touched mark (mark) saying new is behind, and
+// the row (oldTable, oldKey) in old.
 type placeholderGuard struct {
 	table, keyCol, mark string
 	key                 spanner.Key
+	oldTable, oldKeyCol string
+	oldKey              spanner.Key
 }
 
 // guardedPlaceholders are placeholders (see there) for a call that
 // writes new first (read_new, old and new apart), each kept in s.guards
 // with what the commit must find before it writes it (commitNew): the
 // ancestor row missing from new and its touched mark saying Behind =
-// "new". That is the ancestor whose write new missed while old was
-// authoritative (in the repair log, not yet repaired): old holds it, and
-// reads of it go to old until the repair copies it, so a row of its key
-// columns alone in new changes nothing a read returns and lets its
-// children be written. An ancestor that is missing for another reason
-// (deleted, or never written) gets none, and the child's write fails as
-// Spanner's own would.
-func (s *Spanner) guardedPlaceholders(t *spannerTable, nr *record.Record) ([]*spanner.Mutation, error) {
+// "new", and old holding the row. That is the ancestor whose write new
+// missed while old was authoritative (in the repair log, not yet
+// repaired): old holds it, and reads of it go to old until the repair
+// copies it, so a row of its key columns alone in new changes nothing a
+// read returns and lets its children be written. An ancestor that is
+// missing for another reason gets none, and the child's write fails as
+// Spanner's own would: never written, or deleted, also when new missed
+// the delete (Behind = "new" and old lacks the row: a placeholder there
+// would let a child of a deleted row be acknowledged, and the repair's
+// delete of the ancestor in new would then take the child with it).
+func (s *Spanner) guardedPlaceholders(t *spannerTable, rec, nr *record.Record) ([]*spanner.Mutation, error) {
 	muts, err := placeholders(t, nr)
 	if err != nil {
 		return nil, err
@@ -303,7 +309,13 @@ func (s *Spanner) guardedPlaceholders(t *spannerTable, nr *record.Record) ([]*sp
 			s.dropGuards(muts)
 			return nil, err
 		}
-		s.guards.Store(m, placeholderGuard{table: a.new.Name, keyCol: a.new.Key.Columns[0].Name, mark: tk, key: k})
+		ok, err := spannerdb.SpannerKey(rec, a.old)
+		if err != nil {
+			s.dropGuards(muts)
+			return nil, err
+		}
+		s.guards.Store(m, placeholderGuard{table: a.new.Name, keyCol: a.new.Key.Columns[0].Name, mark: tk, key: k,
+			oldTable: a.old.Name, oldKeyCol: a.old.Key.Columns[0].Name, oldKey: ok})
 	}
 	return muts, nil
 }
@@ -339,11 +351,24 @@ func (s *Spanner) commitNew(ctx context.Context, ms []*spanner.Mutation) error {
 	if err := applyMutations(ctx, s.newC, rest); spanner.ErrCode(err) != codes.NotFound {
 		return err
 	}
+	// Old's rows first, outside new's transaction (the emulator, one
+	// process for both databases, holds a strong read of old while a
+	// read-write transaction of new is open, and the two would wait for
+	// each other).
+	inOld := map[int]bool{}
+	for i, g := range gs {
+		switch _, err := s.oldC.Single().ReadRow(ctx, g.oldTable, g.oldKey, []string{g.oldKeyCol}); {
+		case err == nil:
+			inOld[i] = true
+		case !errors.Is(err, spanner.ErrRowNotFound):
+			return err
+		}
+	}
 	_, err := spannerdb.Transact(ctx, s.newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		out := make([]*spanner.Mutation, 0, len(ms))
 		for i, m := range ms {
 			if g, ok := gs[i]; ok {
-				need, err := g.holds(ctx, txn, s.o.Migration)
+				need, err := g.holds(ctx, txn, s.o.Migration, inOld[i])
 				if err != nil {
 					return err
 				}
@@ -359,8 +384,14 @@ func (s *Spanner) commitNew(ctx context.Context, ms []*spanner.Mutation) error {
 }
 
 // holds reports whether g's ancestor row is missing from new and its
-// touched mark of migration says new is behind, read in txn.
-func (g placeholderGuard) holds(ctx context.Context, txn *spanner.ReadWriteTransaction, migration string) (bool, error) {
+// touched mark of migration says new is behind, read in txn, and old
+// holds the row (inOld, read strongly in old's database before txn
+// began). That read need not be in txn: Behind = "new" is set only by a
+// call that wrote old first, which no call does in read_new, and
+// cleared by every call that writes new; so if txn finds it set, no call
+// has changed the record since the cohort entered read_new, and old's
+// row, read meanwhile, is its latest state.
+func (g placeholderGuard) holds(ctx context.Context, txn *spanner.ReadWriteTransaction, migration string, inOld bool) (bool, error) {
 	switch _, err := txn.ReadRow(ctx, g.table, g.key, []string{g.keyCol}); {
 	case err == nil:
 		return false, nil // there: the placeholder would change nothing
@@ -378,7 +409,8 @@ func (g placeholderGuard) holds(ctx context.Context, txn *spanner.ReadWriteTrans
 	if err := row.Columns(&behind); err != nil {
 		return false, err
 	}
-	return behind.Valid && behind.StringVal == newSide.String(), nil
+	// Not in old either: deleted there, and new missed the delete.
+	return behind.Valid && behind.StringVal == newSide.String() && inOld, nil
 }
 
 // Delete deletes the record with key's key fields (old key columns)
