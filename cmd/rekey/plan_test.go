@@ -146,6 +146,7 @@ dead_letter: "%%s/dead.jsonl"`, filepath.Join(dir, "events.jsonl"), emulator.Spa
 // plan gives a file's records stayed in the rewritten entity, whose
 // __names__ are reserved, and dead-lettered every one of them).
 func TestPlanFileToDatastore(t *testing.T) {
+	emulator.RequireDatastore(t)
 	keepBeamGlobals(t)
 	dir := t.TempDir()
 	var in strings.Builder
