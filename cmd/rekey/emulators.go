@@ -352,7 +352,7 @@ func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer, seed bo
 	defer cancel()
 	done := map[string]bool{}
 	for _, e := range endpoints(cfg) {
-		if e.ep.Type != config.TypeSpanner {
+		if !storeKindOf(e.ep.Type).spannerDB {
 			io.WriteString(w, storeNote(cfg, e, false, false, seed))
 			continue
 		}
@@ -375,41 +375,62 @@ func prepareStores(ctx context.Context, cfg *config.Config, w io.Writer, seed bo
 // handled for the other endpoint already, seed that --seed follows.
 func storeNote(cfg *config.Config, e endpointRole, created, again, seed bool) string {
 	var b strings.Builder
-	say := func(format string, args ...any) {
-		fmt.Fprintf(&b, "rekey: %s: "+format+"\n", append([]any{e.role}, args...)...)
-	}
-	ep := e.ep
-	switch ep.Type {
-	case config.TypeSpanner:
-		db := spannerdb.DatabasePath(ep.Project, ep.Instance, ep.Database)
-		switch {
-		case again:
-			say("the Spanner database %s (also the %s's)", db, other(e.role))
-		case created:
-			say("created the Spanner database %s (empty)", db)
-		default:
-			say("the Spanner database %s exists", db)
-		}
-		switch {
-		case seed && (e.role == "source" || cfg.Source.Type != config.TypeSpanner):
-			// seedStores says what it does.
-		case e.role == "source":
-			say("create the table %s there and load its rows, or run up again with --seed to load the bundled access-log sample into it", ep.Table)
-		case cfg.Source.Type == config.TypeSpanner:
-			say("'rekey run --create-target' creates the table %s from the source's schema", ep.Table)
-		default:
-			say("create the table %s there with the primary key 'rekey run' names (rekey derives tables only from a Spanner source), or run up again with --seed to create it from the rewritten key and the source's records", ep.Table)
-		}
-	case config.TypeDatastore:
-		say("Datastore project %s, %s, %s, kind %s: nothing to create (databases, namespaces and kinds exist once an entity is written)",
-			ep.Project, orDefault("database", ep.Database), orDefault("namespace", ep.Namespace), ep.Kind)
-		if e.role == "source" && !seed {
-			say("run up again with --seed to write the bundled customer sample there")
-		}
-	default:
-		say("%s files at %s: nothing to do on the emulators", ep.Type, ep.Path)
-	}
+	n := upNote{endpointRole: e, fromSpanner: storeKindOf(cfg.Source.Type).spannerDB, created: created, again: again, seed: seed, b: &b}
+	storeKindOf(e.ep.Type).note(n)
 	return b.String()
+}
+
+// upNote is what storeNote is told of an endpoint, and where its note
+// goes; fromSpanner says the config's source is a Spanner database (from
+// which 'rekey run --create-target' derives a Spanner target's table).
+type upNote struct {
+	endpointRole
+	fromSpanner, created, again, seed bool
+	b                                 *strings.Builder
+}
+
+// say adds a line of the note.
+func (n upNote) say(format string, args ...any) {
+	fmt.Fprintf(n.b, "rekey: %s: "+format+"\n", append([]any{n.role}, args...)...)
+}
+
+// spannerNote is the note of a Spanner database.
+func spannerNote(n upNote) {
+	ep := n.ep
+	db := spannerdb.DatabasePath(ep.Project, ep.Instance, ep.Database)
+	switch {
+	case n.again:
+		n.say("the Spanner database %s (also the %s's)", db, other(n.role))
+	case n.created:
+		n.say("created the Spanner database %s (empty)", db)
+	default:
+		n.say("the Spanner database %s exists", db)
+	}
+	switch {
+	case n.seed && (n.role == "source" || !n.fromSpanner):
+		// seedStores says what it does.
+	case n.role == "source":
+		n.say("create the table %s there and load its rows, or run up again with --seed to load the bundled access-log sample into it", ep.Table)
+	case n.fromSpanner:
+		n.say("'rekey run --create-target' creates the table %s from the source's schema", ep.Table)
+	default:
+		n.say("create the table %s there with the primary key 'rekey run' names (rekey derives tables only from a Spanner source), or run up again with --seed to create it from the rewritten key and the source's records", ep.Table)
+	}
+}
+
+// datastoreNote is the note of a Datastore database.
+func datastoreNote(n upNote) {
+	ep := n.ep
+	n.say("Datastore project %s, %s, %s, kind %s: nothing to create (databases, namespaces and kinds exist once an entity is written)",
+		ep.Project, orDefault("database", ep.Database), orDefault("namespace", ep.Namespace), ep.Kind)
+	if n.role == "source" && !n.seed {
+		n.say("run up again with --seed to write the bundled customer sample there")
+	}
+}
+
+// filesNote is the note of files.
+func filesNote(n upNote) {
+	n.say("%s files at %s: nothing to do on the emulators", n.ep.Type, n.ep.Path)
 }
 
 // stateFlag is the --state flag to repeat in a hint, if one was given.
@@ -440,7 +461,7 @@ func orDefault(what, v string) string {
 // the variable is the default of clients that name none.)
 func datastoreProject(cfg *config.Config) string {
 	for _, e := range endpoints(cfg) {
-		if e.ep.Type == config.TypeDatastore && e.ep.Project != "" {
+		if storeKindOf(e.ep.Type).datastoreDB && e.ep.Project != "" {
 			return e.ep.Project
 		}
 	}

@@ -278,20 +278,21 @@ func (l *linted) fromConfig(ctx context.Context, o *LintOptions) error {
 		so.Shards = map[string]lint.Shards{cfg.Target.Table: shards}
 	}
 	src, tgt := cfg.Source, cfg.Target
+	srcKind, tgtKind := storeKindOf(src.Type), storeKindOf(tgt.Type)
 	read := map[string]bool{}
-	if src.Type == config.TypeSpanner && src.Schema != "" {
+	if srcKind.spannerDB && src.Schema != "" {
 		s, err := readDDLFile(src.Schema)
 		if err != nil {
 			return err
 		}
 		l.spanner("source DDL file "+src.Schema, s, so)
-	} else if src.Type == config.TypeSpanner {
+	} else if srcKind.spannerDB {
 		read[spannerPath(src)] = true
 		if err := l.spannerDatabase(ctx, "source", spannerPath(src), so, false); err != nil {
 			return err
 		}
 	}
-	if tgt.Type == config.TypeSpanner && !read[spannerPath(tgt)] {
+	if tgtKind.spannerDB && !read[spannerPath(tgt)] {
 		if err := l.spannerDatabase(ctx, "target", spannerPath(tgt), so, true); err != nil {
 			return err
 		}
@@ -301,7 +302,7 @@ func (l *linted) fromConfig(ctx context.Context, o *LintOptions) error {
 			l.findings = append(l.findings, f)
 		}
 	}
-	if src.Type == config.TypeDatastore {
+	if srcKind.datastoreDB {
 		kinds := append([]string{src.Kind}, cfg.DescendantKinds()...)
 		return l.sampleKinds(ctx, src.Project, src.Database, src.Namespace, kinds, o.Sample)
 	}
@@ -311,7 +312,7 @@ func (l *linted) fromConfig(ctx context.Context, o *LintOptions) error {
 // configShards finds the shard count of a config's rewrite into a Spanner
 // target: a shard strategy, alone or as a step of a chain.
 func configShards(cfg *config.Config) (lint.Shards, bool, error) {
-	if cfg.Target.Type != config.TypeSpanner || cfg.Rewrite.Strategy == "" {
+	if !storeKindOf(cfg.Target.Type).spannerDB || cfg.Rewrite.Strategy == "" {
 		return lint.Shards{}, false, nil
 	}
 	st, err := rewrite.New(cfg.Rewrite.Step())

@@ -47,20 +47,11 @@ const logsSampleDDL = `CREATE TABLE %s (
 // and the columns of the source's records. What exists already is kept;
 // rows and entities are upserted, so seeding again changes nothing.
 func seedStores(ctx context.Context, cfg *config.Config, w io.Writer) error {
-	var recs []record.Record // the source's records, for a Spanner target
-	var err error
-	switch src := cfg.Source; src.Type {
-	case config.TypeSpanner:
-		err = seedSpannerSource(ctx, src, w)
-	case config.TypeDatastore:
-		recs, err = seedDatastoreSource(ctx, src, w)
-	default:
-		recs, err = localRecords(src)
-	}
+	recs, err := storeKindOf(cfg.Source.Type).seed(ctx, cfg.Source, w) // for a Spanner target
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	if cfg.Target.Type == config.TypeSpanner && cfg.Source.Type != config.TypeSpanner {
+	if storeKindOf(cfg.Target.Type).spannerDB && !storeKindOf(cfg.Source.Type).spannerDB {
 		if err := seedSpannerTarget(ctx, cfg, recs, w); err != nil {
 			return fmt.Errorf("target: %w", err)
 		}
@@ -68,10 +59,11 @@ func seedStores(ctx context.Context, cfg *config.Config, w io.Writer) error {
 	return nil
 }
 
-// localRecords reads the records of a local JSON Lines source (the
-// columns of a Spanner target made for it); nil for other files.
-func localRecords(src config.Endpoint) ([]record.Record, error) {
-	if src.Type != config.TypeJSONL || strings.Contains(src.Path, "://") {
+// localRecords is the seed of a JSON Lines source: nothing is written, and
+// the records of a local file are read (the columns of a Spanner target
+// made for it); nil for a remote one.
+func localRecords(_ context.Context, src config.Endpoint, _ io.Writer) ([]record.Record, error) {
+	if strings.Contains(src.Path, "://") {
 		return nil, nil
 	}
 	files, _ := filepath.Glob(src.Path)
@@ -117,37 +109,40 @@ func spannerTable(ctx context.Context, ep config.Endpoint) (*spanner.Client, *sp
 	}
 }
 
-func seedSpannerSource(ctx context.Context, src config.Endpoint, w io.Writer) error {
+// seedSpannerSource creates a Spanner source's table for the access-log
+// sample, if missing, and loads the sample. It returns no records: a
+// Spanner target's table is derived from a Spanner source by the run.
+func seedSpannerSource(ctx context.Context, src config.Endpoint, w io.Writer) ([]record.Record, error) {
 	db := spannerdb.DatabasePath(src.Project, src.Instance, src.Database)
 	c, t, err := spannerTable(ctx, src)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	if t == nil {
 		if err := spannerDDL(ctx, db, []string{fmt.Sprintf(logsSampleDDL, rewrite.QuoteIdent(src.Table))}); err != nil {
-			return fmt.Errorf("creating the table %s: %w", src.Table, err)
+			return nil, fmt.Errorf("creating the table %s: %w", src.Table, err)
 		}
 		fmt.Fprintf(w, "rekey: source: created the table %s in %s (the access-log sample's columns)\n", src.Table, db)
 	} else if t.Key.Text() != "LastAccess TIMESTAMP, UserId STRING(36)" {
-		return fmt.Errorf("the table %s exists with the key (%s), not the access-log sample's (LastAccess TIMESTAMP, UserId STRING(36)); load it yourself", src.Table, t.Key.Text())
+		return nil, fmt.Errorf("the table %s exists with the key (%s), not the access-log sample's (LastAccess TIMESTAMP, UserId STRING(36)); load it yourself", src.Table, t.Key.Text())
 	}
 	recs, err := configs.SampleRecords(logsSample)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range recs {
 		recs[i].Table = src.Table
 	}
 	wr, err := spannerdb.NewWriter(ctx, c, src.Table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := seedOutcome(wr.Write(ctx, recs)); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(w, "rekey: source: loaded %d rows of %s into %s\n", len(recs), logsSample, src.Table)
-	return nil
+	return nil, nil
 }
 
 // customerID is N of a sample key name CustomerN.

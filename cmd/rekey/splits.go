@@ -146,8 +146,8 @@ func runSplits(ctx context.Context, opts *RunOptions, o *SplitsOptions, env spli
 		return err
 	}
 	cfg := b.cfg
-	if t := cfg.Target.Type; t != config.TypeSpanner {
-		return usagef("splits: %s: the target is %s: split points are a Spanner feature (they pre-split a Spanner table's key range)", opts.Config, t)
+	if !storeKindOf(cfg.Target.Type).spannerDB {
+		return usagef("splits: %s: the target is %s: split points are a Spanner feature (they pre-split a Spanner table's key range)", opts.Config, cfg.Target.Type)
 	}
 	j, err := env.resolve(ctx, cfg)
 	if migration.IsConfigError(err) {
