@@ -11,7 +11,8 @@ import (
 // what each kind of endpoint (config.Type*) holds and can do. The rest of
 // the package asks these properties instead of comparing types; a new
 // kind is an entry here (and its read and write in pipeline/kinds.go, its
-// staged cutover in cutover/kinds.go).
+// staged cutover in cutover/kinds.go, what the commands do with it in
+// cmd/rekey/kinds.go).
 type endpointKind struct {
 	// shape is the record shape the kind holds: record.Spanner (rows) or
 	// record.Datastore (entities); "" for a file that holds the shape of
