@@ -39,7 +39,7 @@ func TestReverseChildWhoseParentOldLacks(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := cutover.ReverseFor(j)
+	r, err := operator.ReverseFor(j)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,8 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	if !strings.HasPrefix(store, "spanner") {
 		hostEnv = emulator.EnvDatastoreHost
 	}
+	emulator.RequireSpanner(t)
+	emulator.RequireDatastore(t)
 	tapOf := func(hostEnv string) *committap.Tap {
 		tp, err := committap.Start(os.Getenv(hostEnv))
 		if err != nil {

@@ -12,13 +12,15 @@
 // Beam); this package neither imports Beam nor knows how records move.
 //
 // A Job is resolved once and then only read: the pipeline builds its graph
-// from it, and the same values are printed before a run. Nothing in it
+// from its resolved values (never from Job.Config), and the same values
+// are printed before a run. Nothing in it
 // depends on when it is used (the ramp-up's run is named by whoever
 // builds the pipeline, see Job.Ramp).
 package migration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -37,9 +39,29 @@ import (
 const DefaultDeadLetterPath = "rekey-dead-letters.jsonl"
 
 // Job is a resolved migration: what the pipeline is built from.
+//
+// Config is the config as given, for whoever resolves the job again (a
+// worker in another process, see Portable). The stages of a pipeline take
+// the resolved values below instead (Source, Target, Cohort, Write,
+// Descendants, Spec, WriteOrder, Ramp), never Config: a job derived from
+// another (Reversed) changes them in one place.
 type Job struct {
 	Config *config.Config
 	Spec   rekeyer.Spec
+	// Source and Target are the endpoints read and written.
+	Source, Target config.Endpoint
+	// Cohort says who each record's user is and how many cohorts there
+	// are (cohort.*), for a staged cutover's jobs.
+	Cohort config.CohortConfig
+	// Write are the write settings (write.*); WriteOrder resolves how
+	// writes are planned from them.
+	Write config.WriteConfig
+	// Descendants are the kinds of a Datastore source's descendant
+	// entities migrated with it (config.Config.DescendantKinds).
+	Descendants []string
+	// Strategy is the rewrite as configured (rewrite.*), before the
+	// job's own settings (ancestors) are folded into Spec.Strategy.
+	Strategy rewrite.StepConfig
 	// SourceKey and TargetKey are the main table's key before and after
 	// (Spanner targets); Children the interleaved child tables' new keys.
 	SourceKey, TargetKey rewrite.KeySchema
@@ -112,6 +134,19 @@ type SpannerSchemas struct {
 	indexes map[string]bool
 }
 
+// FromConfig is the Job of cfg's settings alone, nothing read from a
+// database and no rewrite bound (Resolve starts from it): for code that
+// needs a job's settings and no schema, such as tests.
+func FromConfig(cfg *config.Config) *Job {
+	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter,
+		Source: cfg.Source, Target: cfg.Target, Cohort: cfg.Cohort, Write: cfg.Write,
+		Descendants: cfg.DescendantKinds(), Strategy: cfg.Rewrite.Step()}
+	if j.DeadLetterPath == "" {
+		j.DeadLetterPath = DefaultDeadLetterPath
+	}
+	return j
+}
+
 // Resolve reads what the pipeline needs to know before it is built: the
 // source schema (Spanner sources), the target tables (Spanner targets),
 // and binds the strategy to the key, so a bad rewrite is refused before
@@ -130,10 +165,8 @@ func ResolveOffline(ctx context.Context, cfg *config.Config) (*Job, error) {
 }
 
 func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error) {
-	j := &Job{Config: cfg, DeadLetterPath: cfg.DeadLetter, offline: offline}
-	if j.DeadLetterPath == "" {
-		j.DeadLetterPath = DefaultDeadLetterPath
-	}
+	j := FromConfig(cfg)
+	j.offline = offline
 	src, tgt := cfg.Source, cfg.Target
 	j.Spec = rekeyer.Spec{
 		Strategy:        cfg.Rewrite.Step(),
@@ -303,7 +336,7 @@ func (j *Job) Scatters() bool {
 
 // Describe is the one-line summary `rekey run` prints before a run.
 func (j *Job) Describe() string {
-	src, tgt := j.Config.Source, j.Config.Target
+	src, tgt := j.Source, j.Target
 	return fmt.Sprintf("%s %s -> %s %s with %s", src.Type, src.Name(), tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
 }
 
@@ -390,4 +423,48 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// Reversed is the job turned around for writing old (a reverse
+// backfill): its target is the source (endpoint, key, Spanner tables,
+// parents before children as new's are), without a ramp-up (the old store
+// has no ramp table, and a reverse backfill is a rollback, which should
+// not wait).
+func (j *Job) Reversed() *Job {
+	jr := *j
+	cfg := *j.Config
+	cfg.Target = cfg.Source
+	cfg.Ramp = config.RampConfig{}
+	jr.Config = &cfg
+	jr.Target = j.Source
+	jr.TargetKey = j.SourceKey
+	if j.Spanner != nil && j.Spanner.Source == nil {
+		jr.Spanner = nil // new's tables: old is not Spanner (Datastore → Spanner)
+	} else if j.Spanner != nil {
+		sp := *j.Spanner
+		sp.Targets = []*spannerdb.Table{j.Spanner.Source}
+		for _, t := range j.Spanner.Targets[min(1, len(j.Spanner.Targets)):] {
+			if ot := j.Spanner.Children[t.Name]; ot != nil {
+				sp.Targets = append(sp.Targets, ot)
+			}
+		}
+		jr.Spanner = &sp
+	}
+	return &jr
+}
+
+// Portable is the job as a worker in another process resolves it again:
+// its config, as JSON (see ResolvePortable).
+func (j *Job) Portable() (string, error) {
+	b, err := json.Marshal(j.Config)
+	return string(b), err
+}
+
+// ResolvePortable resolves the job of a Portable text.
+func ResolvePortable(ctx context.Context, text string) (*Job, error) {
+	var cfg config.Config
+	if err := json.Unmarshal([]byte(text), &cfg); err != nil {
+		return nil, fmt.Errorf("the job's config: %w", err)
+	}
+	return Resolve(ctx, &cfg)
 }

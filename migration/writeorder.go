@@ -41,11 +41,11 @@ const (
 // for a store that is not a database (files are written in the order
 // records come).
 func (j *Job) WriteOrder(deletes bool) (WriteOrder, bool) {
-	wc := j.Config.Write
+	wc := j.Write
 	o := writeorder.Options{Shards: wc.Shards, Buffer: wc.Buffer, BatchRows: wc.BatchRows}
-	k := kindOf(j.Config.Target.Type)
+	k := kindOf(j.Target.Type)
 	if deletes {
-		k = kindOf(j.Config.Source.Type)
+		k = kindOf(j.Source.Type)
 	}
 	switch {
 	case k.spannerDB():
@@ -92,5 +92,5 @@ func (j *Job) WriteOrder(deletes bool) (WriteOrder, bool) {
 // so that write planning needs no global shuffle when the rewrite keeps
 // the input's order.
 func (j *Job) interleavable() bool {
-	return kindOf(j.Config.Source.Type).ranges && j.RedriveFrom == ""
+	return kindOf(j.Source.Type).ranges && j.RedriveFrom == ""
 }

@@ -34,7 +34,7 @@ func Backfill(b cutover.Backfill) Graph {
 // selectCohorts keeps the records of cohorts (as read from the source,
 // before the rewrite).
 func selectCohorts(s beam.Scope, j *migration.Job, cohorts []cohort.Range, batches beam.PCollection) (kept, dead beam.PCollection) {
-	return transforms.Cohorts(s, transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(cohorts)}, batches)
+	return transforms.Cohorts(s, transforms.CohortSelection{User: j.Cohort.User, Buckets: j.Cohort.Buckets, Cohorts: cohort.Format(cohorts)}, batches)
 }
 
 // cohortFilter is the Spanner SQL condition that pushes cohorts into the
@@ -42,7 +42,7 @@ func selectCohorts(s beam.Scope, j *migration.Job, cohorts []cohort.Range, batch
 // of a type with a SQL expression (then the records are filtered as they
 // are read).
 func cohortFilter(j *migration.Job, cohorts []cohort.Range) string {
-	u, ok, err := j.Config.Cohort.UserSpec()
+	u, ok, err := j.Cohort.UserSpec()
 	if err != nil || !ok || u.From != cohort.FromField || j.Spanner == nil || j.Spanner.Source == nil {
 		return ""
 	}
@@ -62,7 +62,7 @@ func cohortFilter(j *migration.Job, cohorts []cohort.Range) string {
 	if err != nil {
 		return ""
 	}
-	c := cohort.SQL(expr, j.Config.Cohort.Buckets)
+	c := cohort.SQL(expr, j.Cohort.Buckets)
 	var ors []string
 	for _, r := range cohort.Merge(cohorts) {
 		if r.First == r.Last {

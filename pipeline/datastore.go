@@ -25,7 +25,7 @@ type datastoreKind struct{}
 // (samplesByKeys).
 func (k datastoreKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCollection, []beam.PCollection, error) {
 	if k.samplesByKeys(j, o.sample) {
-		src := j.Config.Source
+		src := j.Source
 		b, d := source.DatastoreSample(s, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, o.sample)
 		return b, []beam.PCollection{d}, nil
 	}
@@ -46,7 +46,7 @@ func (k datastoreKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam
 // carries descendant kinds along reads them all and samples as it reads,
 // so that children keep their proportions.
 func (datastoreKind) samplesByKeys(j *migration.Job, n int) bool {
-	return n > 0 && len(j.Config.DescendantKinds()) == 0
+	return n > 0 && len(j.Descendants) == 0
 }
 
 // estimate is the count of the kind and of each descendant kind
@@ -65,7 +65,7 @@ func (datastoreKind) estimate(ctx context.Context, j *migration.Job) (progress.T
 }
 
 func (datastoreKind) peek(ctx context.Context, j *migration.Job, n int) ([]record.Record, error) {
-	src := j.Config.Source
+	src := j.Source
 	return source.PeekDatastore(ctx, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: src.Kind}, n)
 }
 
@@ -80,13 +80,13 @@ func (datastoreKind) describe(e config.Endpoint) string {
 // readNew reads the target's kind (the source's when it keeps the name)
 // and each descendant kind (they keep theirs) whole.
 func (datastoreKind) readNew(s beam.Scope, j *migration.Job, _ *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
-	t := j.Config.Target
+	t := j.Target
 	kind := t.Kind
 	if kind == "" {
-		kind = j.Config.Source.Kind
+		kind = j.Source.Kind
 	}
 	var batches, deads []beam.PCollection
-	for _, k := range append([]string{kind}, j.Config.DescendantKinds()...) {
+	for _, k := range append([]string{kind}, j.Descendants...) {
 		b, d := source.Datastore(s.Scope(k), source.DatastoreConfig{Project: t.Project, Database: t.Database, Namespace: t.Namespace, Kind: k})
 		batches, deads = append(batches, b), append(deads, d)
 	}
@@ -110,9 +110,9 @@ func (datastoreKind) entities() bool { return true }
 // datastoreSources are the reads of a Datastore source: its kind, then
 // each descendant kind, all at the job's read time.
 func datastoreSources(j *migration.Job) []source.DatastoreConfig {
-	src := j.Config.Source
+	src := j.Source
 	var out []source.DatastoreConfig
-	for _, kind := range append([]string{src.Kind}, j.Config.DescendantKinds()...) {
+	for _, kind := range append([]string{src.Kind}, j.Descendants...) {
 		out = append(out, source.DatastoreConfig{Project: src.Project, Database: src.Database, Namespace: src.Namespace, Kind: kind, ReadTime: j.ReadTime})
 	}
 	return out
@@ -122,7 +122,7 @@ func datastoreSources(j *migration.Job) []source.DatastoreConfig {
 // source's: each key in its own namespace (the rewrite gives the
 // target's; a delete's key is the source's, as read).
 func (datastoreKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
-	tgt, wc := w.endpoint(), w.job.Config.Write
+	tgt, wc := w.endpoint(), w.job.Write
 	cfg := sink.DatastoreSinkConfig{Project: tgt.Project, Database: tgt.Database, LeaseNamespace: tgt.Namespace, Mode: wc.Mode,
 		MaxEntities: wc.BatchMutations, MaxBytes: wc.BatchBytes,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard()} // one planned batch, one commit

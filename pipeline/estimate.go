@@ -51,7 +51,7 @@ func estimateTotal(ctx context.Context, j *migration.Job) (progress.Total, bool)
 // outgrows.
 func estimateCompared(ctx context.Context, j *migration.Job, cohorts []cohort.Range) (progress.Total, bool) {
 	cohorts = cohort.Merge(cohorts)
-	if c, ok := sources[j.Config.Source.Type].(cohortCounter); ok {
+	if c, ok := sources[j.Source.Type].(cohortCounter); ok {
 		ctx, cancel := context.WithTimeout(ctx, estimateTimeout)
 		defer cancel()
 		if t, ok := c.countCohorts(ctx, j, cohorts); ok {
@@ -64,7 +64,7 @@ func estimateCompared(ctx context.Context, j *migration.Job, cohorts []cohort.Ra
 	if !ok {
 		return t, false
 	}
-	if b := j.Config.Cohort.Buckets; b > 0 {
+	if b := j.Cohort.Buckets; b > 0 {
 		if n := cohort.Count(cohorts); n < b {
 			t.N = (t.N*int64(n) + int64(b) - 1) / int64(b)
 			t.From += ", times the cohorts' share"

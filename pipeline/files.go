@@ -22,7 +22,7 @@ import (
 // project entity keys must be in and, for CSV headers to hold, the key
 // columns.
 func filesConfig(j *migration.Job) source.FilesConfig {
-	src := j.Config.Source
+	src := j.Source
 	key := make([]string, len(j.SourceKey.Columns))
 	for i, c := range j.SourceKey.Columns {
 		key[i] = c.Name
@@ -36,7 +36,7 @@ func filesConfig(j *migration.Job) source.FilesConfig {
 // row is one config error before any row is read. A redrive reads no
 // source; a job only translated reads nothing. Runner.Migrate calls it.
 func CheckFiles(ctx context.Context, j *migration.Job) error {
-	if !j.Config.Source.IsFile() || j.RedriveFrom != "" || j.TranslateOnly {
+	if !j.Source.IsFile() || j.RedriveFrom != "" || j.TranslateOnly {
 		return nil
 	}
 	if err := source.CheckFiles(ctx, filesConfig(j)); err != nil {
@@ -109,7 +109,7 @@ type exportTarget struct{}
 func (exportTarget) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
 	sp := w.job.Spanner
 	var indexes []spannerdb.Index
-	if w.job.Config.Write.Indexes != config.IndexesNone {
+	if w.job.Write.Indexes != config.IndexesNone {
 		indexes = sp.TargetIndexes
 	}
 	_, dead, err := sink.SpannerExport(s, w.endpoint().Path, sp.Targets, indexes, batches)

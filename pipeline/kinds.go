@@ -132,10 +132,10 @@ type databaseTarget interface {
 
 // sourceOf is the job's source kind.
 func sourceOf(j *migration.Job) (sourceKind, error) {
-	if k, ok := sources[j.Config.Source.Type]; ok {
+	if k, ok := sources[j.Source.Type]; ok {
 		return k, nil
 	}
-	return nil, fmt.Errorf("source.type %q is not supported yet", j.Config.Source.Type)
+	return nil, fmt.Errorf("source.type %q is not supported yet", j.Source.Type)
 }
 
 // targetOf is the kind of the endpoint a job writes to (w.endpoint).
@@ -148,7 +148,7 @@ func targetOf(t config.Endpoint) (targetKind, error) {
 
 // databaseOf is the job's target as a database, false for files.
 func databaseOf(j *migration.Job) (databaseTarget, bool) {
-	d, ok := targets[j.Config.Target.Type].(databaseTarget)
+	d, ok := targets[j.Target.Type].(databaseTarget)
 	return d, ok
 }
 

@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cutover/operator"
@@ -37,17 +35,17 @@ func Load(f operator.LoadFiles) Graph {
 		if err := operator.CheckLoad(j); err != nil {
 			return err
 		}
-		cfgJSON, err := json.Marshal(j.Config)
+		portable, err := j.Portable()
 		if err != nil {
 			return err
 		}
-		table := j.Config.Source.Table
+		table := j.Source.Table
 		if table == "" {
-			table = j.Config.Source.Kind
+			table = j.Source.Kind
 		}
 		batches, readDead := source.Files(s, source.FilesConfig{Path: f.Path, Format: f.Format, Delimiter: f.Delimiter, Table: table})
 		w := newWrites(j, newRun())
-		dead := beam.ParDo(s, &staged.LoadFn{Config: string(cfgJSON), Migration: f.Migration, Guard: w.guard()}, batches)
+		dead := beam.ParDo(s, &staged.LoadFn{Job: portable, Migration: f.Migration, Guard: w.guard()}, batches)
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, readDead, dead))
 		return nil
 	}

@@ -83,7 +83,7 @@ type PlanRun struct {
 // keep to files beside the keys, removed after the run).
 func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*PlanRun, error) {
 	if _, ok := databaseOf(j); !ok {
-		return nil, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Config.Target.Type)}
+		return nil, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Target.Type)}
 	}
 	if !strings.Contains(o.KeysDir, "://") {
 		if err := os.MkdirAll(o.KeysDir, 0o755); err != nil {
@@ -94,7 +94,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 	filter := ""
 	if o.Sample > 0 {
 		pr.Method = fmt.Sprintf("uniform random sample of %s records (bottom-k of random priorities over everything read)", detect.Thousands(int64(o.Sample)))
-		if ps, ok := sources[j.Config.Source.Type].(planSampler); ok {
+		if ps, ok := sources[j.Source.Type].(planSampler); ok {
 			f, rows, method, err := ps.planFilter(ctx, j, o.Sample)
 			if err != nil {
 				return nil, err
@@ -161,7 +161,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		pr.Method = fmt.Sprintf("all %s records read: the source holds no more than the sample size, %s", detect.Thousands(pr.Read), detect.Thousands(int64(o.Sample)))
 	}
 	pr.Rows = max(pr.Rows, pr.Read)
-	pr.BatchRows = planJob(j, fraction).Config.Write.BatchRows
+	pr.BatchRows = planJob(j, fraction).Write.BatchRows
 	return pr, err
 }
 
@@ -170,10 +170,8 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 func planJob(j *migration.Job, fraction float64) *migration.Job {
 	dry := *j
 	dry.DryRun = true
-	cfg := *j.Config
 	opts, _ := newWrites(j, "").planOptions()
-	cfg.Write.BatchRows = max(1, int(math.Round(float64(opts.WithDefaults().BatchRows)*fraction)))
-	dry.Config = &cfg
+	dry.Write.BatchRows = max(1, int(math.Round(float64(opts.WithDefaults().BatchRows)*fraction)))
 	return &dry
 }
 
@@ -227,7 +225,7 @@ func removeSpill(ctx context.Context, keysDir string) error {
 // sampledByKeys reports whether the plan samples the source by its keys
 // (keySampler), rather than as it reads.
 func sampledByKeys(j *migration.Job, n int) bool {
-	ks, ok := sources[j.Config.Source.Type].(keySampler)
+	ks, ok := sources[j.Source.Type].(keySampler)
 	return ok && ks.samplesByKeys(j, n)
 }
 

@@ -110,12 +110,12 @@ func lowerGC(percent int) (restore func()) {
 
 // planInput describes the job and the run for the analysis.
 func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, error) {
-	src, tgt := j.Config.Source, j.Config.Target
+	src, tgt := j.Source, j.Target
 	in := plan.Input{
 		Source: describe(src), Target: describe(tgt),
 		Datastore: entities(j), SourceDatastore: j.Spec.SourceStore == record.Datastore,
 		Table: firstOf(tgt.Table, tgt.Kind, j.Spec.Table), SourceTable: firstOf(src.Table, src.Kind, j.Spec.Table),
-		SourceKey: j.SourceKey.Text(), TargetKey: j.TargetKey.Text(), Strategy: stepText(j.Config.Rewrite.Step()),
+		SourceKey: j.SourceKey.Text(), TargetKey: j.TargetKey.Text(), Strategy: stepText(j.Strategy),
 		Method: run.Method, Rows: max(run.Rows, req.Rows), DeadLettered: run.DeadLettered,
 		PreSplitPerNode: req.PreSplitPerNode,
 	}
@@ -131,7 +131,7 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 	if len(j.TargetKey.Columns) > 0 {
 		in.TargetColumn = j.TargetKey.Columns[0].Name
 	}
-	if st, err := rewrite.New(j.Config.Rewrite.Step()); err == nil {
+	if st, err := rewrite.New(j.Strategy); err == nil {
 		if sh, ok := st.(*rewrite.Shard); ok {
 			in.ShardColumn = sh.Name
 		}
@@ -150,7 +150,7 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 func simParams(j *migration.Job, o sim.Params) (sim.Params, error) {
 	d, ok := databaseOf(j)
 	if !ok {
-		return sim.Params{}, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Config.Target.Type)}
+		return sim.Params{}, &migration.ConfigError{Err: fmt.Errorf("plan: target.type is %s; a plan simulates a Spanner or Datastore target", j.Target.Type)}
 	}
 	p := d.simDefaults(o.Nodes)
 	if o.NodeWrites > 0 {
@@ -284,7 +284,7 @@ func partValue(p keys.Part, t rewrite.Type) record.Value {
 // of the file their Pos numbers (the files listed again, in the order the
 // source numbered them).
 func nameFiles(ctx context.Context, j *migration.Job, set *keys.Set) error {
-	if !j.Config.Source.IsFile() {
+	if !j.Source.IsFile() {
 		return nil
 	}
 	names, err := source.ListFiles(ctx, filesConfig(j).Path)

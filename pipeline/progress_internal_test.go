@@ -48,7 +48,7 @@ func TestEstimateTotalFiles(t *testing.T) {
 	if err := os.WriteFile(in, []byte(lines.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j := &migration.Job{Config: &config.Config{Source: config.Endpoint{Type: config.TypeJSONL, Path: in}}}
+	j := migration.FromConfig(&config.Config{Source: config.Endpoint{Type: config.TypeJSONL, Path: in}})
 	if got, ok := estimateTotal(context.Background(), j); !ok || got != (progress.Total{N: 12, Exact: true, From: "file sizes"}) {
 		t.Errorf("total %+v %v, want 12 exact from file sizes", got, ok)
 	}

@@ -27,7 +27,7 @@ import (
 // joined (see Verify.Repair) and returns their dead letters.
 func repairs(s beam.Scope, j *migration.Job, v operator.VerifyJob, side staged.Side, joined beam.PCollection) ([]beam.PCollection, error) {
 	s = s.Scope("repair")
-	picked := beam.ParDo(s, &staged.RepairPickFn{Side: side, ReadNew: v.RepairReadNew, Pending: v.RepairPending, Spec: j.Spec.Text(), Source: j.Config.Source}, joined)
+	picked := beam.ParDo(s, &staged.RepairPickFn{Side: side, ReadNew: v.RepairReadNew, Pending: v.RepairPending, Spec: j.Spec.Text(), Source: j.Source}, joined)
 	writes, deletes := beam.ParDo2(s, &staged.RepairPutFn{}, picked)
 	w := newWrites(j, newRun())
 	w.backfill = v.Repair
@@ -36,7 +36,7 @@ func repairs(s beam.Scope, j *migration.Job, v operator.VerifyJob, side staged.S
 		return nil, err
 	}
 	b := *v.Repair
-	b.Namespace = j.Config.Target.Namespace
-	del := beam.ParDo(s, &staged.RepairDeleteFn{Store: j.Spec.TargetStore, Target: j.Config.Target, Table: side.Table, Children: side.Children, Backfill: b}, deletes)
+	b.Namespace = j.Target.Namespace
+	del := beam.ParDo(s, &staged.RepairDeleteFn{Store: j.Spec.TargetStore, Target: j.Target, Table: side.Table, Children: side.Children, Backfill: b}, deletes)
 	return append(dead, del), nil
 }

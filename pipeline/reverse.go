@@ -7,9 +7,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/staged"
 )
@@ -35,7 +33,7 @@ func Reverse(b cutover.Backfill) Graph {
 		if err != nil {
 			return err
 		}
-		olds, invertDead := beam.ParDo2(s, &staged.InvertFn{Spec: j.Spec.Text(), Namespace: j.Config.Source.Namespace, Database: j.Config.Source.Database}, newBatches)
+		olds, invertDead := beam.ParDo2(s, &staged.InvertFn{Spec: j.Spec.Text(), Namespace: j.Source.Namespace, Database: j.Source.Database}, newBatches)
 		deads = append(deads, invertDead)
 		olds, cohortDead := selectCohorts(s, j, b.Cohorts(), olds)
 		deads = append(deads, cohortDead)
@@ -53,7 +51,7 @@ func Reverse(b cutover.Backfill) Graph {
 		oldBatches, oldCohortDead := selectCohorts(s.Scope("old"), j, b.Cohorts(), oldBatches)
 		deads = append(deads, oldCohortDead)
 		olds = beam.Flatten(s, olds, oldBatches)
-		w := newWrites(toOld(j), newRun())
+		w := newWrites(j.Reversed(), newRun())
 		w.backfill = &b
 		writeDead, err := w.target(s, w.plan(s, olds))
 		if err != nil {
@@ -63,31 +61,4 @@ func Reverse(b cutover.Backfill) Graph {
 		sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
 		return nil
 	}
-}
-
-// toOld is the job turned around for writing: its target is the source
-// (endpoint, key, Spanner table), without a ramp-up (the old store has no
-// ramp table, and a reverse backfill is a rollback, which should not
-// wait).
-func toOld(j *migration.Job) *migration.Job {
-	jr := *j
-	cfg := *j.Config
-	cfg.Target = cfg.Source
-	cfg.Ramp = config.RampConfig{}
-	jr.Config = &cfg
-	jr.TargetKey = j.SourceKey
-	if j.Spanner != nil && j.Spanner.Source == nil {
-		jr.Spanner = nil // new's tables: old is not Spanner (Datastore → Spanner)
-	} else if j.Spanner != nil {
-		sp := *j.Spanner
-		// The old tables, parents before children, as new's are.
-		sp.Targets = []*spannerdb.Table{j.Spanner.Source}
-		for _, t := range j.Spanner.Targets[min(1, len(j.Spanner.Targets)):] {
-			if ot := j.Spanner.Children[t.Name]; ot != nil {
-				sp.Targets = append(sp.Targets, ot)
-			}
-		}
-		jr.Spanner = &sp
-	}
-	return &jr
 }

@@ -160,7 +160,7 @@ func Run(ctx context.Context, j *migration.Job, r Runner, graph Graph) (*migrati
 // target file (unless j.Overwrite): a run never erases output it was not
 // asked to.
 func keepOutput(ctx context.Context, j *migration.Job) error {
-	t := j.Config.Target
+	t := j.Target
 	ft, ok := targets[t.Type].(fileTarget)
 	if !ok || j.DryRun || j.TranslateOnly || j.Overwrite {
 		return nil
@@ -217,8 +217,8 @@ func removeParts(ctx context.Context, j *migration.Job) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_, _ = sink.RemoveParts(ctx, j.DeadLetterPath)
-	if ft, ok := targets[j.Config.Target.Type].(fileTarget); ok && !j.DryRun {
-		ft.removeParts(ctx, j.Config.Target)
+	if ft, ok := targets[j.Target.Type].(fileTarget); ok && !j.DryRun {
+		ft.removeParts(ctx, j.Target)
 	}
 }
 

@@ -66,7 +66,7 @@ func spannerKeys(j *migration.Job, filter string) source.SpannerConfig {
 	for _, c := range t.Key.Columns {
 		cfg.Columns = append(cfg.Columns, c.Name)
 	}
-	if u, ok, _ := j.Config.Cohort.UserSpec(); ok && t.Key.Index(u.Name) < 0 {
+	if u, ok, _ := j.Cohort.UserSpec(); ok && t.Key.Index(u.Name) < 0 {
 		cfg.Columns = append(cfg.Columns, t.Column(u.Name).Name)
 	}
 	return cfg
@@ -118,7 +118,7 @@ func (spannerKind) planFilter(ctx context.Context, j *migration.Job, n int) (str
 }
 
 func (spannerKind) peek(ctx context.Context, j *migration.Job, n int) ([]record.Record, error) {
-	src := j.Config.Source
+	src := j.Source
 	return source.PeekSpanner(ctx, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: src.Filter}, n)
 }
 
@@ -130,7 +130,7 @@ func (spannerKind) describe(e config.Endpoint) string {
 // children), the rows of b's cohorts where the user id is one of their
 // columns as old's (not one the rewrite changes).
 func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
-	t := j.Config.Target
+	t := j.Target
 	var tables []*spannerdb.Table
 	if j.Spanner != nil {
 		tables = j.Spanner.Targets
@@ -159,7 +159,7 @@ func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) 
 // rows do (the rewrite does not change it), so that a cohort filter on it
 // selects the same users in new.
 func newKeepsUser(j *migration.Job) bool {
-	u, ok, err := j.Config.Cohort.UserSpec()
+	u, ok, err := j.Cohort.UserSpec()
 	if err != nil || !ok || u.From != cohort.FromField {
 		return false
 	}
@@ -174,7 +174,7 @@ func (spannerKind) entities() bool { return false }
 // spannerChildren are the reads of the source's interleaved child tables,
 // whole.
 func spannerChildren(j *migration.Job) []source.SpannerConfig {
-	src := j.Config.Source
+	src := j.Source
 	var out []source.SpannerConfig
 	for name := range j.Spanner.Children {
 		out = append(out, source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: name, ReadTime: j.ReadTime})
@@ -185,7 +185,7 @@ func spannerChildren(j *migration.Job) []source.SpannerConfig {
 // spannerSource is the source's config: the main table's rows where the
 // config's filter and cohorts (a SQL condition, "" for none) hold.
 func spannerSource(j *migration.Job, cohorts string) source.SpannerConfig {
-	src := j.Config.Source
+	src := j.Source
 	return source.SpannerConfig{Project: src.Project, Instance: src.Instance, Database: src.Database, Table: src.Table, Columns: src.Columns, Filter: andFilter(src.Filter, cohorts), ReadTime: j.ReadTime}
 }
 
@@ -201,7 +201,7 @@ func init() {
 // go to the source's main table, its interleaved tables' rows going with
 // its rows by their ON DELETE CASCADE (operator.CheckCleanup).
 func (spannerKind) write(s beam.Scope, w writes, batches beam.PCollection) ([]beam.PCollection, error) {
-	tgt, wc := w.endpoint(), w.job.Config.Write
+	tgt, wc := w.endpoint(), w.job.Write
 	cfg := sink.SpannerSinkConfig{Project: tgt.Project, Instance: tgt.Instance, Database: tgt.Database,
 		Mode: wc.Mode, MaxMutations: wc.BatchMutations, MaxBytes: wc.BatchBytes, MaxRows: wc.BatchRows,
 		CommitPerElement: true, Parallelism: wc.Parallelism, Guard: w.guard(), Backfill: w.backfill} // one planned batch, one commit

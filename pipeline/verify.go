@@ -41,7 +41,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		oldBatches, cohortDead := selectCohorts(s.Scope("old"), j, b.Cohorts(), oldBatches)
 		deads = append(deads, cohortDead)
 		spec := j.Spec.Text()
-		sel := transforms.CohortSelection{User: j.Config.Cohort.User, Buckets: j.Config.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
+		sel := transforms.CohortSelection{User: j.Cohort.User, Buckets: j.Cohort.Buckets, Cohorts: cohort.Format(b.Cohorts())}
 		side := staged.Side{Store: j.Spec.TargetStore, Sel: sel}
 		if j.Spanner != nil && len(j.Spanner.Targets) > 0 {
 			side.Table, side.Children = j.Spanner.Targets[0], j.Spanner.Targets[1:]
@@ -61,13 +61,13 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side, Spec: spec}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		cmp := &staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Config.Source}
+		cmp := &staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Source}
 		if v.Repair == nil {
 			var src *spannerdb.Table
 			if j.Spanner != nil {
 				src = j.Spanner.Source
 			}
-			cmp.Recheck = staged.NewRecheck(j.Config, src, j.Spec)
+			cmp.Recheck = staged.NewRecheck(j.Source, j.Target, src, j.Spec)
 			cmp.Routed = v.Routed
 		}
 		tallies, keys := beam.ParDo2(s, cmp, joined)
@@ -91,7 +91,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection, error) {
 	d, ok := databaseOf(j)
 	if !ok {
-		return beam.PCollection{}, nil, fmt.Errorf("target.type %s: only a database target can be read back", j.Config.Target.Type)
+		return beam.PCollection{}, nil, fmt.Errorf("target.type %s: only a database target can be read back", j.Target.Type)
 	}
 	batches, deads := d.readNew(s, j, b)
 	return batches, deads, nil

@@ -42,7 +42,7 @@ func newRun() string { return uuid.NewString() }
 // guard is the sinks' retry policy and adaptive throttle (write.retry,
 // write.adaptive_throttle) and the ramp-up.
 func (w writes) guard() sink.Guard {
-	wc := w.job.Config.Write
+	wc := w.job.Write
 	return sink.Guard{Retry: wc.Retry.Policy(), AdaptiveOff: wc.AdaptiveThrottle.Disabled,
 		AdaptiveK: wc.AdaptiveThrottle.K, AdaptiveWindow: wc.AdaptiveThrottle.Window, Ramp: w.ramp}
 }
@@ -51,9 +51,9 @@ func (w writes) guard() sink.Guard {
 // deletes.
 func (w writes) endpoint() config.Endpoint {
 	if w.deletes {
-		return w.job.Config.Source
+		return w.job.Source
 	}
-	return w.job.Config.Target
+	return w.job.Target
 }
 
 // planOptions are the write-planning options for the job's target (the

@@ -24,8 +24,8 @@ func TestPlanOptions(t *testing.T) {
 	write := config.WriteConfig{BatchMutations: 5000, BatchRows: 200, Shards: 8, Buffer: 4000}
 
 	// Spanner, with an interleaved child: every table's key.
-	p := &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner}, Write: write},
-		TargetKey: key("Customers", "CustomerId INT64")}
+	p := resolved(&migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner}, Write: write},
+		TargetKey: key("Customers", "CustomerId INT64")})
 	p.Spanner = &migration.SpannerSchemas{Targets: []*spannerdb.Table{
 		{Name: "Customers", Key: p.TargetKey},
 		{Name: "Orders", Key: key("Orders", "CustomerId INT64, OrderId INT64 DESC")},
@@ -40,14 +40,14 @@ func TestPlanOptions(t *testing.T) {
 	}
 
 	// Datastore: batches no larger than the sink's entity bound.
-	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
-		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
+	p = resolved(&migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
+		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}})
 	if o, ok := newWrites(p, "run").planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 || o.WithDefaults().Validate() != nil {
 		t.Errorf("datastore: %+v, %v", o, ok)
 	}
 
 	// Files are written as they come.
-	p = &migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}}
+	p = resolved(&migration.Job{Config: &config.Config{Target: config.Endpoint{Type: config.TypeJSONL}}})
 	if _, ok := newWrites(p, "run").planOptions(); ok {
 		t.Error("a JSON Lines target is planned")
 	}
@@ -59,17 +59,17 @@ func TestPlanShuffle(t *testing.T) {
 		t.Fatal(err)
 	}
 	spanner := func(strategy rewrite.StepConfig, shuffle, ramp string) *migration.Job {
-		return &migration.Job{
+		return resolved(&migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeSpanner},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: shuffle}, Ramp: config.RampConfig{Profile: ramp}},
 			Spec:      rekeyer.Spec{Strategy: strategy, SourceStore: record.Spanner, TargetStore: record.Spanner},
 			SourceKey: key, TargetKey: key,
-		}
+		})
 	}
 	// jsonl reads j's source from a JSON Lines file, or with redrive set,
 	// re-submits that dead-letter file.
 	jsonl := func(j *migration.Job, redrive string) *migration.Job {
-		j.Config.Source.Type, j.RedriveFrom = config.TypeJSONL, redrive
+		j.Source.Type, j.RedriveFrom = config.TypeJSONL, redrive
 		return j
 	}
 	hash := rewrite.StepConfig{Strategy: "hashprefix"}
@@ -93,11 +93,11 @@ func TestPlanShuffle(t *testing.T) {
 		{"auto, swap, JSON Lines source, ramp-up", jsonl(spanner(swap, config.ShuffleAuto, config.RampDatastore), ""), true},
 		{"always, swap, JSON Lines source", jsonl(spanner(swap, config.ShuffleAlways, config.RampNone), ""), false},
 		{"auto, swap, redrive", jsonl(spanner(swap, config.ShuffleAuto, config.RampNone), "dead.jsonl"), false},
-		{"auto, hashprefix, Datastore", &migration.Job{
+		{"auto, hashprefix, Datastore", resolved(&migration.Job{
 			Config: &config.Config{Target: config.Endpoint{Type: config.TypeDatastore},
 				Write: config.WriteConfig{BatchRows: 500, Shuffle: config.ShuffleAuto}, Ramp: config.RampConfig{Profile: config.RampNone}},
 			Spec: rekeyer.Spec{Strategy: hash, SourceStore: record.Datastore, TargetStore: record.Datastore},
-		}, true},
+		}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.p.TargetKey.Columns == nil {
@@ -120,7 +120,7 @@ func TestPlanShuffle(t *testing.T) {
 			if err := o.WithDefaults().Validate(); err != nil {
 				t.Error(err)
 			}
-			interleaved := tc.want && tc.p.Config.Source.Type == config.TypeJSONL && !tc.p.Scatters()
+			interleaved := tc.want && tc.p.Source.Type == config.TypeJSONL && !tc.p.Scatters()
 			if got := newWrites(tc.p, "run").interleave(); (got > 0) != interleaved || interleaved && got != writeorder.DefaultBuffer {
 				t.Errorf("interleave() = %d, want %v (the planner's buffer)", got, interleaved)
 			}
@@ -140,12 +140,12 @@ func TestPlanDeletes(t *testing.T) {
 	shard, _ := rewrite.ParseKeySchema("LogsV2", "ShardId INT64, UserId STRING(36), Seq INT64")
 	hash := rewrite.StepConfig{Strategy: "hashprefix"}
 	for _, shuffle := range []string{config.ShuffleAuto, config.ShuffleAlways, config.ShuffleNever} {
-		j := &migration.Job{
+		j := resolved(&migration.Job{
 			Config: &config.Config{Source: config.Endpoint{Type: config.TypeSpanner}, Target: config.Endpoint{Type: config.TypeSpanner},
 				Write: config.WriteConfig{BatchRows: 50, Shuffle: shuffle}},
 			Spec:      rekeyer.Spec{Strategy: hash, SourceStore: record.Spanner, TargetStore: record.Spanner},
 			SourceKey: old, TargetKey: shard,
-		}
+		})
 		w := newWrites(j, "run")
 		w.deletes = true
 		o, ok := w.planOptions()
@@ -156,11 +156,19 @@ func TestPlanDeletes(t *testing.T) {
 			t.Errorf("describe() = %q", d)
 		}
 	}
-	j := &migration.Job{Config: &config.Config{Source: config.Endpoint{Type: config.TypeDatastore}, Target: config.Endpoint{Type: config.TypeJSONL},
-		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}}
+	j := resolved(&migration.Job{Config: &config.Config{Source: config.Endpoint{Type: config.TypeDatastore}, Target: config.Endpoint{Type: config.TypeJSONL},
+		Write: config.WriteConfig{BatchMutations: 100, BatchRows: 500}}})
 	w := newWrites(j, "run")
 	w.deletes = true
 	if o, ok := w.planOptions(); !ok || o.Store != record.Datastore || o.BatchRows != 100 {
 		t.Errorf("datastore source: %+v, %v", o, ok)
 	}
+}
+
+// resolved fills in j's resolved settings from j.Config, as
+// migration.FromConfig does for a job it makes.
+func resolved(j *migration.Job) *migration.Job {
+	f := migration.FromConfig(j.Config)
+	j.Source, j.Target, j.Cohort, j.Write, j.Descendants, j.Strategy = f.Source, f.Target, f.Cohort, f.Write, f.Descendants, f.Strategy
+	return j
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/migration/config"
 )
 
@@ -47,10 +48,10 @@ func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (cutover.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
-		return nil, nil, nil, usagef("%v; this config's target is %s", cutover.ErrNoPhaseStoreKind, t)
+	if t := cfg.Target.Type; !operator.KeepsPhases(t) {
+		return nil, nil, nil, usagef("%v; this config's target is %s", operator.ErrNoPhaseStoreKind, t)
 	}
-	st, done, err := cutover.OpenStore(ctx, cfg.Target, create)
+	st, done, err := operator.OpenStore(ctx, cfg.Target, create)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // storeKinds is where a new store kind's command-side behaviour goes:
 // what the commands (emulators up and --seed, lint, splits) do with an
 // endpoint of each kind (config.Type*) beyond running it, which
-// migration/kinds.go, pipeline/kinds.go and cutover/kinds.go cover. The
+// migration/kinds.go, pipeline/kinds.go and cutover/operator/kinds.go cover. The
 // commands ask these entries instead of comparing types. A kind without
 // an entry, and a field an entry leaves out, get the files' behaviour
 // (the zero storeKind): nothing on the emulators, nothing to seed, no

@@ -24,7 +24,7 @@ import (
 func CheckBackfill(j *migration.Job) error {
 	cfg := j.Config
 	var problems []string
-	if !cutover.KeepsPhases(cfg.Target.Type) {
+	if !KeepsPhases(cfg.Target.Type) {
 		problems = append(problems, fmt.Sprintf("target.type %s: a cohort backfill writes a Spanner or Datastore target, where the phase store is", cfg.Target.Type))
 	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {

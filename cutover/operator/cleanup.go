@@ -27,7 +27,7 @@ import (
 func CheckCleanup(j *migration.Job) error {
 	cfg := j.Config
 	var problems []string
-	if !cutover.HoldsOld(cfg.Source.Type) {
+	if !HoldsOld(cfg.Source.Type) {
 		problems = append(problems, fmt.Sprintf("source.type %s: a cohort cleanup deletes the old records of a Spanner or Datastore source", cfg.Source.Type))
 	}
 	if u, ok, err := cfg.Cohort.UserSpec(); err == nil && ok && j.Spanner != nil && j.Spanner.Source != nil &&
@@ -46,8 +46,8 @@ func CheckCleanup(j *migration.Job) error {
 			problems = append(problems, fmt.Sprintf("interleaved tables %s are not ON DELETE CASCADE: a cohort cleanup deletes the main table's rows and the rows under them go with them only by the cascade", strings.Join(noCascade, ", ")))
 		}
 	}
-	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
-		problems = append(problems, fmt.Sprintf("target.type %s: %v", t, cutover.ErrNoPhaseStoreKind))
+	if t := cfg.Target.Type; !KeepsPhases(t) {
+		problems = append(problems, fmt.Sprintf("target.type %s: %v", t, ErrNoPhaseStoreKind))
 	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {
 		problems = append(problems, "cohort.user is not set: the config must say where a record's user id is")

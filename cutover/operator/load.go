@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -14,7 +13,7 @@ import (
 // Spanner or Datastore to Datastore, with a cohort.user.
 func CheckLoad(j *migration.Job) error {
 	cfg := j.Config
-	if !cutover.Routes(cfg.Source.Type, cfg.Target.Type) {
+	if !Routes(cfg.Source.Type, cfg.Target.Type) {
 		return &migration.ConfigError{Err: fmt.Errorf("a phase-aware load goes through the application library, which routes Spanner to Spanner and Datastore to Datastore migrations; this one goes from %s to %s", cfg.Source.Type, cfg.Target.Type)}
 	}
 	if _, ok, err := cfg.Cohort.UserSpec(); err != nil || !ok {

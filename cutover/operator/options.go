@@ -38,15 +38,15 @@ func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what strin
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
 	}
-	if t := cfg.Target.Type; !cutover.KeepsPhases(t) {
-		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: %w; this config's target is %s", what, cutover.ErrNoPhaseStoreKind, t)}
+	if t := cfg.Target.Type; !KeepsPhases(t) {
+		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("cohort %s: %w; this config's target is %s", what, ErrNoPhaseStoreKind, t)}
 	}
 	if !o.Run.TranslateOnly {
 		if err := migration.Reach(ctx, cfg); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	if st, closeStore, err = cutover.OpenStore(ctx, cfg.Target, false); err != nil {
+	if st, closeStore, err = OpenStore(ctx, cfg.Target, false); err != nil {
 		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
 	return say, st, closeStore, nil

@@ -55,7 +55,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	if err := migration.Reach(ctx, cfg); err != nil {
 		return nil, nil, err
 	}
-	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	st, closeStore, err := OpenStore(ctx, cfg.Target, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("phase store: %w", err)
 	}
@@ -180,16 +180,10 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 // environment, closed at the end) and repairs in old the writes of
 // entries it missed (each Missed "old"), through the library's RepairOld.
 func repairOld(ctx context.Context, job *migration.Job, migrationName string, entries []cutover.RepairEntry) ([]cutover.RepairEntry, error) {
-	lib, closeLib, err := cutover.OpenLibrary(ctx, job, cutover.Options{Migration: migrationName})
+	lib, closeLib, err := openLibrary(ctx, job, cutover.Options{Migration: migrationName})
 	if err != nil {
 		return nil, err
 	}
 	defer closeLib()
-	r, ok := lib.(interface {
-		RepairOld(context.Context, []cutover.RepairEntry) ([]cutover.RepairEntry, error)
-	})
-	if !ok {
-		return nil, fmt.Errorf("the library of a migration from %s to %s cannot repair old", job.Config.Source.Type, job.Config.Target.Type)
-	}
-	return r.RepairOld(ctx, entries)
+	return lib.RepairOld(ctx, entries)
 }

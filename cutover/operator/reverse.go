@@ -25,7 +25,7 @@ func CheckReverse(j *migration.Job) error {
 		return err
 	}
 	var problems []string
-	if _, err := cutover.ReverseFor(j); err != nil {
+	if _, err := ReverseFor(j); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if st, err := rewrite.New(j.Spec.Strategy); err == nil && !st.Info().Invertible && j.Spec.KeepOriginalKey == "" {
@@ -66,7 +66,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err := CheckReverse(j); err != nil {
 		return j, nil, nil, err
 	}
-	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	st, closeStore, err := OpenStore(ctx, cfg.Target, false)
 	if err != nil {
 		return j, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
@@ -107,7 +107,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err := holdReadNew(ctx, st, o.Migration, o.Cohorts, rules, say); err != nil {
 		return j, nil, nil, err
 	}
-	rev, err := cutover.ReverseFor(j)
+	rev, err := ReverseFor(j)
 	if err != nil {
 		return j, nil, nil, err
 	}

@@ -228,7 +228,7 @@ func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs)
 	if err := migration.Reach(ctx, cfg); err != nil {
 		return nil, nil, nil, err
 	}
-	st, closeStore, err := cutover.OpenStore(ctx, cfg.Target, false)
+	st, closeStore, err := OpenStore(ctx, cfg.Target, false)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}

@@ -2,7 +2,6 @@ package staged
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
@@ -20,13 +18,9 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
-	"github.com/rekeyio/rekey/internal/store/datastoredb"
-	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/retry"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
-	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration"
-	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -61,7 +55,9 @@ type loadApp interface {
 // every process of the run (its lease in the target, where the phase
 // store is), and asks the throttle first.
 type LoadFn struct {
-	Config    string     `json:"config"`
+	// Job is the migration's job as workers resolve it
+	// (migration.Job.Portable).
+	Job       string     `json:"job"`
 	Migration string     `json:"migration"`
 	Guard     sink.Guard `json:"guard"`
 
@@ -78,23 +74,19 @@ type LoadFn struct {
 }
 
 func (f *LoadFn) Setup(ctx context.Context) error {
-	var cfg config.Config
-	if err := json.Unmarshal([]byte(f.Config), &cfg); err != nil {
-		return err
-	}
-	j, err := migration.Resolve(ctx, &cfg)
+	j, err := migration.ResolvePortable(ctx, f.Job)
 	if err != nil {
 		return err
 	}
-	if f.lib, f.closeFn, err = cutover.OpenLibrary(ctx, j, cutover.Options{Migration: f.Migration}); err != nil {
+	if f.lib, f.closeFn, err = operator.OpenLibrary(ctx, j, cutover.Options{Migration: f.Migration}); err != nil {
 		return err
 	}
-	if f.user, _, err = cfg.Cohort.UserSpec(); err != nil {
+	if f.user, _, err = j.Cohort.UserSpec(); err != nil {
 		return err
 	}
-	f.buckets = cfg.Cohort.Buckets
+	f.buckets = j.Cohort.Buckets
 	if !f.Guard.Ramp.Off() {
-		lease, release, err := rampLease(cfg.Target)
+		lease, release, err := j.RampLease("load")
 		if err != nil {
 			return fmt.Errorf("load: the ramp-up's lease: %w", err)
 		}
@@ -103,24 +95,9 @@ func (f *LoadFn) Setup(ctx context.Context) error {
 			return fmt.Errorf("load: %w", err)
 		}
 	}
-	t := cfg.Target
+	t := j.Target
 	f.throttle = f.Guard.Throttle(fmt.Sprintf("load:%s:%s/%s/%s", t.Type, t.Project, t.Instance, t.Database))
 	return nil
-}
-
-// rampLease is the ramp-up's state in target t (where the migration's
-// phase store is), through this process's shared client of it.
-func rampLease(t config.Endpoint) (throttle.Lease, func(), error) {
-	switch t.Type {
-	case config.TypeSpanner:
-		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
-		c, release, err := spannerdb.Shared(db, "load", func(ctx context.Context) (*spanner.Client, error) { return spanner.NewClient(ctx, db) })
-		return spannerdb.RampLease{Client: c}, release, err
-	case config.TypeDatastore:
-		c, release, err := datastoredb.Shared(t.Project, t.Database, "", nil)
-		return datastoredb.RampLease{Client: c, Namespace: t.Namespace}, release, err
-	}
-	return nil, nil, fmt.Errorf("no ramp-up lease in a %s target", t.Type)
 }
 
 func (f *LoadFn) Teardown() {

@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
@@ -70,11 +70,11 @@ type RecheckSpec struct {
 
 // NewRecheck returns the recheck of a verify job, nil when its source is
 // not a database.
-func NewRecheck(cfg *config.Config, source *spannerdb.Table, spec rekeyer.Spec) *RecheckSpec {
-	if !cutover.HoldsOld(cfg.Source.Type) {
+func NewRecheck(src, tgt config.Endpoint, source *spannerdb.Table, spec rekeyer.Spec) *RecheckSpec {
+	if !operator.HoldsOld(src.Type) {
 		return nil
 	}
-	return &RecheckSpec{Source: cfg.Source, Target: cfg.Target, SourceTable: source, Spec: spec.Text(), SourceStore: spec.SourceStore, TargetStore: spec.TargetStore}
+	return &RecheckSpec{Source: src, Target: tgt, SourceTable: source, Spec: spec.Text(), SourceStore: spec.SourceStore, TargetStore: spec.TargetStore}
 }
 
 // rechecker reads findings again.

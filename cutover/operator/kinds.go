@@ -1,4 +1,4 @@
-package cutover
+package operator
 
 import (
 	"context"
@@ -8,28 +8,29 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
+	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
-	"github.com/rekeyio/rekey/record"
 )
 
 // The store kinds of the staged cutover, in one place: which kinds keep
 // the phase store (at a migration's target), which pairs of old and new
 // the application library routes, and how the operator's jobs open each
-// from the environment. The rest of the cutover, the operator's checks
-// (cutover/operator), the cohort jobs' DoFns (transforms/staged) and the
-// CLI ask here (KeepsPhases, Routes, OpenLibrary, OpenStore) instead of
-// comparing store types. A new kind, or a cross-store pair, is an entry
-// in phaseKinds or pairKinds plus its library.
+// from the environment. The operator's checks, the cohort jobs' DoFns
+// (transforms/staged) and the CLI ask here (KeepsPhases, Routes,
+// OpenLibrary, OpenStore) instead of comparing store types. A new kind,
+// or a cross-store pair, is an entry in phaseKinds or pairKinds plus its
+// library in package cutover. (The application library itself needs none
+// of this: an application gives it its clients.)
 
 // A phaseKind is a kind of target that keeps a migration's phase store,
 // its touched marks and its repair log.
 type phaseKind struct {
 	// open opens the phase store at t (create: make what a first move
 	// needs where it is missing); close releases its client.
-	open func(ctx context.Context, t config.Endpoint, create bool) (st Store, close func(), err error)
+	open func(ctx context.Context, t config.Endpoint, create bool) (st cutover.Store, close func(), err error)
 }
 
 // A pairKind is the application library of one pair of kinds, old's and
@@ -38,58 +39,46 @@ type pairKind struct {
 	// open opens the library on job, its client of old made from the
 	// environment (the operator's jobs; an application gives its own);
 	// close closes the library and that client.
-	open func(ctx context.Context, job *migration.Job, o Options) (lib library, close func(), err error)
+	open func(ctx context.Context, job *migration.Job, o cutover.Options) (lib library, close func(), err error)
 	// reverse fills in where a reverse backfill of job reads new (nil:
 	// the pair has no reverse backfill).
-	reverse func(job *migration.Job, r *Reverse)
+	reverse func(job *migration.Job, r *cutover.Reverse)
 }
 
 // library is what the operator's jobs need of an application library
 // (Spanner, Datastore).
 type library interface {
-	Library
-	RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error)
-}
-
-// Library is what every application library does, whatever its stores:
-// the routed calls, the phases it acts on and its counters.
-type Library interface {
-	Write(ctx context.Context, rec record.Record) error
-	WriteBatch(ctx context.Context, recs []record.Record) []error
-	Delete(ctx context.Context, key record.Record) error
-	Read(ctx context.Context, key record.Record) (rec record.Record, found bool, err error)
-	Phases() *Map
-	Stats() Stats
-	Close()
+	cutover.Library
+	RepairOld(ctx context.Context, entries []cutover.RepairEntry) ([]cutover.RepairEntry, error)
 }
 
 var (
-	_ library = (*Spanner)(nil)
-	_ library = (*Datastore)(nil)
-	_ library = (*DatastoreSpanner)(nil)
+	_ library = (*cutover.Spanner)(nil)
+	_ library = (*cutover.Datastore)(nil)
+	_ library = (*cutover.DatastoreSpanner)(nil)
 )
 
 var phaseKinds = map[string]phaseKind{
-	config.TypeSpanner: {open: func(ctx context.Context, t config.Endpoint, create bool) (Store, func(), error) {
+	config.TypeSpanner: {open: func(ctx context.Context, t config.Endpoint, create bool) (cutover.Store, func(), error) {
 		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		c, err := spanner.NewClient(ctx, db)
 		if err != nil {
 			return nil, nil, err
 		}
 		if create {
-			if _, err := CreateSpannerTables(ctx, c, db); err != nil {
+			if _, err := cutover.CreateSpannerTables(ctx, c, db); err != nil {
 				c.Close()
 				return nil, nil, err
 			}
 		}
-		return SpannerStore{Client: c}, c.Close, nil
+		return cutover.SpannerStore{Client: c}, c.Close, nil
 	}},
-	config.TypeDatastore: {open: func(ctx context.Context, t config.Endpoint, _ bool) (Store, func(), error) {
+	config.TypeDatastore: {open: func(ctx context.Context, t config.Endpoint, _ bool) (cutover.Store, func(), error) {
 		c, err := datastoredb.Client(ctx, t.Project, t.Database)
 		if err != nil {
 			return nil, nil, err
 		}
-		return DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
+		return cutover.DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
 	}},
 }
 
@@ -97,11 +86,11 @@ var phaseKinds = map[string]phaseKind{
 type pair struct{ old, new string }
 
 var pairKinds = map[pair]pairKind{
-	{config.TypeSpanner, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
+	{config.TypeSpanner, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o cutover.Options) (library, func(), error) {
 		src := job.Config.Source
 		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
-		return libraryOn(c, err, (*spanner.Client).Close, func(c *spanner.Client) (library, error) { return NewSpanner(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *Reverse) {
+		return libraryOn(c, err, (*spanner.Client).Close, func(c *spanner.Client) (library, error) { return cutover.NewSpanner(ctx, c, job, o) })
+	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
@@ -111,19 +100,19 @@ var pairKinds = map[pair]pairKind{
 			}
 		}
 	}},
-	{config.TypeDatastore, config.TypeDatastore}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
+	{config.TypeDatastore, config.TypeDatastore}: {open: func(ctx context.Context, job *migration.Job, o cutover.Options) (library, func(), error) {
 		src := job.Config.Source
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
-		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return NewDatastore(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *Reverse) {
+		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return cutover.NewDatastore(ctx, c, job, o) })
+	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
 		t := job.Config.Target
 		r.NewProject, r.NewDatastoreDB, r.OldNamespace = t.Project, t.Database, job.Config.Source.Namespace
 	}},
-	{config.TypeDatastore, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
+	{config.TypeDatastore, config.TypeSpanner}: {open: func(ctx context.Context, job *migration.Job, o cutover.Options) (library, func(), error) {
 		src := job.Config.Source
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
-		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return NewDatastoreSpanner(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *Reverse) {
+		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return cutover.NewDatastoreSpanner(ctx, c, job, o) })
+	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
@@ -181,7 +170,7 @@ var ErrNoPhaseStoreKind = errors.New("the phase store is kept at a Spanner or Da
 // database's tables (created where missing when create is set: a first
 // move needs them) or the Datastore database's namespace. close releases
 // its client.
-func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st Store, close func(), err error) {
+func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st cutover.Store, close func(), err error) {
 	k, ok := phaseKinds[t.Type]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w; this target is %s", ErrNoPhaseStoreKind, t.Type)
@@ -192,11 +181,11 @@ func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st Store, c
 // OpenLibrary opens the application library of job as the operator's
 // jobs use it (rekey load, the repairs of old): its client of old made
 // from the environment. close closes the library and that client.
-func OpenLibrary(ctx context.Context, job *migration.Job, o Options) (lib Library, close func(), err error) {
+func OpenLibrary(ctx context.Context, job *migration.Job, o cutover.Options) (lib cutover.Library, close func(), err error) {
 	return openLibrary(ctx, job, o)
 }
 
-func openLibrary(ctx context.Context, job *migration.Job, o Options) (library, func(), error) {
+func openLibrary(ctx context.Context, job *migration.Job, o cutover.Options) (library, func(), error) {
 	k, err := pairOf(job)
 	if err != nil {
 		return nil, nil, err
@@ -206,15 +195,15 @@ func openLibrary(ctx context.Context, job *migration.Job, o Options) (library, f
 
 // ReverseFor returns the Reverse of a reverse backfill of job: its
 // rekeyer spec and where it reads new.
-func ReverseFor(job *migration.Job) (Reverse, error) {
+func ReverseFor(job *migration.Job) (cutover.Reverse, error) {
 	k, err := pairOf(job)
 	if err != nil {
-		return Reverse{}, err
+		return cutover.Reverse{}, err
 	}
 	if k.reverse == nil {
-		return Reverse{}, fmt.Errorf("cutover: a reverse backfill from %s back to %s is not supported yet", job.Config.Target.Type, job.Config.Source.Type)
+		return cutover.Reverse{}, fmt.Errorf("cutover: a reverse backfill from %s back to %s is not supported yet", job.Config.Target.Type, job.Config.Source.Type)
 	}
-	r := Reverse{Spec: job.Spec.Text()}
+	r := cutover.Reverse{Spec: job.Spec.Text()}
 	k.reverse(job, &r)
 	return r, nil
 }
