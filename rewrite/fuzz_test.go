@@ -1,8 +1,13 @@
 package rewrite_test
 
 import (
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
 	"testing"
 	"time"
+
+	farm "github.com/dgryski/go-farm"
 
 	"github.com/rekeyio/rekey/rewrite"
 	"github.com/rekeyio/rekey/rewrite/rewritetest"
@@ -59,6 +64,44 @@ func FuzzHashPrefix(f *testing.F) { fuzzStrategy(f, rewrite.StepConfig{Strategy:
 func FuzzHashPrefixFarm(f *testing.F) {
 	fuzzStrategy(f, rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"hash": "farm", "n": 16, "sep": ""}})
 }
+
+// FuzzHashPrefixFarmInline runs the conformance checks with the settings
+// of Append's inline path (farm, a one-byte separator).
+func FuzzHashPrefixFarmInline(f *testing.F) {
+	fuzzStrategy(f, rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"hash": "farm", "n": 6, "sep": "-"}})
+}
+
+// FuzzHashPrefixAppend compares Append with hex(hash) + sep + key built
+// with encoding/hex, for fuzzed keys, N, separator and room in dst.
+func FuzzHashPrefixAppend(f *testing.F) {
+	f.Add([]byte("Customer0000001"), uint8(6), "-", uint8(0), true)
+	f.Add([]byte("12345678"), uint8(8), "/", uint8(1), true)
+	f.Add([]byte("x"), uint8(32), "", uint8(40), false)
+	f.Fuzz(func(t *testing.T, key []byte, n uint8, sep string, extra uint8, useFarm bool) {
+		hash, maxN := "md5", 32
+		if useFarm {
+			hash, maxN = "farm", 16
+		}
+		p := rewrite.Params{"hash": hash, "n": 1 + int(n)%maxN, "sep": sep}
+		s, err := rewrite.New(rewrite.StepConfig{Strategy: "hashprefix", Params: p})
+		if err != nil {
+			return // sep not valid UTF-8
+		}
+		var sum []byte
+		if useFarm {
+			sum = binary.BigEndian.AppendUint64(nil, farm.Fingerprint64(key))
+		} else {
+			m := md5.Sum(key)
+			sum = m[:]
+		}
+		want := "pre" + hex.EncodeToString(sum)[:1+int(n)%maxN] + sep + string(key)
+		dst := append(make([]byte, 0, len(want)+int(extra)-1), "pre"...)
+		if got := string(s.(*rewrite.HashPrefix).Append(dst, key)); got != want {
+			t.Fatalf("%v key %q: got %q, want %q", p, key, got, want)
+		}
+	})
+}
+
 func FuzzShard(f *testing.F) { fuzzStrategy(f, rewrite.StepConfig{Strategy: "shard"}) }
 func FuzzShardAbs(f *testing.F) {
 	fuzzStrategy(f, rewrite.StepConfig{Strategy: "shard", Params: rewrite.Params{"mode": "abs", "n": 7}})

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -40,6 +41,9 @@ type HashPrefix struct {
 	Column string // Spanner: the key column to prefix (default: the first)
 	scope  scope
 	farm   bool
+	fast   int  // N+1 when Append's inline path applies (farm, a one-byte Sep), else 0
+	sep    byte // Sep[0]
+	minKey int  // the shortest key the inline path takes; math.MaxInt: none
 }
 
 func init() {
@@ -66,6 +70,13 @@ func init() {
 		}
 		h.N = int(p.integer("n", 4, 1, max))
 		h.farm = h.Hash == "farm"
+		h.minKey = math.MaxInt
+		if h.farm && len(h.Sep) == 1 {
+			h.fast, h.sep = h.N+1, h.Sep[0]
+			// The digits go 8 at a time, so the output needs room for
+			// 8 (N <= 8) or 16.
+			h.minKey = 8*(1+(h.N-1)/8) - h.fast
+		}
 		if !utf8.ValidString(h.Sep) {
 			p.fail("sep", "must be valid UTF-8")
 		}
@@ -86,6 +97,49 @@ func (h *HashPrefix) Spec() Spec {
 // Append appends hex(hash(key))[:N] + Sep + key to dst. It does not
 // allocate when dst has room.
 func (h *HashPrefix) Append(dst, key []byte) []byte {
+	l, off := len(key), len(dst)
+	end := off + h.fast + l
+	if l < h.minKey || end > cap(dst) {
+		return h.appendGeneral(dst, key)
+	}
+	// The common case (farm, a one-byte separator, room in dst), in code
+	// with no call after the hash's but memmove's for a key not of 8 to
+	// 16 bytes: around a call the compiler saves the live registers, and
+	// the general path pays for such saves on the way to calls it mostly
+	// does not make (growing dst, digits one by one). The digits go 8 at
+	// a time, and the separator and the key then overwrite those past N.
+	// The 8-byte windows are three-index slices, whose capacity is the
+	// constant 8, so the compiler need not guard their pointers against a
+	// capacity of zero.
+	fp := farm.Fingerprint64(key)
+	dst = dst[:end]
+	binary.BigEndian.PutUint64(dst[off:off+8:off+8], hex8(uint32(fp>>32)))
+	if h.fast > 9 {
+		binary.BigEndian.PutUint64(dst[off+8:off+16:off+16], hex8(uint32(fp)))
+	}
+	dst[end-l-1] = h.sep
+	copyKey(dst[end-l:end:end], key)
+	return dst
+}
+
+// copyKey copies key to dst, which has its length. For a key of 8 to 16
+// bytes it is two overlapping 8-byte loads and stores: copy calls
+// runtime.memmove when the length is not a constant, and that call and
+// memmove's size dispatch cost more than the copy of so few bytes.
+func copyKey(dst, key []byte) {
+	l := len(key)
+	if l < 8 || l > 16 || len(dst) != l {
+		copy(dst, key)
+		return
+	}
+	binary.LittleEndian.PutUint64(dst[:8:8], binary.LittleEndian.Uint64(key))
+	binary.LittleEndian.PutUint64(dst[l-8:l:l], binary.LittleEndian.Uint64(key[l-8:]))
+}
+
+// appendGeneral is Append for any hash, N, separator, key and dst: md5,
+// a separator not of one byte, a key too short for 8-byte stores of the
+// digits, or no room in dst.
+func (h *HashPrefix) appendGeneral(dst, key []byte) []byte {
 	n := h.N + len(h.Sep) + len(key)
 	off := len(dst)
 	if cap(dst)-off < n {
@@ -109,13 +163,15 @@ func (h *HashPrefix) Append(dst, key []byte) []byte {
 	} else {
 		copy(out[h.N:], h.Sep)
 	}
-	copy(out[h.N+len(h.Sep):], key)
+	copyKey(out[h.N+len(h.Sep):], key)
 	return dst
 }
 
 // hex8 returns the 8 lowercase hex digits of v, most significant first,
-// as the bytes of a big-endian uint64 (nibbles spread into bytes, then
-// shifted into '0'-'9' and 'a'-'f' all at once).
+// as the bytes of a big-endian uint64: the nibbles spread into bytes, then
+// shifted into '0'-'9' and 'a'-'f' all at once, about 25 instructions and
+// one store. encoding/hex would need the bytes in memory and goes a byte
+// at a time (two table loads and two 1-byte stores each).
 func hex8(v uint32) uint64 {
 	x := uint64(v)
 	x = (x | x<<16) & 0x0000ffff0000ffff

@@ -1,8 +1,13 @@
 package rewrite_test
 
 import (
+	"bytes"
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -401,19 +406,54 @@ func TestRewriteRefusesKeysBreakingTargetLimits(t *testing.T) {
 	}
 }
 
-// TestHashPrefixFastPathMatches checks the 16-digit fast path against the
-// digit-by-digit one for every N and short and long keys.
-func TestHashPrefixFastPathMatches(t *testing.T) {
-	for n := 1; n <= 16; n++ {
-		h := mustNew(t, "hashprefix", rewrite.Params{"hash": "farm", "n": n, "sep": "/"}).(*rewrite.HashPrefix)
-		for _, k := range []string{"", "a", "Customer0000001", strings.Repeat("x", 40)} {
-			fp := uint64(farm.Fingerprint64([]byte(k)))
-			want := hexI64(int64(fp))[:n] + "/" + k
-			if got := string(h.Append(nil, []byte(k))); got != want {
-				t.Errorf("n=%d key %q: got %q, want %q", n, k, got, want)
-			}
-			if got := string(h.Append(make([]byte, 3, 100), []byte(k))); got[3:] != want {
-				t.Errorf("n=%d key %q with a prefix in dst: got %q, want %q", n, k, got[3:], want)
+// TestHashPrefixAppendMatchesReference checks Append, its inline path and
+// the general one, against hex(hash) + sep + key built with encoding/hex:
+// both hashes, every N, separators of 0, 1 and 2 bytes, keys of every
+// length from 0 to 40 bytes, and dst with no room, one byte too little,
+// exactly enough and plenty. The bytes of dst before its length and
+// those of its capacity past the output must be left alone.
+func TestHashPrefixAppendMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	keys := [][]byte{}
+	for l := 0; l <= 40; l++ {
+		k := make([]byte, l)
+		for i := range k {
+			k[i] = byte(r.Uint32())
+		}
+		keys = append(keys, k, []byte(strings.Repeat("k", l)))
+	}
+	for _, hash := range []string{"md5", "farm"} {
+		maxN := 32
+		if hash == "farm" {
+			maxN = 16
+		}
+		for n := 1; n <= maxN; n++ {
+			for _, sep := range []string{"", "/", "::"} {
+				h := mustNew(t, "hashprefix", rewrite.Params{"hash": hash, "n": n, "sep": sep}).(*rewrite.HashPrefix)
+				for _, k := range keys {
+					var sum []byte
+					if hash == "md5" {
+						s := md5.Sum(k)
+						sum = s[:]
+					} else {
+						sum = binary.BigEndian.AppendUint64(nil, farm.Fingerprint64(k))
+					}
+					want := hex.EncodeToString(sum)[:n] + sep + string(k)
+					if got := string(h.Append(nil, k)); got != want {
+						t.Fatalf("%s n=%d sep %q key %q, nil dst: got %q, want %q", hash, n, sep, k, got, want)
+					}
+					for _, room := range []int{len(want) - 1, len(want), len(want) + 64} {
+						buf := bytes.Repeat([]byte{0xee}, 3+room)
+						copy(buf, "pre")
+						got := h.Append(buf[:3:3+room], k)
+						if string(got[:3]) != "pre" || string(got[3:]) != want {
+							t.Fatalf("%s n=%d sep %q key %q, room %d: got %q, want %q", hash, n, sep, k, room, got, "pre"+want)
+						}
+						if room >= len(want) && !bytes.Equal(buf[3+len(want):], bytes.Repeat([]byte{0xee}, room-len(want))) {
+							t.Fatalf("%s n=%d sep %q key %q, room %d: wrote past the output: %q", hash, n, sep, k, room, buf[3+len(want):])
+						}
+					}
+				}
 			}
 		}
 	}
