@@ -204,7 +204,7 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	emulator.RequireSpanner(t)
 	emulator.RequireDatastore(t)
 	tapOf := func(hostEnv string) *committap.Tap {
-		tp, err := committap.Start(os.Getenv(hostEnv))
+		tp, err := committap.Start(os.Getenv(hostEnv), soakSpannerKeys...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -771,6 +771,7 @@ func (s *soak) check(t *testing.T) {
 				if violations <= 3 {
 					t.Errorf("%s: %s", s.name, why)
 					s.printAround(t, byKey[k], r)
+					s.printCommits(t, k, r)
 				}
 			}
 		}
@@ -779,11 +780,33 @@ func (s *soak) check(t *testing.T) {
 			violations++
 			if violations <= 3 {
 				t.Errorf("%s: at the end new holds %s for %s (%q, found %v); the history allows %s", s.name, k, k, v, found, h.finals())
+				last := byKey[k][len(byKey[k])-1]
+				s.printCommits(t, k, &soakOp{inv: last.inv, ret: time.Now()})
 			}
 		}
 	}
 	if violations > 0 {
 		t.Errorf("%s: %d violations in all; reproduce with -run 'Soak' -soak_seed %d", s.name, violations, s.seed)
+	}
+	// The forensics must find what they look for: every key's first
+	// write, through the library while every cohort was old, is a
+	// commit of it in old; and the backfills and dual writes wrote some
+	// of these keys in new.
+	inNew := 0
+	for _, k := range keys[:min(3, len(keys))] {
+		first := byKey[k][0]
+		old, new, err := s.soakKeyNeedles(k)
+		if err != nil {
+			t.Errorf("%s: forensics: %v", s.name, err)
+			continue
+		}
+		if first.kind == 'w' && first.ok && len(s.commitsOf(old, s.start, first.ret.Add(time.Second))) == 0 {
+			t.Errorf("%s: forensics: no commit of the taps names %s (keys %s), which was written at %s", s.name, k, strings.Join(old, ", "), first.ret.Sub(s.start))
+		}
+		inNew += len(s.commitsOf(new, s.start, time.Now()))
+	}
+	if inNew == 0 {
+		t.Errorf("%s: forensics: no commit of the taps names the new key of %v", s.name, keys[:min(3, len(keys))])
 	}
 }
 
