@@ -310,26 +310,26 @@ func (x *DatastoreSpanner) read(c *call, key *record.Record) (*record.Record, er
 		x.stats.fallback()
 		return readOld()
 	case r.consult:
-		// Old, and new with its mark (at once: two stores).
+		// New with its mark, then old (the mark first: see the package
+		// doc, "Missed writes"); not old when the mark says it is
+		// behind, unless a shadow read compares the two.
 		if r.shadow {
 			x.stats.call("shadow_read", c.phase)
 		}
-		var oldRec *record.Record
-		var oerr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			oldRec, oerr = readOld()
-		}()
 		newRec, m, err := x.readNewMarked(c, key)
-		<-done
 		if err != nil {
 			return nil, err
+		}
+		behind := m.behind == oldSide.String()
+		var oldRec *record.Record
+		var oerr error
+		if r.shadow || !behind {
+			oldRec, oerr = readOld()
 		}
 		if r.shadow && oerr == nil {
 			x.shadowCompare(c, oldRec, newRec)
 		}
-		if m.behind == oldSide.String() {
+		if behind {
 			// A write new took and old missed while new was
 			// authoritative (before a rollback): new holds it until a
 			// repair.

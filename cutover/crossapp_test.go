@@ -227,16 +227,20 @@ func TestDatastoreSpannerBackfillRow(t *testing.T) {
 // Datastore kind moving into a Spanner table: a delete in read_new that
 // reached new and not old is never undone by a read, and RepairOld puts
 // it right in old.
-func TestDatastoreSpannerMissedWrites(t *testing.T) {
+func TestDatastoreSpannerMissedWrites(t *testing.T) { checkMissedWrites(t, crossMissedEnv(t)) }
+
+// crossMissedEnv is spannerMissedEnv for Datastore → Spanner: old in the
+// Datastore emulator, new in the Spanner emulator, each behind a tap.
+func crossMissedEnv(t *testing.T) missedEnv {
 	tapOld, _ := twoTaps(t, emulator.EnvDatastoreHost)
 	tapNew, _ := twoTaps(t, emulator.EnvSpannerHost)
 	e := newCrossEnvVia(t, tapOld, tapNew)
-	checkMissedWrites(t, missedEnv{
+	return missedEnv{
 		lib: e.lib, store: e.store, migration: e.migration, tapOld: tapOld, tapNew: tapNew,
 		oldTable: "Log", newTable: "LogsX", setPhase: e.setPhase, row: e.entity, key: e.key,
 		oldHas: e.oldPages,
 		newHas: func(t *testing.T, user string) []string {
 			return pagesWhere(t, e.newC, "LogsX", "UserId", user, "LogKey")
 		},
-	})
+	}
 }

@@ -446,20 +446,15 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 	switch {
 	case r.shadow:
 		d.stats.call("shadow_read", c.phase)
-		var oldRec *record.Record
-		var oerr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			oldRec, oerr = d.readOld(c.ctx, key)
-		}()
+		// New with its mark, then old (the mark first: see the package
+		// doc, "Missed writes").
 		newRec, m, err := d.readNewMarked(c, key)
-		<-done
 		if err != nil {
 			return nil, err
 		}
-		if oerr != nil {
-			return nil, oerr
+		oldRec, err := d.readOld(c.ctx, key)
+		if err != nil {
+			return nil, err
 		}
 		d.shadowCompare(c, oldRec, newRec)
 		if r.consult && !d.same && m.behind == oldSide.String() {
@@ -489,16 +484,9 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 		d.stats.fallback()
 		return d.readOld(c.ctx, key)
 	case r.consult && !d.same:
-		// Old, and new with its mark (at once: two databases).
-		var got *record.Record
-		var gerr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			got, gerr = d.readOld(c.ctx, key)
-		}()
+		// New with its mark, then old unless the mark says old is
+		// behind (the mark first: see the package doc, "Missed writes").
 		newRec, m, err := d.readNewMarked(c, key)
-		<-done
 		if err != nil {
 			return nil, err
 		}
@@ -509,7 +497,7 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 			d.stats.redirect()
 			return newRec, nil
 		}
-		return got, gerr
+		return d.readOld(c.ctx, key)
 	}
 	return d.readOld(c.ctx, key)
 }

@@ -380,11 +380,25 @@
 // Redirected); if new has no record it returns none when the mark says
 // the record was deleted or old is behind, and reads old (a fallback) only
 // for a record new never held. In dual_write, backfilled, verified and
-// shadow it reads old and the mark at once and returns new's record if
-// Behind = "old" (old missed a write new took while it was authoritative,
-// before a rollback). So a delete that reached new and not old (or whose
-// response was lost) is not undone by a read, and a read never returns
-// what the authoritative store replaced.
+// shadow it reads the mark (with new at its snapshot), and returns new's
+// record if Behind = "old" (old missed a write new took while it was
+// authoritative, before a rollback); else it reads old, after the mark.
+// So a delete that reached new and not old (or whose response was lost)
+// is not undone by a read, and a read never returns what the
+// authoritative store replaced.
+//
+// The mark comes first because Behind = "old" is cleared only once old
+// holds the missed write or a later one: by a later call's touch (which
+// wrote old first), or by a repair or a reverse backfill (which wrote old
+// before clearing it). A mark read that finds Behind clear is followed by
+// a read of old that sees whatever cleared it. Read at once, old's read
+// could come before another instance's write and the mark's after it: old
+// without the missed write, the mark cleared by the other write, and the
+// read would return what the missed write replaced
+// (TestSpannerConsultReadMarkFirst orders the two reads with the taps so;
+// an interleaved soak of seed 9001 had reported such a read once). The
+// price is one more round trip in those phases when old and new are
+// apart: the two reads no longer overlap.
 //
 // Why the mark is right: within one authority (see the switch above)
 // every call writes the same store first. Behind = "new" is set only for

@@ -43,30 +43,35 @@ type missedEnv struct {
 // refused until then. Before the touched marks said which store is
 // behind, read_new fell back to old for a record new lacked and returned
 // the deleted value.
-func TestSpannerMissedWrites(t *testing.T) {
+func TestSpannerMissedWrites(t *testing.T)   { checkMissedWrites(t, spannerMissedEnv(t)) }
+func TestDatastoreMissedWrites(t *testing.T) { checkMissedWrites(t, datastoreMissedEnv(t)) }
+
+// spannerMissedEnv is a Spanner library whose old and new are two
+// databases, each behind a tap of its own.
+func spannerMissedEnv(t *testing.T) missedEnv {
 	tapOld, tapNew := twoTaps(t, emulator.EnvSpannerHost)
 	e := newSpannerEnvVia(t, false, "", tapOld.Addr(), tapNew.Addr())
-	checkMissedWrites(t, missedEnv{
+	return missedEnv{
 		lib: e.lib, store: e.store, migration: e.migration, tapOld: tapOld, tapNew: tapNew,
 		oldTable: "Logs", newTable: "LogsV2", setPhase: e.setPhase, row: logRow, key: logKey,
 		oldHas: func(t *testing.T, user string) []string { return pages(t, e.old, "Logs", user) },
 		newHas: func(t *testing.T, user string) []string { return pages(t, e.new, "LogsV2", user) },
-	})
+	}
 }
 
-func TestDatastoreMissedWrites(t *testing.T) {
+// datastoreMissedEnv is the same for Datastore: the test's own clients
+// (old's, and its reads of new) go through tapOld, the library's client of
+// new through tapNew; both sides' entities are of kind Log.
+func datastoreMissedEnv(t *testing.T) missedEnv {
 	tapOld, tapNew := twoTaps(t, emulator.EnvDatastoreHost)
-	// The test's own clients (old's, and its reads of new) go through
-	// tapOld, the library's client of new through tapNew: both sides'
-	// entities are of kind Log.
 	t.Setenv(emulator.EnvDatastoreHost, tapOld.Addr())
 	e := newDSEnvIn(t, dsNewDatabase, func() { t.Setenv(emulator.EnvDatastoreHost, tapNew.Addr()) })
-	checkMissedWrites(t, missedEnv{
+	return missedEnv{
 		lib: e.lib, store: e.store, migration: e.migration, tapOld: tapOld, tapNew: tapNew,
 		oldTable: "Log", newTable: "Log", setPhase: e.setPhase, row: e.entity, key: e.key,
 		oldHas: func(t *testing.T, user string) []string { return e.pagesIn(t, e.oldNS, user) },
 		newHas: func(t *testing.T, user string) []string { return e.pagesIn(t, e.newNS, user) },
-	})
+	}
 }
 
 // twoTaps starts two commit taps in front of the emulator at the address

@@ -703,26 +703,20 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		s.shadowCompare(c, oldRec, newRec)
 		return oldRec, nil
 	case r.shadow:
-		// Old, and beside it the mark and new at the mark's snapshot.
+		// The mark and new at the mark's snapshot, then old (the mark
+		// first: see the package doc, "Missed writes").
 		s.stats.call("shadow_read", c.phase)
 		nk, err := s.newRecord(key)
 		if err != nil {
 			return nil, err
 		}
-		var oldRec *record.Record
-		var oerr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			oldRec, oerr = s.readOld(c.ctx, s.oldC.Single(), key)
-		}()
 		newRec, m, err := s.readNewMarked(c, key, nk)
-		<-done
 		if err != nil {
 			return nil, err
 		}
-		if oerr != nil {
-			return nil, oerr
+		oldRec, err := s.readOld(c.ctx, s.oldC.Single(), key)
+		if err != nil {
+			return nil, err
 		}
 		s.shadowCompare(c, oldRec, newRec)
 		if m.behind == oldSide.String() {
@@ -788,22 +782,15 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Old, and the mark beside it (at once: two databases).
-		var got *record.Record
-		var gerr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			got, gerr = s.readOld(c.ctx, s.oldC.Single(), key)
-		}()
+		// The mark, then old unless the mark says old is behind (the
+		// mark first: see the package doc, "Missed writes").
 		ro := s.newC.Single()
 		m, err := s.readMark(c.ctx, ro, c, key, nk)
-		<-done
 		if err != nil {
 			return nil, err
 		}
 		if m.behind != oldSide.String() {
-			return got, gerr
+			return s.readOld(c.ctx, s.oldC.Single(), key)
 		}
 		// A write new took and old missed while new was authoritative
 		// (before a rollback): new holds it until a repair.

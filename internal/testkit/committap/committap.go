@@ -54,6 +54,8 @@ const (
 	SpannerExecuteStreamingSQL = "/google.spanner.v1.Spanner/ExecuteStreamingSql"
 	SpannerStreamingRead       = "/google.spanner.v1.Spanner/StreamingRead"
 	DatastoreRunQuery          = "/google.datastore.v1.Datastore/RunQuery"
+	// DatastoreLookup is the Datastore read by key that OnRead hooks.
+	DatastoreLookup = "/google.datastore.v1.Datastore/Lookup"
 )
 
 // maxMessage is the largest message the proxy passes in either direction
@@ -161,11 +163,11 @@ func (t *Tap) HoldReads(until time.Time) {
 }
 
 // OnRead calls fn before forwarding each Spanner read by key
-// (StreamingRead, not of a partition) of table, then forwards the read:
-// something that happens between a reader's request and the read, such
-// as an application's write landing between a verify's reads of old and
-// new. Reads that arrive while an fn runs (fn's own) pass unchanged. A nil
-// fn stops.
+// (StreamingRead, not of a partition) of table, or each Datastore lookup
+// of a key of kind table, then forwards the read: something that happens
+// between a reader's request and the read, such as an application's write
+// landing between a verify's reads of old and new. Reads that arrive
+// while an fn runs (fn's own) pass unchanged. A nil fn stops.
 func (t *Tap) OnRead(table string, fn func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -181,15 +183,34 @@ func (t *Tap) OnRead(table string, fn func()) {
 
 // readHook runs the OnRead function of a read request, if any.
 func (t *Tap) readHook(method string, req []byte) {
-	if method != SpannerStreamingRead {
+	var tables []string
+	switch method {
+	case SpannerStreamingRead:
+		var r spannerpb.ReadRequest
+		if proto.Unmarshal(req, &r) != nil || len(r.GetPartitionToken()) > 0 {
+			return
+		}
+		tables = []string{r.GetTable()}
+	case DatastoreLookup:
+		var r datastorepb.LookupRequest
+		if proto.Unmarshal(req, &r) != nil {
+			return
+		}
+		for _, k := range r.GetKeys() {
+			if path := k.GetPath(); len(path) > 0 {
+				tables = append(tables, path[len(path)-1].GetKind())
+			}
+		}
+	default:
 		return
 	}
-	var r spannerpb.ReadRequest
-	if proto.Unmarshal(req, &r) != nil || len(r.GetPartitionToken()) > 0 {
-		return
-	}
+	var fn func()
 	t.mu.Lock()
-	fn := t.onRead[strings.ToLower(r.GetTable())]
+	for _, table := range tables {
+		if f := t.onRead[strings.ToLower(table)]; f != nil && fn == nil {
+			fn = f
+		}
+	}
 	t.mu.Unlock()
 	if fn == nil || !t.inRead.CompareAndSwap(false, true) {
 		return
@@ -402,9 +423,9 @@ func (t *Tap) forward(_ any, ss grpc.ServerStream) error {
 	var commit atomic.Pointer[Commit]
 	var first *frame
 	switch method {
-	case SpannerExecuteStreamingSQL, SpannerStreamingRead, DatastoreRunQuery:
-		// Server-streaming calls: one request, which decides whether the
-		// call is held.
+	case SpannerExecuteStreamingSQL, SpannerStreamingRead, DatastoreRunQuery, DatastoreLookup:
+		// Server-streaming calls (and Datastore's lookup, unary): one
+		// request, which decides whether the call is held or hooked.
 		first = &frame{}
 		if err := ss.RecvMsg(first); err != nil {
 			return err
