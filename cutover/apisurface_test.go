@@ -52,9 +52,62 @@ func TestExportedAPIHasNoInternalTypes(t *testing.T) {
 	}
 }
 
+// applicationNames are the names package cutover gives of package
+// phases: what an application names (the phases, the map the library acts
+// on, the cache's defaults, the error of a database without a phase
+// store).
+var applicationNames = []string{
+	"Phase", "Old", "DualWrite", "Backfilled", "Verified", "Shadow", "ReadNew", "NewOnly", "Done",
+	"Map", "Span", "DefaultCacheTTL", "DefaultSkew", "ErrNoPhaseStore",
+}
+
+// operatorNames are the phase store's operator side, package phases'
+// alone: the store and its moves, rules and audit, the backfill's terms,
+// the repair log, the marks' and the tables' names.
+var operatorNames = []string{
+	"Store", "SpannerStore", "DatastoreStore", "Move", "Note", "Audit", "Check", "Rules", "RulesFor",
+	"Phases", "ParsePhase", "Backfill", "BackfillSpan", "Reverse", "RepairEntry", "RepairLog",
+	"SpannerKeyText", "DatastoreMarkKey", "DatastoreMark", "DatastoreRepair", "BehindClearer",
+	"BehindOld", "BehindNew", "ErrConflict", "ErrIllegal", "ErrMissedNewOnly", "SpannerDDL",
+	"CreateSpannerTables", "SpannerMigrationTable", "SpannerPhaseTable", "SpannerAuditTable",
+	"SpannerRepairTable", "SpannerTouchedTable", "DatastoreMigrationKind", "DatastorePhaseKind",
+	"DatastoreAuditKind", "DatastoreRepairKind", "DatastoreTouchedKind", "ActionCleanup",
+	"SwitchesAuthority",
+}
+
+// TestExportedAPIHasNoOperatorNames: package cutover exports the library
+// and, of package phases, only what an application names
+// (applicationNames); the phase store's operator side (operatorNames,
+// and whatever else package phases exports) is package phases' alone,
+// for the operator, the jobs and the command to name as phases.X.
+func TestExportedAPIHasNoOperatorNames(t *testing.T) {
+	pkg := loadExported(t, "github.com/rekeyio/rekey/cutover")
+	ph := loadExported(t, "github.com/rekeyio/rekey/cutover/phases")
+	operator := map[string]bool{}
+	for _, name := range operatorNames {
+		operator[name] = true
+	}
+	for _, name := range ph.Scope().Names() {
+		if token.IsExported(name) && !slices.Contains(applicationNames, name) {
+			operator[name] = true
+		}
+	}
+	for _, name := range pkg.Scope().Names() {
+		if token.IsExported(name) && operator[name] {
+			t.Errorf("package cutover exports %s, of the phase store's operator side: name it as phases.%s where it is used", name, name)
+		}
+	}
+	for _, name := range applicationNames {
+		if pkg.Scope().Lookup(name) == nil {
+			t.Errorf("package cutover does not export %s, which an application names", name)
+		}
+	}
+}
+
 // internalIn returns the internal packages' types that t names in what
 // an importer sees: signatures, exported fields, elements, and the
-// underlying type of a type declared in the package itself.
+// underlying type of a type declared in the package itself or in package
+// phases (whose Map, Span and RepairEntry the library's API names).
 func internalIn(t types.Type) []string {
 	var out []string
 	seen := map[types.Type]bool{}
@@ -71,7 +124,7 @@ func internalIn(t types.Type) []string {
 					out = append(out, p.Path()+"."+t.Obj().Name())
 					return
 				}
-				if p.Path() == "github.com/rekeyio/rekey/cutover" {
+				if p.Path() == "github.com/rekeyio/rekey/cutover" || p.Path() == "github.com/rekeyio/rekey/cutover/phases" {
 					walk(t.Underlying())
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"google.golang.org/grpc/codes"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
@@ -17,11 +17,11 @@ import (
 // batchPhases are the phases a batch's records are in, one user each:
 // every order of sides a write takes (old; old then new; new then old;
 // new).
-var batchPhases = []cutover.Phase{cutover.Old, cutover.DualWrite, cutover.ReadNew, cutover.NewOnly}
+var batchPhases = []phases.Phase{phases.Old, phases.DualWrite, phases.ReadNew, phases.NewOnly}
 
 // batchWants is where a write lands in each of batchPhases.
-var batchWants = map[cutover.Phase]struct{ old, new bool }{
-	cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.ReadNew: {true, true}, cutover.NewOnly: {false, true},
+var batchWants = map[phases.Phase]struct{ old, new bool }{
+	phases.Old: {true, false}, phases.DualWrite: {true, true}, phases.ReadNew: {true, true}, phases.NewOnly: {false, true},
 }
 
 // TestSpannerWriteBatch: one WriteBatch of records of users in four
@@ -63,8 +63,8 @@ func TestSpannerWriteBatch(t *testing.T) {
 					t.Errorf("%s: new holds %q, want %q", p, got, want(w.new))
 				}
 			}
-			if st := e.lib.Stats(); st.Writes[cutover.DualWrite] != 3 {
-				t.Errorf("stats: %d dual_write writes counted, want 3", st.Writes[cutover.DualWrite])
+			if st := e.lib.Stats(); st.Writes[phases.DualWrite] != 3 {
+				t.Errorf("stats: %d dual_write writes counted, want 3", st.Writes[phases.DualWrite])
 			}
 		})
 	}
@@ -134,9 +134,9 @@ func TestSpannerWriteBatchFailures(t *testing.T) {
 		}
 	}
 	dual, faulty, readNew := "batch-dual", "batch-faulty", "batch-readnew"
-	e.setPhase(t, dual, cutover.DualWrite)
-	e.setPhase(t, faulty, cutover.DualWrite)
-	e.setPhase(t, readNew, cutover.ReadNew)
+	e.setPhase(t, dual, phases.DualWrite)
+	e.setPhase(t, faulty, phases.DualWrite)
+	e.setPhase(t, readNew, phases.ReadNew)
 
 	tapNew.Reset()
 	mustSucceed(logRow(dual, 1, "ok"), logRow(dual, 2, "longer than five"), logRow(dual, 3, "ok"))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // ErrStalePhases is the error of a call made while the library has not
@@ -17,7 +19,7 @@ var ErrStalePhases = errors.New("cohort phases are stale")
 // every ttl/3; it serves a phase only while the map was read less than
 // ttl ago.
 type phaseCache struct {
-	store     Store
+	store     phases.Store
 	migration string
 	ttl       time.Duration
 	now       func() time.Time
@@ -41,7 +43,7 @@ type phaseCache struct {
 // within the same bound. The caller's context may cut it shorter.
 const openReadTimeout = 10 * time.Second
 
-func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
+func newPhaseCache(ctx context.Context, st phases.Store, migration string, ttl time.Duration, onRefresh func(error)) (*phaseCache, error) {
 	c := &phaseCache{store: st, migration: migration, ttl: ttl, now: time.Now, onRefresh: onRefresh, stop: make(chan struct{}), done: make(chan struct{})}
 	// A first read that took longer than the TTL leaves a map too old to
 	// serve: read again (within the open's time) so that the library
@@ -59,8 +61,8 @@ func newPhaseCache(ctx context.Context, st Store, migration string, ttl time.Dur
 	return c, nil
 }
 
-// staleLoader is a Store that can read the map at a bounded staleness
-// without waiting on other transactions (SpannerStore).
+// staleLoader is a phases.Store that can read the map at a bounded
+// staleness without waiting on other transactions (phases.SpannerStore).
 type staleLoader interface {
 	LoadStale(ctx context.Context, migration string, maxStaleness time.Duration) (*Map, error)
 }
@@ -136,10 +138,7 @@ func (c *phaseCache) span(k int) (sp Span, until time.Time, err error) {
 	if !c.now().Before(until) {
 		return Span{}, until, fmt.Errorf("%w: %s's phases were last read %s ago, longer than the cache TTL %s (last error: %v)", ErrStalePhases, c.migration, c.now().Sub(c.readAt).Round(time.Millisecond), c.ttl, c.lastErr)
 	}
-	if s := c.m.span(k); s != nil {
-		return *s, until, nil
-	}
-	return Span{Phase: Old}, until, nil
+	return c.m.SpanOf(k), until, nil
 }
 
 // snapshot returns the map held.

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // flakyStore serves a map until down is set, then fails every Load.
 type flakyStore struct {
-	Store
+	phases.Store
 	m     *Map
 	down  atomic.Bool
 	loads atomic.Int64
@@ -33,8 +34,8 @@ func (f *flakyStore) Load(context.Context, string) (*Map, error) {
 // refresh succeeds. A call's deadline is the phases' read time plus TTL.
 func TestPhaseCacheFailsSafe(t *testing.T) {
 	m := &Map{Migration: "m", Buckets: 100}
-	for i, p := range Phases {
-		m.paint(cohort.Range{First: i, Last: i}, p, "t")
+	for i, p := range phases.Phases {
+		m.Spans = append(m.Spans, Span{Range: cohort.Range{First: i, Last: i}, Phase: p, Prev: Old, By: "t"})
 	}
 	st := &flakyStore{m: m}
 	var refreshErrs atomic.Int64
@@ -54,7 +55,7 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 	}
 	st.down.Store(true)
 	downAt := time.Now()
-	for i, p := range Phases {
+	for i, p := range phases.Phases {
 		sp, until, err := c.span(i)
 		got := sp.Phase
 		if err != nil || got != p {
@@ -65,7 +66,7 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 		}
 	}
 	time.Sleep(ttl + 50*time.Millisecond)
-	for i := range Phases {
+	for i := range phases.Phases {
 		if _, _, err := c.span(i); !errors.Is(err, ErrStalePhases) || !strings.Contains(err.Error(), "store unreachable") {
 			t.Errorf("cohort %d %s after the store went down: %v, want ErrStalePhases with the last error", i, time.Since(downAt).Round(time.Millisecond), err)
 		}
@@ -83,7 +84,7 @@ func TestPhaseCacheFailsSafe(t *testing.T) {
 // slowFirstStore takes first to answer its first Load (a new connection,
 // a store that has only just started), then answers at once.
 type slowFirstStore struct {
-	Store
+	phases.Store
 	m     *Map
 	first time.Duration
 	loads atomic.Int64

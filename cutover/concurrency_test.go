@@ -14,6 +14,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -76,7 +77,7 @@ type app interface {
 	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
 	BackfillRow(ctx context.Context, rec record.Record) (bool, error)
 	Stats() cutover.Stats
-	Phases() *cutover.Map
+	Phases() *phases.Map
 }
 
 // fixture is one store's setup for concurrentCutover: two instances of
@@ -84,7 +85,7 @@ type app interface {
 // old and how a backfill reads it.
 type fixture struct {
 	libs      []app
-	store     cutover.Store
+	store     phases.Store
 	migration string
 	row       func(user string, seq int64, page string) record.Record
 	key       func(user string, seq int64) record.Record
@@ -96,7 +97,7 @@ func concurrentCutover(t *testing.T, f fixture) {
 	ctx := context.Background()
 	libs := f.libs
 	const workers, usersPerWorker, seqs = 4, 5, 3
-	hold := cutover.Rules{DualWriteHold: envTTL + envSkew}
+	hold := phases.Rules{DualWriteHold: envTTL + envSkew}
 
 	// Seed: every record exists in old before the cutover starts.
 	expect := map[string]*string{} // "user/seq" -> value, nil when deleted
@@ -211,9 +212,9 @@ func concurrentCutover(t *testing.T, f fixture) {
 		}()
 	}
 
-	move := func(to cutover.Phase) {
+	move := func(to phases.Phase) {
 		t.Helper()
-		if _, _, err := f.store.Move(ctx, cutover.Move{Migration: f.migration, Cohorts: cohorts, To: to, Who: "operator", Rules: hold}); err != nil {
+		if _, _, err := f.store.Move(ctx, phases.Move{Migration: f.migration, Cohorts: cohorts, To: to, Who: "operator", Rules: hold}); err != nil {
 			t.Errorf("move to %s: %v", to, err)
 		}
 	}
@@ -246,16 +247,16 @@ func concurrentCutover(t *testing.T, f fixture) {
 		return copied, skipped
 	}
 	time.Sleep(300 * time.Millisecond)
-	move(cutover.DualWrite)
+	move(phases.DualWrite)
 	time.Sleep(hold.DualWriteHold)
 	copied, skipped := backfill()
-	move(cutover.Backfilled)
-	move(cutover.Verified)
-	move(cutover.Shadow)
+	move(phases.Backfilled)
+	move(phases.Verified)
+	move(phases.Shadow)
 	time.Sleep(1500 * time.Millisecond)
-	move(cutover.ReadNew)
+	move(phases.ReadNew)
 	time.Sleep(hold.DualWriteHold + 300*time.Millisecond)
-	move(cutover.NewOnly)
+	move(phases.NewOnly)
 	time.Sleep(1500 * time.Millisecond)
 	close(stop)
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
@@ -95,21 +96,6 @@ type call struct {
 	mark any
 }
 
-// authority is the store a phase reads and writes first.
-func authority(p Phase) side {
-	switch p {
-	case ReadNew, NewOnly, Done:
-		return newSide
-	}
-	return oldSide
-}
-
-// switches reports whether a cohort that entered phase from prev changed
-// its authoritative store (an unknown prev: no).
-func switches(prev, phase Phase) bool {
-	return prev != "" && authority(prev) != authority(phase)
-}
-
 // route routes a call on rec, whose old key's text is key.
 func (r *router) route(ctx context.Context, rec *record.Record, key string) (*call, error) {
 	user, err := r.o.user.ID(rec)
@@ -153,8 +139,8 @@ func (r *router) routeCohort(ctx context.Context, k int, key string) (*call, err
 	act, actPrev := c.phase, c.prev
 	warmEnd := c.since.Add(ttl + skew/2)
 	switch now := time.Now(); {
-	case switches(c.prev, c.phase):
-		// The switch of authority (see the package doc): act on the
+	case phases.SwitchesAuthority(c.prev, c.phase):
+		// The switch of authority (see package phases): act on the
 		// phase left until every instance knows the move, with a
 		// deadline at that moment (a call that would have less than
 		// skew/2 for its work waits instead), then wait out the skew, so
@@ -180,8 +166,8 @@ func (r *router) routeCohort(ctx context.Context, k int, key string) (*call, err
 		// A dual_write cohort writes old only for its first TTL + skew/2
 		// (by then every instance knows it is in dual_write), and those
 		// calls end by TTL + skew after it entered dual_write, before the
-		// backfill may read (Rules.DualWriteHold ≥ TTL + skew): see the
-		// package doc.
+		// backfill may read (phases.Rules.DualWriteHold ≥ TTL + skew):
+		// see package phases, "Why no acknowledged write is lost".
 		act, actPrev = Old, ""
 		if warmEnd.Add(skew / 2).Before(deadline) {
 			deadline = warmEnd.Add(skew / 2)
@@ -266,7 +252,7 @@ func applyCall[M any](r *router, c *call, op string, sides []side, st store[M]) 
 		return nil
 	}
 	// Each write leaves part of the call's time to the repair log, which
-	// must be written before the call's deadline (see the package doc,
+	// must be written before the call's deadline (see package phases,
 	// "The switch of authority").
 	reserved := func() (context.Context, context.CancelFunc) {
 		if dl, ok := c.ctx.Deadline(); ok {

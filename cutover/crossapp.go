@@ -8,6 +8,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -33,7 +34,7 @@ type DatastoreSpanner struct {
 	cols   []string
 	kind   string
 	rk     *rekeyer.Rekeyer
-	store  SpannerStore
+	store  phases.SpannerStore
 }
 
 // OpenDatastoreSpanner is NewDatastoreSpanner on the migration config
@@ -98,7 +99,7 @@ func NewDatastoreSpanner(ctx context.Context, client *datastore.Client, job *mig
 		return nil, fmt.Errorf("cutover.NewDatastoreSpanner: the new table %s is interleaved in %s; into an interleaved table is not routed yet", x.table.Name, x.table.Parent)
 	}
 	x.cols = x.table.ColumnNames()
-	x.store = SpannerStore{Client: x.newC}
+	x.store = phases.SpannerStore{Client: x.newC}
 	if x.cache, err = newPhaseCache(ctx, x.store, o.Migration, o.ttl(), x.stats.refresh); err != nil {
 		x.Close()
 		return nil, err
@@ -137,7 +138,7 @@ func (x *DatastoreSpanner) markKey(nr *record.Record) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cutover: %w", err)
 	}
-	return SpannerKeyText(x.table.Name, false, k), nil
+	return phases.SpannerKeyText(x.table.Name, false, k), nil
 }
 
 // xMut is one mutation of either store: a Datastore mutation of old, a

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -32,7 +33,7 @@ type crossEnv struct {
 	lib        *cutover.DatastoreSpanner
 	c          *datastore.Client
 	newC       *spanner.Client
-	store      cutover.SpannerStore
+	store      phases.SpannerStore
 	migration  string
 	configPath string
 	ns         string
@@ -49,7 +50,7 @@ func newCrossEnvVia(t *testing.T, oldVia, newVia *committap.Tap) *crossEnv {
 	if newVia != nil {
 		t.Setenv(emulator.EnvSpannerHost, newVia.Addr())
 	}
-	newC := emulator.TestDB(t, append([]string{logsXDDL}, cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append([]string{logsXDDL}, phases.SpannerDDL...)...)
 	if oldVia != nil {
 		t.Setenv(emulator.EnvDatastoreHost, oldVia.Addr())
 	}
@@ -65,7 +66,7 @@ cohort: {user: UserId}
 		t.Fatal(err)
 	}
 	e.lib = e.open(t)
-	e.store = cutover.SpannerStore{Client: newC}
+	e.store = phases.SpannerStore{Client: newC}
 	return e
 }
 
@@ -107,7 +108,7 @@ func (e *crossEnv) oldPages(t *testing.T, user string) []string {
 	return out
 }
 
-func (e *crossEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
+func (e *crossEnv) setPhase(t *testing.T, user string, p phases.Phase) {
 	t.Helper()
 	movePhase(t, e.store, e.migration, e.lib, user, p)
 }
@@ -120,7 +121,7 @@ func TestDatastoreSpannerRouting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newCrossEnv(t)
-	for _, p := range cutover.Phases {
+	for _, p := range phases.Phases {
 		user := "user-" + string(p)
 		e.setPhase(t, user, p)
 		if err := e.lib.Write(ctx, e.entity(user, 7, "v1")); err != nil {
@@ -151,7 +152,7 @@ func TestDatastoreSpannerRouting(t *testing.T) {
 			t.Errorf("%s: %d records left after the delete", p, n)
 		}
 	}
-	if st := e.lib.Stats(); st.Writes[cutover.Shadow] != 1 || st.ShadowReads != 2 || st.ShadowMismatches != 0 {
+	if st := e.lib.Stats(); st.Writes[phases.Shadow] != 1 || st.ShadowReads != 2 || st.ShadowMismatches != 0 {
 		t.Errorf("stats: %+v", st)
 	}
 }
@@ -169,7 +170,7 @@ func TestDatastoreSpannerRefusesFlattened(t *testing.T) {
 	if err := e.lib.Write(ctx, rec); err != nil {
 		t.Fatalf("old: %v", err)
 	}
-	e.setPhase(t, "flat", cutover.ReadNew)
+	e.setPhase(t, "flat", phases.ReadNew)
 	err := e.lib.Write(ctx, rec)
 	if err == nil || !strings.Contains(err.Error(), "property Ref holds a key") {
 		t.Fatalf("read_new: %v; want the key-valued property refused by name", err)
@@ -203,7 +204,7 @@ func TestDatastoreSpannerBackfillRow(t *testing.T) {
 	if err := e.lib.Write(ctx, e.entity("bf", 1, "seed")); err != nil {
 		t.Fatal(err)
 	}
-	e.setPhase(t, "bf", cutover.DualWrite)
+	e.setPhase(t, "bf", phases.DualWrite)
 	if wrote, err := e.lib.BackfillRow(ctx, e.entity("bf", 1, "seed")); err != nil || !wrote {
 		t.Fatalf("backfill: wrote %v, %v; want written", wrote, err)
 	}
@@ -216,7 +217,7 @@ func TestDatastoreSpannerBackfillRow(t *testing.T) {
 	if wrote, err := e.lib.BackfillRow(ctx, e.entity("bf", 1, "seed")); err != nil || wrote {
 		t.Fatalf("stale backfill: wrote %v, %v; want skipped", wrote, err)
 	}
-	e.setPhase(t, "bf", cutover.ReadNew)
+	e.setPhase(t, "bf", phases.ReadNew)
 	got, found, err := e.lib.Read(ctx, e.key("bf", 1))
 	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "app" {
 		t.Fatalf("read_new: %s, %v, %v; want the application's write", got.Describe(), found, err)

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/datastore"
 	"github.com/google/uuid"
 
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
@@ -17,39 +18,6 @@ import (
 	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/rewrite"
 )
-
-// The Datastore kinds of the repair log and the touched marks (see
-// SpannerRepairTable and SpannerTouchedTable), in the target namespace.
-const (
-	DatastoreRepairKind  = "RekeyRepair"
-	DatastoreTouchedKind = "RekeyTouched"
-)
-
-// DatastoreMark is a touched mark as the Datastore library stores it, of
-// kind DatastoreTouchedKind, keyed by DatastoreMarkKey: the
-// application's last write or delete of a new key while its cohort is
-// between dual_write and read_new (see SpannerTouchedTable).
-type DatastoreMark struct {
-	Migration string    `datastore:",noindex"`
-	Cohort    int64     `datastore:",noindex"`
-	Deleted   bool      `datastore:",noindex"`
-	TouchedAt time.Time `datastore:",noindex"`
-	// Op names the call whose write left the mark; Behind is "old" or
-	// "new" when that store missed a write the other took (see
-	// SpannerTouchedTable).
-	Op     string `datastore:",noindex,omitempty"`
-	Behind string `datastore:",noindex,omitempty"`
-}
-
-type dsRepair struct {
-	Migration string
-	Cohort    int64
-	Op        string    `datastore:",noindex"`
-	OldKey    string    `datastore:",noindex"`
-	Missed    string    `datastore:",noindex"`
-	Reason    string    `datastore:",noindex"`
-	LoggedAt  time.Time `datastore:",noindex"`
-}
 
 // Datastore routes an application's reads, writes and deletes of one kind
 // (the migration's source, in old keys) to the old and the new entities by
@@ -65,7 +33,7 @@ type Datastore struct {
 	namespace  string
 	kept       string // keep_original_key: the new entities' property holding the old key
 	rk         *rekeyer.Rekeyer
-	store      DatastoreStore
+	store      phases.DatastoreStore
 }
 
 // OpenDatastore is NewDatastore on the migration config file at path.
@@ -115,7 +83,7 @@ func NewDatastore(ctx context.Context, client *datastore.Client, job *migration.
 	} else {
 		d.ownNew = true
 	}
-	d.store = DatastoreStore{Client: d.newC, Namespace: d.namespace}
+	d.store = phases.DatastoreStore{Client: d.newC, Namespace: d.namespace}
 	if d.cache, err = newPhaseCache(ctx, d.store, o.Migration, o.ttl(), d.stats.refresh); err != nil {
 		d.Close()
 		return nil, err
@@ -213,7 +181,7 @@ func commitDS(ctx context.Context, c *datastore.Client, ms []dsMut) error {
 }
 
 func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
-	return datastoreTouchedKey(d.o.Migration, d.namespace, *nr.Key)
+	return phases.DatastoreMarkKey(d.o.Migration, d.namespace, *nr.Key)
 }
 
 // touch marks nr's key touched by the call now (Behind cleared: the
@@ -221,7 +189,7 @@ func (d *Datastore) touchedKey(nr *record.Record) *datastore.Key {
 func (d *Datastore) touch(c *call, nr *record.Record, deleted bool) dsMut {
 	k := d.touchedKey(nr)
 	c.mark = k
-	return dsMut{key: k, put: &DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: deleted, TouchedAt: time.Now().UTC(), Op: c.op}}
+	return dsMut{key: k, put: &phases.DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort), Deleted: deleted, TouchedAt: time.Now().UTC(), Op: c.op}}
 }
 
 // Write writes rec (an entity of the old kind, in old keys) where its
@@ -365,9 +333,9 @@ func (d *Datastore) sides(build func(side) ([]dsMut, error)) store[dsMut] {
 }
 
 func (d *Datastore) repairMutation(c *call, op string, missed side, cause error) dsMut {
-	k := datastore.NameKey(DatastoreRepairKind, d.o.Migration+"|"+uuid.NewString(), nil)
+	k := datastore.NameKey(phases.DatastoreRepairKind, d.o.Migration+"|"+uuid.NewString(), nil)
 	k.Namespace = d.namespace
-	return dsMut{key: k, put: &dsRepair{Migration: d.o.Migration, Cohort: int64(c.cohort), Op: op, OldKey: c.key, Missed: missed.String(), Reason: cause.Error(), LoggedAt: time.Now().UTC()}}
+	return dsMut{key: k, put: &phases.DatastoreRepair{Migration: d.o.Migration, Cohort: int64(c.cohort), Op: op, OldKey: c.key, Missed: missed.String(), Reason: cause.Error(), LoggedAt: time.Now().UTC()}}
 }
 
 // logRepair implements store.logRepair, as Spanner.logRepair.
@@ -379,7 +347,7 @@ func (d *Datastore) logRepair(c *call, op string, missed side, cause error, firs
 	entry := d.repairMutation(c, op, missed, cause)
 	_, err := d.newC.RunInTransaction(c.ctx, func(tx *datastore.Transaction) error {
 		if mk != nil {
-			var t DatastoreMark
+			var t phases.DatastoreMark
 			err := tx.Get(mk, &t)
 			exists := err == nil
 			if err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
@@ -399,7 +367,7 @@ func (d *Datastore) logRepair(c *call, op string, missed side, cause error, firs
 				}
 			default:
 				if !exists {
-					t = DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort)}
+					t = phases.DatastoreMark{Migration: d.o.Migration, Cohort: int64(c.cohort)}
 				}
 				// Touched now: a backfill or repair that read old
 				// before old took the write must not write new (nor
@@ -510,7 +478,7 @@ func (d *Datastore) readNewMarked(c *call, key *record.Record) (*record.Record, 
 		return nil, markState{}, err
 	}
 	var props datastore.PropertyList
-	var t DatastoreMark
+	var t phases.DatastoreMark
 	nk := datastoredb.KeyToDatastore(*nr.Key)
 	err = d.newC.GetMulti(c.ctx, []*datastore.Key{nk, d.touchedKey(nr)}, []any{&props, &t})
 	var me datastore.MultiError
@@ -624,7 +592,7 @@ func (d *Datastore) BackfillRow(ctx context.Context, rec record.Record) (bool, e
 	var wrote bool
 	_, err = d.newC.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
 		wrote = false
-		var t DatastoreMark
+		var t phases.DatastoreMark
 		switch err := tx.Get(tk, &t); {
 		case err == nil:
 			if t.TouchedAt.After(c.since) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -29,7 +30,7 @@ type dsEnv struct {
 	lib          *cutover.Datastore
 	c            *datastore.Client // the application's client, of old's database
 	newC         *datastore.Client // a client of new's database (c when it is the same)
-	store        cutover.DatastoreStore
+	store        phases.DatastoreStore
 	migration    string
 	configPath   string
 	oldNS, newNS string
@@ -71,7 +72,7 @@ cohort: {user: User}
 		t.Fatal(err)
 	}
 	t.Cleanup(lib.Close)
-	e.lib, e.store = lib, cutover.DatastoreStore{Client: e.newC, Namespace: e.newNS}
+	e.lib, e.store = lib, phases.DatastoreStore{Client: e.newC, Namespace: e.newNS}
 	return e
 }
 
@@ -109,7 +110,7 @@ func (e *dsEnv) pagesIn(t *testing.T, ns, user string) []string {
 	return out
 }
 
-func (e *dsEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
+func (e *dsEnv) setPhase(t *testing.T, user string, p phases.Phase) {
 	t.Helper()
 	movePhase(t, e.store, e.migration, e.lib, user, p)
 }
@@ -129,7 +130,7 @@ const dsNewDatabase = "rekey-cutover-new"
 
 func checkDatastoreRouting(t *testing.T, e *dsEnv) {
 	ctx := context.Background()
-	for _, p := range cutover.Phases {
+	for _, p := range phases.Phases {
 		user := "user-" + string(p)
 		e.setPhase(t, user, p)
 		if err := e.lib.Write(ctx, e.entity(user, 1, "v1")); err != nil {
@@ -153,7 +154,7 @@ func checkDatastoreRouting(t *testing.T, e *dsEnv) {
 			t.Errorf("%s: read after delete: found %v, %v", p, found, err)
 		}
 	}
-	if st := e.lib.Stats(); st.Writes[cutover.Shadow] != 1 || st.ShadowReads != 2 || st.ShadowMismatches != 0 {
+	if st := e.lib.Stats(); st.Writes[phases.Shadow] != 1 || st.ShadowReads != 2 || st.ShadowMismatches != 0 {
 		t.Errorf("stats: %+v", st)
 	}
 }
@@ -202,8 +203,8 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 		t.Setenv(emulator.EnvDatastoreHost, tap.Addr())
 	})
 	dual, readNew := "user-dual", "user-readnew"
-	e.setPhase(t, dual, cutover.DualWrite)
-	e.setPhase(t, readNew, cutover.ReadNew)
+	e.setPhase(t, dual, phases.DualWrite)
+	e.setPhase(t, readNew, phases.ReadNew)
 	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Log"}})
 
 	if err := e.lib.Write(ctx, e.entity(dual, 1, "v1")); err != nil {
@@ -220,7 +221,7 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 		Cohort                                int64
 		LoggedAt                              time.Time
 	}
-	q := datastore.NewQuery(cutover.DatastoreRepairKind).Namespace(e.newNS).FilterField("Migration", "=", e.migration)
+	q := datastore.NewQuery(phases.DatastoreRepairKind).Namespace(e.newNS).FilterField("Migration", "=", e.migration)
 	if _, err := e.newC.GetAll(ctx, q, &repairs); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 
 	// The cohort moves on before a repair: read_new reads old for the
 	// entity new missed (its touched mark says so), counted as redirected.
-	e.setPhase(t, dual, cutover.ReadNew)
+	e.setPhase(t, dual, phases.ReadNew)
 	got, found, err := e.lib.Read(ctx, e.key(dual, 1))
 	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "v1" {
 		t.Errorf("read_new read of the entity new missed: %s, %v, %v; want v1 from old", got.Describe(), found, err)
@@ -262,7 +263,7 @@ func TestDatastoreWriteInTransaction(t *testing.T) {
 	ctx := context.Background()
 	e := newDSEnv(t)
 	user := "user-txn"
-	e.setPhase(t, user, cutover.DualWrite)
+	e.setPhase(t, user, phases.DualWrite)
 	other := datastore.NameKey("Other", "someone-else", nil)
 	other.Namespace = e.oldNS
 	if _, err := e.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
@@ -305,7 +306,7 @@ func TestDatastoreWriteInTransaction(t *testing.T) {
 	}
 
 	apart := newDSEnvIn(t, dsNewDatabase, nil)
-	for _, p := range []cutover.Phase{cutover.Old, cutover.DualWrite, cutover.NewOnly} {
+	for _, p := range []phases.Phase{phases.Old, phases.DualWrite, phases.NewOnly} {
 		u := "user-apart-" + string(p)
 		apart.setPhase(t, u, p)
 		_, err := apart.c.RunInTransaction(ctx, func(tx *datastore.Transaction) error {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
@@ -39,7 +40,7 @@ func newCustomersEnvVia(t *testing.T, user, newVia string) (*spannerEnv, error) 
 	t.Helper()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, customersDDL...)
-	newC := emulator.TestDB(t, append(append([]string(nil), customersDDL...), cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append(append([]string(nil), customersDDL...), phases.SpannerDDL...)...)
 	if newVia != "" {
 		t.Setenv(emulator.EnvSpannerHost, newVia) // the library opens its client of new now
 	}
@@ -61,7 +62,7 @@ cohort: {user: %[5]s}
 		return nil, err
 	}
 	t.Cleanup(lib.Close)
-	return &spannerEnv{lib: lib, old: oldC, new: newC, store: cutover.SpannerStore{Client: newC}, migration: mig, configPath: path}, nil
+	return &spannerEnv{lib: lib, old: oldC, new: newC, store: phases.SpannerStore{Client: newC}, migration: mig, configPath: path}, nil
 }
 
 func customer(id int64, name string) record.Record {
@@ -140,7 +141,7 @@ func TestSpannerInterleaved(t *testing.T) {
 		t.Fatalf("in old, new holds orders %v", got)
 	}
 
-	e.setPhase(t, user, cutover.DualWrite)
+	e.setPhase(t, user, phases.DualWrite)
 	put(order(id, 3, "three"))
 	nk := fmt.Sprint(rev(id))
 	if got := rows(t, e.new, "Customers"); got[nk] != "NULL" || len(got) != 1 {
@@ -183,7 +184,7 @@ func TestSpannerInterleaved(t *testing.T) {
 
 	// In read_new, an old row the delete missed (put back behind the
 	// library's back) is not read through the fallback.
-	e.setPhase(t, user, cutover.ReadNew)
+	e.setPhase(t, user, phases.ReadNew)
 	if _, err := e.old.Apply(ctx, []*spanner.Mutation{
 		spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{int64(id), "ada"}),
 		spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{int64(id), int64(2), "two"}),
@@ -230,7 +231,7 @@ func TestSpannerInterleavedMissedDelete(t *testing.T) {
 	e, tap := newCustomersEnvTapped(t)
 	const id = 11
 	user := fmt.Sprint(id)
-	e.setPhase(t, user, cutover.DualWrite)
+	e.setPhase(t, user, phases.DualWrite)
 	for i, err := range e.lib.WriteBatch(ctx, []record.Record{customer(id, "ada"), order(id, 1, "one"), order(id, 2, "two")}) {
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
@@ -252,7 +253,7 @@ func TestSpannerInterleavedMissedDelete(t *testing.T) {
 	if behind != 3 {
 		t.Errorf("%d marks say new is behind, want 3 (the customer and its two orders)", behind)
 	}
-	e.setPhase(t, user, cutover.ReadNew)
+	e.setPhase(t, user, phases.ReadNew)
 	for _, k := range []record.Record{orderKey(id, 1), orderKey(id, 2), {Table: "Customers", Fields: []record.Field{{Name: "CustomerId", Value: record.Int(id)}}}} {
 		if got, found, err := e.lib.Read(ctx, k); err != nil || found {
 			t.Errorf("read_new: read of %s after its delete: %s, %v, %v; want none", k.Describe(), got.Describe(), found, err)
@@ -275,8 +276,8 @@ func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 	ctx := context.Background()
 	e, tap := newCustomersEnvTapped(t)
 	const id, none = 13, 14
-	e.setPhase(t, fmt.Sprint(id), cutover.DualWrite)
-	e.setPhase(t, fmt.Sprint(none), cutover.DualWrite)
+	e.setPhase(t, fmt.Sprint(id), phases.DualWrite)
+	e.setPhase(t, fmt.Sprint(none), phases.DualWrite)
 	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Customers"}})
 	if err := e.lib.Write(ctx, customer(id, "ada")); err != nil {
 		t.Fatalf("write with new failing: %v, want success (old took it)", err)
@@ -285,8 +286,8 @@ func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 	if got := rows(t, e.new, "Customers"); len(got) != 0 {
 		t.Fatalf("new holds customers %v, want none", got)
 	}
-	e.setPhase(t, fmt.Sprint(id), cutover.ReadNew)
-	e.setPhase(t, fmt.Sprint(none), cutover.ReadNew)
+	e.setPhase(t, fmt.Sprint(id), phases.ReadNew)
+	e.setPhase(t, fmt.Sprint(none), phases.ReadNew)
 	if err := e.lib.Write(ctx, order(id, 1, "one")); err != nil {
 		t.Fatalf("read_new: write of an order of a customer new missed: %v", err)
 	}
@@ -314,7 +315,7 @@ func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 	// a placeholder would have the order acknowledged, and the repair's
 	// delete of the customer in new would then cascade to it.
 	const gone = 15
-	e.setPhase(t, fmt.Sprint(gone), cutover.DualWrite)
+	e.setPhase(t, fmt.Sprint(gone), phases.DualWrite)
 	tap.SetFaults(committap.Faults{Rate: 1, Kinds: []committap.Fault{{Code: codes.PermissionDenied}}, Tables: []string{"Customers"}})
 	if err := e.lib.Write(ctx, customer(gone, "bo")); err != nil {
 		t.Fatalf("write with new failing: %v, want success (old took it)", err)
@@ -323,7 +324,7 @@ func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 		t.Fatalf("delete with new failing: %v, want success (old took it)", err)
 	}
 	tap.SetFaults(committap.Faults{})
-	e.setPhase(t, fmt.Sprint(gone), cutover.ReadNew)
+	e.setPhase(t, fmt.Sprint(gone), phases.ReadNew)
 	if err := e.lib.Write(ctx, order(gone, 1, "y")); err == nil {
 		t.Errorf("read_new: an order of a customer deleted in old (new missed the delete) was written")
 	}

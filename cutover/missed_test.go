@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
@@ -22,14 +22,14 @@ import (
 type missedEnv struct {
 	lib interface {
 		app
-		RepairOld(context.Context, []cutover.RepairEntry) ([]cutover.RepairEntry, error)
+		RepairOld(context.Context, []phases.RepairEntry) ([]phases.RepairEntry, error)
 	}
-	store          cutover.Store
+	store          phases.Store
 	migration      string
 	tapOld, tapNew *committap.Tap
 	// oldTable and newTable are the data tables (kinds) of old and new.
 	oldTable, newTable string
-	setPhase           func(t *testing.T, user string, p cutover.Phase)
+	setPhase           func(t *testing.T, user string, p phases.Phase)
 	row                func(user string, seq int64, page string) record.Record
 	key                func(user string, seq int64) record.Record
 	oldHas, newHas     func(t *testing.T, user string) []string
@@ -107,13 +107,13 @@ func checkMissedWrites(t *testing.T, e missedEnv) {
 		v, _ := got.Get("Page")
 		return v.Str, found
 	}
-	before := func(p cutover.Phase) {
+	before := func(p phases.Phase) {
 		t.Helper()
 		e.tapOld.SetFaults(committap.Faults{})
 		e.tapNew.SetFaults(committap.Faults{})
 		e.setPhase(t, user, p)
 	}
-	before(cutover.ReadNew)
+	before(phases.ReadNew)
 	if err := e.lib.Write(ctx, e.row(user, 1, "v1")); err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +150,11 @@ func checkMissedWrites(t *testing.T, e missedEnv) {
 
 	// Roll back: once the switch is through, reads go to old, except
 	// where the mark says old is behind.
-	hold := cutover.Rules{DualWriteHold: envTTL + envSkew}
-	if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: cutover.DualWrite, Rules: hold, Who: "test"}); err != nil {
+	hold := phases.Rules{DualWriteHold: envTTL + envSkew}
+	if _, _, err := e.store.Move(ctx, phases.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: phases.DualWrite, Rules: hold, Who: "test"}); err != nil {
 		t.Fatalf("rollback from read_new held %s: %v", hold.DualWriteHold, err)
 	}
-	for e.lib.Phases().Phase(c) != cutover.DualWrite {
+	for e.lib.Phases().Phase(c) != phases.DualWrite {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if v, found := read("in the rollback's first moments"); found {
@@ -168,14 +168,14 @@ func checkMissedWrites(t *testing.T, e missedEnv) {
 	if e.lib.Stats().Redirected != redirected+1 {
 		t.Error("the read was not counted as redirected to new")
 	}
-	_, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: cutover.Old, Rules: hold, Who: "test"})
-	if !errors.Is(err, cutover.ErrIllegal) {
+	_, _, err := e.store.Move(ctx, phases.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: phases.Old, Rules: hold, Who: "test"})
+	if !errors.Is(err, phases.ErrIllegal) {
 		t.Errorf("a move to old while old missed writes: %v, want it refused", err)
 	}
 
 	// Repair in read_new: old gets new's state, the entries go, and the
 	// mark no longer redirects.
-	before(cutover.ReadNew)
+	before(phases.ReadNew)
 	entries, err := operator.RepairsOf(ctx, e.store, e.migration)
 	if err != nil {
 		t.Fatal(err)
@@ -184,18 +184,18 @@ func checkMissedWrites(t *testing.T, e missedEnv) {
 	if err != nil || len(done) != 2 {
 		t.Fatalf("RepairOld of %d entries: %d done, %v; want 2", len(entries), len(done), err)
 	}
-	if err := e.store.(cutover.RepairLog).ClearRepairs(ctx, e.migration, done); err != nil {
+	if err := e.store.(phases.RepairLog).ClearRepairs(ctx, e.migration, done); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.oldHas(t, user); len(got) != 0 {
 		t.Errorf("after the repair old holds %q, want nothing", got)
 	}
-	before(cutover.DualWrite)
+	before(phases.DualWrite)
 	redirected = e.lib.Stats().Redirected
 	if v, found := read("after the repair"); found || e.lib.Stats().Redirected != redirected {
 		t.Errorf("dual_write read after the repair: %q, %v, redirected %d more; want none from old", v, found, e.lib.Stats().Redirected-redirected)
 	}
-	if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: cutover.Old, Rules: hold, Who: "test"}); err != nil {
+	if _, _, err := e.store.Move(ctx, phases.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: phases.Old, Rules: hold, Who: "test"}); err != nil {
 		t.Errorf("a move to old after the repair: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
@@ -28,7 +29,7 @@ func TestOpenSpannerConfig(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, logsDDL)
-	newC := emulator.TestDB(t, append([]string{logsV2DDL}, cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append([]string{logsV2DDL}, phases.SpannerDDL...)...)
 	dbID := func(c *spanner.Client) string { return c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:] }
 	cfg := config.Config{
 		Source:  config.Endpoint{Type: config.TypeSpanner, Project: emulator.SpannerProject(), Instance: emulator.SpannerInstance(), Database: dbID(oldC), Table: "Logs"},
@@ -61,8 +62,8 @@ func TestOpenSpannerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &spannerEnv{lib: lib, old: oldC, new: newC, store: cutover.SpannerStore{Client: newC}, migration: mig}
-	e.setPhase(t, "alice", cutover.DualWrite)
+	e := &spannerEnv{lib: lib, old: oldC, new: newC, store: phases.SpannerStore{Client: newC}, migration: mig}
+	e.setPhase(t, "alice", phases.DualWrite)
 	if err := lib.Write(ctx, logRow("alice", 1, "v1")); err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func TestDatastoreReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Close()
-	e := &dsEnv{lib: lib, c: c, newC: c, store: cutover.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
-	e.setPhase(t, "alice", cutover.ReadNew)
+	e := &dsEnv{lib: lib, c: c, newC: c, store: phases.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
+	e.setPhase(t, "alice", phases.ReadNew)
 	prev := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: "alice.0"}}}
 	rec := e.entity("alice", 1, "v1")
 	rec.Fields = append(rec.Fields, record.Field{Name: "Prev", Value: record.Key(prev)})
@@ -161,8 +162,8 @@ func TestDatastoreReferencesTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Close()
-	e := &dsEnv{lib: lib, c: c, newC: c, store: cutover.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
-	e.setPhase(t, "alice", cutover.ReadNew)
+	e := &dsEnv{lib: lib, c: c, newC: c, store: phases.DatastoreStore{Client: c, Namespace: newNS}, migration: mig, oldNS: oldNS, newNS: newNS}
+	e.setPhase(t, "alice", phases.ReadNew)
 	cust := rewrite.DatastoreKey{Namespace: crm, Path: []rewrite.PathElement{{Kind: "Customer", Name: "acme"}}}
 	rec := e.entity("alice", 1, "v1")
 	rec.Fields = append(rec.Fields, record.Field{Name: "Customer", Value: record.Key(cust)})

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"cloud.google.com/go/datastore"
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover/internal/reversecopy"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -21,7 +20,7 @@ import (
 // RepairOld puts right, for the repair log's entries of writes and
 // deletes old missed (Missed "old"), old's record as new holds it, and
 // clears the key's mark's Behind where no call wrote new meanwhile (see
-// the package doc, "Missed writes"). The entries' cohorts must be in
+// package phases, "Missed writes"). The entries' cohorts must be in
 // read_new, where every call writes new first: one transaction in old's
 // database reads the old record, taking its lock, then new's record,
 // strongly, and writes old as new holds it (a delete where new has none),
@@ -29,7 +28,7 @@ import (
 // returns the entries it put right; the caller clears them from the log.
 // With old and new in one database no such entry arises, and it does
 // nothing.
-func (s *Spanner) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+func (s *Spanner) RepairOld(ctx context.Context, entries []phases.RepairEntry) ([]phases.RepairEntry, error) {
 	if s.same {
 		return nil, nil
 	}
@@ -38,8 +37,8 @@ func (s *Spanner) RepairOld(ctx context.Context, entries []RepairEntry) ([]Repai
 
 // eachMissedOld runs repair on the entries of writes old missed, in
 // order, until one fails, and returns those it put right.
-func eachMissedOld(ctx context.Context, entries []RepairEntry, repair func(context.Context, RepairEntry) error) ([]RepairEntry, error) {
-	var done []RepairEntry
+func eachMissedOld(ctx context.Context, entries []phases.RepairEntry, repair func(context.Context, phases.RepairEntry) error) ([]phases.RepairEntry, error) {
+	var done []phases.RepairEntry
 	for _, e := range entries {
 		if e.Missed != oldSide.String() {
 			continue
@@ -52,7 +51,7 @@ func eachMissedOld(ctx context.Context, entries []RepairEntry, repair func(conte
 	return done, nil
 }
 
-func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
+func (s *Spanner) repairOld(ctx context.Context, e phases.RepairEntry) error {
 	t, key, err := s.parseOldKey(e.OldKey)
 	if err != nil {
 		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
@@ -117,13 +116,13 @@ func (s *Spanner) repairOld(ctx context.Context, e RepairEntry) error {
 // spannerClearBehind clears Behind = "old" in the touched mark tk of
 // migration in newC's database, after entry e was put right in old,
 // unless a call wrote new since the mark read op before the repair.
-func spannerClearBehind(ctx context.Context, newC *spanner.Client, migration, tk string, op markID, e RepairEntry) error {
+func spannerClearBehind(ctx context.Context, newC *spanner.Client, migration, tk string, op markID, e phases.RepairEntry) error {
 	_, err := spannerdb.Transact(ctx, newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		now, err := spannerMarkOp(ctx, txn, migration, tk)
 		if err != nil || now != op || op.behind != oldSide.String() {
 			return err
 		}
-		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, spanner.NullString{}})})
+		return txn.BufferWrite([]*spanner.Mutation{spanner.Update(phases.SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, spanner.NullString{}})})
 	})
 	if err != nil {
 		return fmt.Errorf("cutover: clearing the mark of %s: %w", e.OldKey, err)
@@ -161,7 +160,7 @@ type markID struct{ op, behind string }
 
 // spannerMarkOp reads markID of migration's touched mark tk through r.
 func spannerMarkOp(ctx context.Context, r rowReader, migration, tk string) (markID, error) {
-	row, err := r.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op", "Behind"})
+	row, err := r.ReadRow(ctx, phases.SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op", "Behind"})
 	if errors.Is(err, spanner.ErrRowNotFound) {
 		return markID{}, nil
 	}
@@ -189,14 +188,14 @@ func repairsOld(ctx context.Context, c *call) error {
 }
 
 // RepairOld is Spanner.RepairOld for entities.
-func (d *Datastore) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+func (d *Datastore) RepairOld(ctx context.Context, entries []phases.RepairEntry) ([]phases.RepairEntry, error) {
 	if d.same {
 		return nil, nil
 	}
 	return eachMissedOld(ctx, entries, d.repairOld)
 }
 
-func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
+func (d *Datastore) repairOld(ctx context.Context, e phases.RepairEntry) error {
 	k, err := rewrite.ParseDatastoreKeyText(e.OldKey)
 	if err != nil {
 		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
@@ -215,7 +214,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 		return err
 	}
 	mk := d.touchedKey(nr)
-	var before DatastoreMark
+	var before phases.DatastoreMark
 	if err := d.newC.Get(ctx, mk, &before); err != nil && !errors.Is(err, datastore.ErrNoSuchEntity) {
 		return err
 	}
@@ -226,7 +225,7 @@ func (d *Datastore) repairOld(ctx context.Context, e RepairEntry) error {
 		return nil
 	}
 	err = datastoredb.Transact(ctx, d.newC, func(tx *datastore.Transaction) error {
-		var now DatastoreMark
+		var now phases.DatastoreMark
 		if err := tx.Get(mk, &now); err != nil {
 			return ignoreNoSuchEntity(err)
 		}
@@ -278,11 +277,11 @@ func ignoreNoSuchEntity(err error) error {
 
 // RepairOld is Spanner.RepairOld for a Datastore kind moving into a
 // Spanner table (old and new always apart).
-func (x *DatastoreSpanner) RepairOld(ctx context.Context, entries []RepairEntry) ([]RepairEntry, error) {
+func (x *DatastoreSpanner) RepairOld(ctx context.Context, entries []phases.RepairEntry) ([]phases.RepairEntry, error) {
 	return eachMissedOld(ctx, entries, x.repairOld)
 }
 
-func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
+func (x *DatastoreSpanner) repairOld(ctx context.Context, e phases.RepairEntry) error {
 	k, err := rewrite.ParseDatastoreKeyText(e.OldKey)
 	if err != nil {
 		return fmt.Errorf("cutover: repair-log entry %s: %w", e, err)
@@ -313,75 +312,4 @@ func (x *DatastoreSpanner) repairOld(ctx context.Context, e RepairEntry) error {
 		return fmt.Errorf("cutover: repairing %s in old: %w", e.OldKey, err)
 	}
 	return spannerClearBehind(ctx, x.newC, x.o.Migration, tk, op, e)
-}
-
-// BehindClearer is a Store that can clear the touched marks' Behind
-// (SpannerStore, DatastoreStore).
-type BehindClearer interface {
-	// ClearBehindOld clears Behind = "old" in the marks of cohorts last
-	// touched before before: a reverse backfill that began then copied
-	// new to old whole, so old is no longer behind for them. It returns
-	// how many it cleared.
-	ClearBehindOld(ctx context.Context, migration string, cohorts []cohort.Range, before time.Time) (int64, error)
-}
-
-// ClearBehindOld implements BehindClearer.
-func (s SpannerStore) ClearBehindOld(ctx context.Context, migrationName string, cohorts []cohort.Range, before time.Time) (int64, error) {
-	var total int64
-	for _, r := range cohorts {
-		_, err := spannerdb.Transact(ctx, s.Client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
-			n, err := txn.Update(ctx, spanner.Statement{
-				SQL:    "UPDATE " + SpannerTouchedTable + " SET Behind = NULL WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Behind = 'old' AND TouchedAt < @t",
-				Params: map[string]any{"m": migrationName, "a": int64(r.First), "b": int64(r.Last), "t": before},
-			})
-			total += n
-			return err
-		})
-		if err != nil {
-			return total, fmt.Errorf("clearing the touched marks of cohorts %s: %w", r, err)
-		}
-	}
-	return total, nil
-}
-
-// ClearBehindOld implements BehindClearer: the marks are keyed by the
-// migration's name, so it reads the migration's marks by key range.
-func (s DatastoreStore) ClearBehindOld(ctx context.Context, migrationName string, cohorts []cohort.Range, before time.Time) (int64, error) {
-	from := datastore.NameKey(DatastoreTouchedKind, migrationName+"|", nil)
-	to := datastore.NameKey(DatastoreTouchedKind, migrationName+"|\U0010ffff", nil)
-	from.Namespace, to.Namespace = s.Namespace, s.Namespace
-	q := datastore.NewQuery(DatastoreTouchedKind).Namespace(s.Namespace).FilterField("__key__", ">=", from).FilterField("__key__", "<", to)
-	var marks []DatastoreMark
-	keys, err := s.Client.GetAll(ctx, q, &marks)
-	if err != nil {
-		return 0, fmt.Errorf("reading the touched marks of %s: %w", migrationName, err)
-	}
-	var n int64
-	for i, m := range marks {
-		in := false
-		for _, r := range cohorts {
-			in = in || r.Contains(int(m.Cohort))
-		}
-		if !in || m.Behind != oldSide.String() || !m.TouchedAt.Before(before) {
-			continue
-		}
-		k := keys[i]
-		_, err := s.Client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-			var now DatastoreMark
-			if err := tx.Get(k, &now); err != nil {
-				return ignoreNoSuchEntity(err)
-			}
-			if now.Behind != oldSide.String() || !now.TouchedAt.Before(before) {
-				return nil
-			}
-			now.Behind = ""
-			_, err := tx.Put(k, &now)
-			return err
-		})
-		if err != nil {
-			return n, fmt.Errorf("clearing the touched mark %s: %w", k, err)
-		}
-		n++
-	}
-	return n, nil
 }

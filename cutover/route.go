@@ -1,5 +1,7 @@
 package cutover
 
+import "github.com/rekeyio/rekey/cutover/phases"
+
 // side is one of the two stores of a migration.
 type side int
 
@@ -8,19 +10,11 @@ const (
 	newSide
 )
 
-// BehindOld and BehindNew are the values of a touched mark's Behind (the
-// Spanner column, DatastoreMark's field): the store that missed a write
-// the other took.
-const (
-	BehindOld = "old"
-	BehindNew = "new"
-)
-
 func (s side) String() string {
 	if s == newSide {
-		return BehindNew
+		return phases.BehindNew
 	}
-	return BehindOld
+	return phases.BehindOld
 }
 
 // route is what a phase does with an application's calls (the package
@@ -40,7 +34,7 @@ type route struct {
 	// consult: old and new apart, a read of old reads the key's touched
 	// mark too, and returns new's record if the mark says old is behind
 	// (it missed a write new took while new was authoritative, before a
-	// rollback; see the package doc, "Missed writes").
+	// rollback; see package phases, "Missed writes").
 	consult bool
 	// oldStale: old is missing the writes of a new_only span (a read_new
 	// cohort brought back from new_only by a reverse backfill): reads

@@ -3,6 +3,8 @@ package cutover
 import (
 	"fmt"
 	"testing"
+
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // TestRouteOf is the package doc's table, phase by phase.
@@ -32,8 +34,8 @@ func TestRouteOf(t *testing.T) {
 	// brought back from new_only never reads old (it misses new_only's
 	// writes). Every phase that reads old while both are written looks
 	// at the touched mark too.
-	for _, p := range Phases {
-		for _, prev := range Phases {
+	for _, p := range phases.Phases {
+		for _, prev := range phases.Phases {
 			r, base := routeOf(p, prev), routeOf(p, "")
 			if r.consult != (r.read == oldSide && r.touch) {
 				t.Errorf("%s from %s: consult %v", p, prev, r.consult)
@@ -45,23 +47,6 @@ func TestRouteOf(t *testing.T) {
 			if fmt.Sprint(r) != fmt.Sprint(base) {
 				t.Errorf("%s from %s routes otherwise: %+v, want %+v", p, prev, r, base)
 			}
-		}
-	}
-}
-
-// TestSwitches: only the moves between phases whose authoritative stores
-// differ switch authority.
-func TestSwitches(t *testing.T) {
-	for _, tc := range []struct {
-		prev, p Phase
-		want    bool
-	}{
-		{Verified, ReadNew, true}, {Shadow, ReadNew, true}, {ReadNew, DualWrite, true}, {ReadNew, Old, true},
-		{Old, DualWrite, false}, {Shadow, DualWrite, false}, {ReadNew, NewOnly, false}, {NewOnly, ReadNew, false},
-		{"", ReadNew, false}, {NewOnly, Done, false},
-	} {
-		if got := switches(tc.prev, tc.p); got != tc.want {
-			t.Errorf("%s to %s: switches %v, want %v", tc.prev, tc.p, got, tc.want)
 		}
 	}
 }

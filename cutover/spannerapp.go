@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
@@ -42,8 +43,9 @@ type Options struct {
 	// every CacheTTL/3 and refuses calls (ErrStalePhases) once they are
 	// older. Skew (0: cohort.skew, or DefaultSkew) covers clocks and calls
 	// in flight: a call's writes get a deadline of the phases' read time
-	// plus CacheTTL plus Skew/2. The operator's Rules.DualWriteHold must
-	// be at least CacheTTL + Skew (RulesFor gives it from the config).
+	// plus CacheTTL plus Skew/2. The operator's phases.Rules.DualWriteHold
+	// must be at least CacheTTL + Skew (phases.RulesFor gives it from the
+	// config).
 	CacheTTL, Skew time.Duration
 
 	// user is the config's cohort.user.
@@ -94,7 +96,7 @@ type Spanner struct {
 	root       *spannerTable            // the main table
 	tables     map[string]*spannerTable // every table, by its old name in lower case
 	rk         *rekeyer.Rekeyer
-	store      SpannerStore
+	store      phases.SpannerStore
 	// guards holds the guarded placeholders of calls built and not yet
 	// committed (*spanner.Mutation → placeholderGuard).
 	guards sync.Map
@@ -120,7 +122,7 @@ func OpenSpannerConfig(ctx context.Context, client *spanner.Client, cfg config.C
 // Options.NewSpannerClient, or one it opens and Close closes). A record's
 // user, whose cohort routes each call, is where the config's cohort.user
 // says. The phase store, the repair log and the touched
-// marks are in the target database (CreateSpannerTables).
+// marks are in the target database (phases.CreateSpannerTables).
 func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job, o Options) (*Spanner, error) {
 	cfg := job.Config
 	if cfg.Source.Type != config.TypeSpanner || cfg.Target.Type != config.TypeSpanner {
@@ -156,7 +158,7 @@ func NewSpanner(ctx context.Context, client *spanner.Client, job *migration.Job,
 		s.Close()
 		return nil, fmt.Errorf("cutover: old and new are the same table %s", s.root.old.Name)
 	}
-	s.store = SpannerStore{Client: s.newC}
+	s.store = phases.SpannerStore{Client: s.newC}
 	if s.cache, err = newPhaseCache(ctx, s.store, o.Migration, o.ttl(), s.stats.refresh); err != nil {
 		s.Close()
 		return nil, err
@@ -398,7 +400,7 @@ func (g placeholderGuard) holds(ctx context.Context, txn *spanner.ReadWriteTrans
 	case !errors.Is(err, spanner.ErrRowNotFound):
 		return false, err
 	}
-	row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, g.mark}, []string{"Behind"})
+	row, err := txn.ReadRow(ctx, phases.SpannerTouchedTable, spanner.Key{migration, g.mark}, []string{"Behind"})
 	switch {
 	case errors.Is(err, spanner.ErrRowNotFound):
 		return false, nil
@@ -484,7 +486,7 @@ func spannerTouches(migration string, c *call, keys []string, deleted bool) []*s
 	c.mark = keys
 	muts := make([]*spanner.Mutation, len(keys))
 	for i, k := range keys {
-		muts[i] = spanner.InsertOrUpdate(SpannerTouchedTable, spannerTouchColumns, []any{migration, k, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}})
+		muts[i] = spanner.InsertOrUpdate(phases.SpannerTouchedTable, spannerTouchColumns, []any{migration, k, int64(c.cohort), deleted, spanner.CommitTimestamp, c.op, spanner.NullString{}})
 	}
 	return muts
 }
@@ -542,7 +544,7 @@ func (s *Spanner) repairMutation(c *call, op string, missed side, cause error) *
 // spannerRepairEntry is the repair log's entry of migration for op on
 // the call's record, which did not reach side missed because of cause.
 func spannerRepairEntry(migration string, c *call, op string, missed side, cause error) *spanner.Mutation {
-	return spanner.Insert(SpannerRepairTable, []string{"Migration", "Cohort", "Id", "Op", "OldKey", "Missed", "Reason", "LoggedAt"},
+	return spanner.Insert(phases.SpannerRepairTable, []string{"Migration", "Cohort", "Id", "Op", "OldKey", "Missed", "Reason", "LoggedAt"},
 		[]any{migration, int64(c.cohort), uuid.NewString(), op, c.key, missed.String(), cause.Error(), spanner.CommitTimestamp})
 }
 
@@ -562,7 +564,7 @@ func spannerLogRepair(newC *spanner.Client, migration string, c *call, op string
 			return nil
 		}
 		for i, tk := range keys {
-			row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op"})
+			row, err := txn.ReadRow(ctx, phases.SpannerTouchedTable, spanner.Key{migration, tk}, []string{"Op"})
 			exists := err == nil
 			if err != nil && !errors.Is(err, spanner.ErrRowNotFound) {
 				return err
@@ -581,14 +583,14 @@ func spannerLogRepair(newC *spanner.Client, migration string, c *call, op string
 				// A later write of new is the latest, and goes to old
 				// after it: old is not behind for it.
 			case missed == oldSide:
-				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, oldSide.String()}))
+				muts = append(muts, spanner.Update(phases.SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{migration, tk, oldSide.String()}))
 			case exists:
 				// Touched now: a backfill or repair that read old
 				// before old took the write must not write new (nor
 				// clear Behind).
-				muts = append(muts, spanner.Update(SpannerTouchedTable, []string{"Migration", "NewKey", "Behind", "TouchedAt"}, []any{migration, tk, newSide.String(), spanner.CommitTimestamp}))
+				muts = append(muts, spanner.Update(phases.SpannerTouchedTable, []string{"Migration", "NewKey", "Behind", "TouchedAt"}, []any{migration, tk, newSide.String(), spanner.CommitTimestamp}))
 			default:
-				muts = append(muts, spanner.Insert(SpannerTouchedTable, spannerTouchColumns, []any{migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
+				muts = append(muts, spanner.Insert(phases.SpannerTouchedTable, spannerTouchColumns, []any{migration, tk, int64(c.cohort), false, spanner.CommitTimestamp, spanner.NullString{}, newSide.String()}))
 			}
 		}
 		return txn.BufferWrite(append(muts, spannerRepairEntry(migration, c, op, missed, cause)))
@@ -651,7 +653,7 @@ func readSpannerMarks(ctx context.Context, r rowReader, migration string, keys [
 		ks[i] = spanner.Key{migration, k}
 	}
 	got := map[string]markState{}
-	it := r.Read(ctx, SpannerTouchedTable, spanner.KeySets(ks...), []string{"NewKey", "Deleted", "Behind"})
+	it := r.Read(ctx, phases.SpannerTouchedTable, spanner.KeySets(ks...), []string{"NewKey", "Deleted", "Behind"})
 	err := it.Do(func(row *spanner.Row) error {
 		var k string
 		var behind spanner.NullString
@@ -899,8 +901,9 @@ func (s *Spanner) readNew(ctx context.Context, r rowReader, key *record.Record) 
 // entered dual_write. So a backfill never overwrites a value the
 // application dual-wrote after the backfill read the old one, nor brings
 // back a record the application deleted meanwhile, while it does replace
-// what new holds from an earlier dual_write rolled back since (see the
-// package doc). The cohort must be in dual_write. It reports whether it
+// what new holds from an earlier dual_write rolled back since (see
+// package phases, "Why no acknowledged write is lost"). The cohort must
+// be in dual_write. It reports whether it
 // wrote.
 func (s *Spanner) BackfillRow(ctx context.Context, rec record.Record) (bool, error) {
 	c, err := s.route(ctx, &rec)
@@ -942,7 +945,7 @@ func spannerBackfill(ctx context.Context, newC *spanner.Client, migration, tk st
 	var wrote bool
 	_, err := spannerdb.Transact(ctx, newC, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		wrote = false
-		row, err := txn.ReadRow(ctx, SpannerTouchedTable, spanner.Key{migration, tk}, []string{"TouchedAt"})
+		row, err := txn.ReadRow(ctx, phases.SpannerTouchedTable, spanner.Key{migration, tk}, []string{"TouchedAt"})
 		switch {
 		case err == nil:
 			var at time.Time

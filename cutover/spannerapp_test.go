@@ -13,6 +13,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/record"
 )
@@ -33,7 +34,7 @@ const (
 type spannerEnv struct {
 	lib        *cutover.Spanner
 	old, new   *spanner.Client
-	store      cutover.SpannerStore
+	store      phases.SpannerStore
 	migration  string
 	configPath string
 }
@@ -54,7 +55,7 @@ func newSpannerEnvVia(t *testing.T, sameDB bool, newDDL, oldVia, newVia string) 
 	if newDDL == "" {
 		newDDL = logsV2DDL
 	}
-	target := append([]string{newDDL}, cutover.SpannerDDL...)
+	target := append([]string{newDDL}, phases.SpannerDDL...)
 	var oldC, newC *spanner.Client
 	via := func(addr string) {
 		if addr != "" {
@@ -89,12 +90,12 @@ cohort: {user: UserId}
 		t.Fatal(err)
 	}
 	t.Cleanup(lib.Close)
-	return &spannerEnv{lib: lib, old: oldC, new: newC, store: cutover.SpannerStore{Client: newC}, migration: mig, configPath: path}
+	return &spannerEnv{lib: lib, old: oldC, new: newC, store: phases.SpannerStore{Client: newC}, migration: mig, configPath: path}
 }
 
 // setPhase forces user's cohort to p and waits until the library acts on
 // it.
-func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
+func (e *spannerEnv) setPhase(t *testing.T, user string, p phases.Phase) {
 	t.Helper()
 	movePhase(t, e.store, e.migration, e.lib, user, p)
 }
@@ -102,11 +103,11 @@ func (e *spannerEnv) setPhase(t *testing.T, user string, p cutover.Phase) {
 // movePhase forces user's cohort of migration to p in store and waits
 // until lib acts on it (and, where the move changes what a call writes
 // first, until every instance does).
-func movePhase(t *testing.T, store cutover.Store, migration string, lib interface{ Phases() *cutover.Map }, user string, p cutover.Phase) {
+func movePhase(t *testing.T, store phases.Store, migration string, lib interface{ Phases() *phases.Map }, user string, p phases.Phase) {
 	t.Helper()
 	c := cohort.Of(user, cohort.DefaultBuckets)
 	from := lib.Phases().Phase(c)
-	if _, _, err := store.Move(context.Background(), cutover.Move{Migration: migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
+	if _, _, err := store.Move(context.Background(), phases.Move{Migration: migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: p, Force: true, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -116,21 +117,21 @@ func movePhase(t *testing.T, store cutover.Store, migration string, lib interfac
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if p == cutover.DualWrite || newAuthority(from) != newAuthority(p) {
+	if p == phases.DualWrite || newAuthority(from) != newAuthority(p) {
 		time.Sleep(envTTL + envSkew)
 	}
 }
 
 // writtenIn says which stores a write reaches in each phase (the
 // package doc's table).
-var writtenIn = map[cutover.Phase]struct{ old, new bool }{
-	cutover.Old: {true, false}, cutover.DualWrite: {true, true}, cutover.Backfilled: {true, true},
-	cutover.Verified: {true, true}, cutover.Shadow: {true, true}, cutover.ReadNew: {true, true},
-	cutover.NewOnly: {false, true}, cutover.Done: {false, true},
+var writtenIn = map[phases.Phase]struct{ old, new bool }{
+	phases.Old: {true, false}, phases.DualWrite: {true, true}, phases.Backfilled: {true, true},
+	phases.Verified: {true, true}, phases.Shadow: {true, true}, phases.ReadNew: {true, true},
+	phases.NewOnly: {false, true}, phases.Done: {false, true},
 }
 
-func newAuthority(p cutover.Phase) bool {
-	return p == cutover.ReadNew || p == cutover.NewOnly || p == cutover.Done
+func newAuthority(p phases.Phase) bool {
+	return p == phases.ReadNew || p == phases.NewOnly || p == phases.Done
 }
 
 // pages returns the Page values stored for user in table.
@@ -174,7 +175,7 @@ func TestSpannerRouting(t *testing.T) {
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same database %v", same), func(t *testing.T) {
 			e := newSpannerEnv(t, same, "")
-			for _, p := range cutover.Phases {
+			for _, p := range phases.Phases {
 				user := "user-" + string(p)
 				e.setPhase(t, user, p)
 				if err := e.lib.Write(ctx, logRow(user, 1, "v1")); err != nil {
@@ -194,7 +195,7 @@ func TestSpannerRouting(t *testing.T) {
 				if err := e.lib.Delete(ctx, logKey(user, 1)); err != nil {
 					t.Fatalf("%s: delete: %v", p, err)
 				}
-				if got := append(pages(t, e.old, "Logs", user), pages(t, e.new, "LogsV2", user)...); len(got) != 0 && !(p == cutover.NewOnly || p == cutover.Done) {
+				if got := append(pages(t, e.old, "Logs", user), pages(t, e.new, "LogsV2", user)...); len(got) != 0 && !(p == phases.NewOnly || p == phases.Done) {
 					t.Errorf("%s: after the delete the stores hold %q", p, got)
 				}
 				if _, found, err := e.lib.Read(ctx, logKey(user, 1)); err != nil || found {
@@ -210,7 +211,7 @@ func TestSpannerRouting(t *testing.T) {
 				}
 			}
 			st := e.lib.Stats()
-			for _, p := range cutover.Phases {
+			for _, p := range phases.Phases {
 				if st.Writes[p] != 1 || st.Deletes[p] != 1 || st.Reads[p] != 2 {
 					t.Errorf("stats of %s: %d writes, %d deletes, %d reads; want 1, 1, 2", p, st.Writes[p], st.Deletes[p], st.Reads[p])
 				}
@@ -234,10 +235,10 @@ func TestSpannerDualWriteWarmsUp(t *testing.T) {
 	e := newSpannerEnv(t, false, "")
 	user := "user-warm"
 	c := cohort.Of(user, cohort.DefaultBuckets)
-	if _, _, err := e.store.Move(ctx, cutover.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: cutover.DualWrite, Who: "test"}); err != nil {
+	if _, _, err := e.store.Move(ctx, phases.Move{Migration: e.migration, Cohorts: []cohort.Range{{First: c, Last: c}}, To: phases.DualWrite, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	for e.lib.Phases().Phase(c) != cutover.DualWrite {
+	for e.lib.Phases().Phase(c) != phases.DualWrite {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := e.lib.Write(ctx, logRow(user, 1, "early")); err != nil {
@@ -268,7 +269,7 @@ func TestSpannerReadNewFallsBack(t *testing.T) {
 	if _, err := e.old.Apply(ctx, []*spanner.Mutation{spanner.Insert("Logs", []string{"UserId", "Seq", "Page"}, []any{user, int64(7), "only-old"})}); err != nil {
 		t.Fatal(err)
 	}
-	e.setPhase(t, user, cutover.ReadNew)
+	e.setPhase(t, user, phases.ReadNew)
 	got, found, err := e.lib.Read(ctx, logKey(user, 7))
 	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "only-old" {
 		t.Fatalf("read_new read of a record only in old: %s, %v, %v", got.Describe(), found, err)
@@ -277,7 +278,7 @@ func TestSpannerReadNewFallsBack(t *testing.T) {
 		t.Errorf("%d fallbacks counted, want 1", n)
 	}
 	// In new_only there is no fallback: new is the only store.
-	e.setPhase(t, user, cutover.NewOnly)
+	e.setPhase(t, user, phases.NewOnly)
 	if _, found, err := e.lib.Read(ctx, logKey(user, 7)); err != nil || found {
 		t.Errorf("new_only read of a record only in old: found %v, %v; want not found", found, err)
 	}
@@ -290,7 +291,7 @@ func TestSpannerShadowComparesReads(t *testing.T) {
 	ctx := context.Background()
 	e := newSpannerEnv(t, false, "")
 	user := "user-shadow"
-	e.setPhase(t, user, cutover.Shadow)
+	e.setPhase(t, user, phases.Shadow)
 	if err := e.lib.Write(ctx, logRow(user, 1, "same")); err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +327,8 @@ func TestSpannerSecondWriteFailure(t *testing.T) {
 	ctx := context.Background()
 	e := newSpannerEnv(t, false, `CREATE TABLE LogsV2 (ShardId INT64 NOT NULL, UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(5)) PRIMARY KEY (ShardId, UserId, Seq)`)
 	dual, readNew := "user-dual", "user-readnew"
-	e.setPhase(t, dual, cutover.DualWrite)
-	e.setPhase(t, readNew, cutover.ReadNew)
+	e.setPhase(t, dual, phases.DualWrite)
+	e.setPhase(t, readNew, phases.ReadNew)
 	if err := e.lib.Write(ctx, logRow(dual, 1, "longer than five")); err != nil {
 		t.Fatalf("dual_write with a failing second write: %v, want success", err)
 	}
@@ -362,7 +363,7 @@ func TestSpannerBufferWrite(t *testing.T) {
 	ctx := context.Background()
 	e := newSpannerEnv(t, true, "")
 	user := "user-txn"
-	e.setPhase(t, user, cutover.DualWrite)
+	e.setPhase(t, user, phases.DualWrite)
 	_, err := e.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		if err := txn.BufferWrite([]*spanner.Mutation{spanner.InsertOrUpdate("Logs", []string{"UserId", "Seq", "Page"}, []any{"someone-else", int64(1), "app's own"})}); err != nil {
 			return err
@@ -376,7 +377,7 @@ func TestSpannerBufferWrite(t *testing.T) {
 		t.Errorf("after the application's transaction: old %q, new %q; want the row in both", o, n)
 	}
 	apart := newSpannerEnv(t, false, "")
-	apart.setPhase(t, user, cutover.DualWrite)
+	apart.setPhase(t, user, phases.DualWrite)
 	_, err = apart.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		return apart.lib.BufferWrite(ctx, txn, logRow(user, 1, "x"))
 	})
@@ -384,7 +385,7 @@ func TestSpannerBufferWrite(t *testing.T) {
 		t.Errorf("BufferWrite across databases: %v, want a refusal", err)
 	}
 	// In new_only too, where the one write is new's: txn is old's.
-	apart.setPhase(t, "user-new-only", cutover.NewOnly)
+	apart.setPhase(t, "user-new-only", phases.NewOnly)
 	_, err = apart.old.ReadWriteTransaction(ctx, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		return apart.lib.BufferWrite(ctx, txn, logRow("user-new-only", 1, "x"))
 	})

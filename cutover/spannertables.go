@@ -10,6 +10,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/rekeyio/rekey/cohort"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/record"
@@ -122,7 +123,7 @@ func (t *spannerTable) ancestors() []*spannerTable {
 // the library names it in messages and the repair log: rekey's key
 // notation, after the table's name for a child ("Orders[7,1]").
 func (t *spannerTable) keyText(vals []rewrite.Value) string {
-	return SpannerKeyText(t.old.Name, t.parent != nil, vals)
+	return phases.SpannerKeyText(t.old.Name, t.parent != nil, vals)
 }
 
 // touchedKey is the text of new record nr's key (a row of t) in the
@@ -133,7 +134,7 @@ func (t *spannerTable) touchedKey(nr *record.Record) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return SpannerKeyText(t.new.Name, t.new.Parent != "", k), nil
+	return phases.SpannerKeyText(t.new.Name, t.new.Parent != "", k), nil
 }
 
 // table is the table of rec (the root when rec names none).

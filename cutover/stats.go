@@ -17,7 +17,7 @@ type Stats struct {
 	// old; Redirected the reads that went to the other store because the
 	// key's touched mark said the one the phase reads missed a write;
 	// SwitchWaits the calls that waited for their cohort's switch of
-	// authority (see the package doc); ShadowReads the shadow reads, ShadowMismatches those where old
+	// authority (see package phases); ShadowReads the shadow reads, ShadowMismatches those where old
 	// and new differed, with the first of them in MismatchSamples (the old
 	// key and how new differs).
 	Fallbacks, Redirected, SwitchWaits int64

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 )
 
@@ -62,14 +62,14 @@ func TestCohortBackfill(t *testing.T) {
 
 			// An earlier dual_write of z's cohort, rolled back: new keeps
 			// z/0 = "first" with a touched mark from then.
-			e.move(t, one(cohortOf(z)), cutover.DualWrite)
-			e.waitSeen(t, cohortOf(z), cutover.DualWrite)
+			e.move(t, one(cohortOf(z)), phases.DualWrite)
+			e.waitSeen(t, cohortOf(z), phases.DualWrite)
 			waitHold()
 			if err := e.app.Write(ctx, e.rec(z, 0, "first")); err != nil {
 				t.Fatal(err)
 			}
-			e.move(t, one(cohortOf(z)), cutover.Old)
-			e.waitSeen(t, cohortOf(z), cutover.Old)
+			e.move(t, one(cohortOf(z)), phases.Old)
+			e.waitSeen(t, cohortOf(z), phases.Old)
 			if err := e.app.Write(ctx, e.rec(z, 0, "second")); err != nil { // old only
 				t.Fatal(err)
 			}
@@ -77,9 +77,9 @@ func TestCohortBackfill(t *testing.T) {
 				t.Fatalf("new holds %s = %q before the backfill, want the earlier dual write's %q", logID(z, 0), got, "first")
 			}
 
-			e.move(t, sel, cutover.DualWrite)
+			e.move(t, sel, phases.DualWrite)
 			for c := range in {
-				e.waitSeen(t, c, cutover.DualWrite)
+				e.waitSeen(t, c, phases.DualWrite)
 			}
 			waitHold()
 			// x/0: the application's dual write, then old as a backfill
@@ -114,7 +114,7 @@ func TestCohortBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("backfill of cohorts %s: %s", cohort.Format(sel), res.Counters)
-			if a == nil || a.To != cutover.Backfilled || a.Who != "test-backfill" || a.Cohorts != cohort.Format(sel) {
+			if a == nil || a.To != phases.Backfilled || a.Who != "test-backfill" || a.Cohorts != cohort.Format(sel) {
 				t.Errorf("audit %+v, want cohorts %s moved to backfilled by test-backfill", a, cohort.Format(sel))
 			}
 
@@ -169,11 +169,11 @@ func TestCohortBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			for cc := range in {
-				if p := m.Phase(cc); p != cutover.Backfilled {
+				if p := m.Phase(cc); p != phases.Backfilled {
 					t.Errorf("cohort %d is %s, want backfilled", cc, p)
 				}
 			}
-			if p := m.Phase(cohortOf(outside)); p != cutover.Old {
+			if p := m.Phase(cohortOf(outside)); p != phases.Old {
 				t.Errorf("cohort %d (not backfilled) is %s, want old", cohortOf(outside), p)
 			}
 			// Backfilled cohorts are not backfilled again without --force.

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
@@ -66,14 +66,14 @@ func TestCohortCleanup(t *testing.T) {
 			}
 			for _, m := range []struct {
 				rs []cohort.Range
-				to cutover.Phase
-			}{{done, cutover.Done}, {one(newOnly), cutover.NewOnly}} {
-				if _, _, err := e.phases.Move(ctx, cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: m.rs, To: m.to, Force: true, Who: "test"}); err != nil {
+				to phases.Phase
+			}{{done, phases.Done}, {one(newOnly), phases.NewOnly}} {
+				if _, _, err := e.phases.Move(ctx, phases.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: m.rs, To: m.to, Force: true, Who: "test"}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// The application writes new in done.
-			e.waitSeen(t, cohortOf(users[0]), cutover.Done)
+			e.waitSeen(t, cohortOf(users[0]), phases.Done)
 			for _, u := range users[:3] {
 				if err := e.app.Write(ctx, e.rec(u, 100, "new")); err != nil {
 					t.Fatal(err)
@@ -99,7 +99,7 @@ func TestCohortCleanup(t *testing.T) {
 				tap = startTap(t, emulator.EnvDatastoreHost)
 			}
 			table := map[string]string{"spanner": "Logs", "datastore": "Log", "datastore-spanner": "Log"}[e.store]
-			cleanup := func(rs []cohort.Range, dry, force bool) (*migration.Result, *cutover.Audit, error) {
+			cleanup := func(rs []cohort.Range, dry, force bool) (*migration.Result, *phases.Audit, error) {
 				t.Helper()
 				var out runNotes
 				_, res, a, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-cleanup", Run: migration.Options{Notes: out.Say, DryRun: dry}}, pipeline.Runner{Runner: cohortRunner})
@@ -154,20 +154,20 @@ func TestCohortCleanup(t *testing.T) {
 			if got := e.newPages(t); !maps.Equal(got, newBefore) {
 				t.Errorf("new changed: %v, was %v", got, newBefore)
 			}
-			if a == nil || a.Action != cutover.ActionCleanup || a.Cohorts != cohort.Format(done) || a.From != string(cutover.Done) || a.Who != "test-cleanup" || a.Forced || !strings.Contains(a.Why, fmt.Sprintf("%d old records deleted", deleted)) {
+			if a == nil || a.Action != phases.ActionCleanup || a.Cohorts != cohort.Format(done) || a.From != string(phases.Done) || a.Who != "test-cleanup" || a.Forced || !strings.Contains(a.Why, fmt.Sprintf("%d old records deleted", deleted)) {
 				t.Errorf("audit %+v, want the cleanup of %s from done by test-cleanup", a, cohort.Format(done))
 			}
 			audits, err := e.phases.Audits(ctx, e.migration)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if last := audits[len(audits)-1]; a == nil || last.Action != cutover.ActionCleanup || last.Version != a.Version || last.Cohorts != a.Cohorts {
+			if last := audits[len(audits)-1]; a == nil || last.Action != phases.ActionCleanup || last.Version != a.Version || last.Cohorts != a.Cohorts {
 				t.Errorf("the stored audit ends with %+v, want the cleanup", last)
 			}
 			checkDeleteOrder(t, tap, table, deleted)
 
 			// Forced, the new_only cohort's old records go too, said so.
-			if _, a, err = cleanup(one(newOnly), false, true); err != nil || a == nil || !a.Forced || a.From != string(cutover.NewOnly) {
+			if _, a, err = cleanup(one(newOnly), false, true); err != nil || a == nil || !a.Forced || a.From != string(phases.NewOnly) {
 				t.Fatalf("a forced cleanup of cohort %d (new_only): %v, audit %+v", newOnly, err, a)
 			}
 			for id := range e.oldPages(t) {

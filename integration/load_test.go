@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/migration/config"
@@ -27,22 +27,22 @@ func TestPhaseAwareLoad(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)
 			// Three users in three cohorts.
-			phases := []cutover.Phase{cutover.Old, cutover.DualWrite, cutover.NewOnly}
+			inPhase := []phases.Phase{phases.Old, phases.DualWrite, phases.NewOnly}
 			var users []string
 			seen := map[int]bool{}
-			for i := 0; len(users) < len(phases); i++ {
+			for i := 0; len(users) < len(inPhase); i++ {
 				u := fmt.Sprintf("load-user-%d", i)
 				if !seen[cohortOf(u)] {
 					seen[cohortOf(u)] = true
 					users = append(users, u)
 				}
 			}
-			for i, p := range phases[1:] {
-				if _, _, err := e.phases.Move(ctx, cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: one(cohortOf(users[i+1])), To: p, Force: true, Who: "test"}); err != nil {
+			for i, p := range inPhase[1:] {
+				if _, _, err := e.phases.Move(ctx, phases.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: one(cohortOf(users[i+1])), To: p, Force: true, Who: "test"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			for i, p := range phases {
+			for i, p := range inPhase {
 				e.waitSeen(t, cohortOf(users[i]), p)
 			}
 			waitHold() // dual_write writes both once every instance does
@@ -70,11 +70,11 @@ func TestPhaseAwareLoad(t *testing.T) {
 			}
 			old, nw := e.oldPages(t), e.newPages(t)
 			for i, u := range users {
-				inOld, inNew := phases[i] != cutover.NewOnly, phases[i] != cutover.Old
+				inOld, inNew := inPhase[i] != phases.NewOnly, inPhase[i] != phases.Old
 				for q := range int64(seqs) {
 					k := logID(u, q)
 					if (old[k] == "loaded") != inOld || (nw[k] == "loaded") != inNew {
-						t.Errorf("%s (cohort %s): old %q, new %q; want in old %v, in new %v", k, phases[i], old[k], nw[k], inOld, inNew)
+						t.Errorf("%s (cohort %s): old %q, new %q; want in old %v, in new %v", k, inPhase[i], old[k], nw[k], inOld, inNew)
 					}
 				}
 			}

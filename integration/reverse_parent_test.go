@@ -8,8 +8,8 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
@@ -74,7 +74,7 @@ type copyRacedByChild struct {
 	child  record.Record
 }
 
-func (c copyRacedByChild) Reverse(ctx context.Context, _ *migration.Job, _ cutover.Backfill) (*migration.Result, error) {
+func (c copyRacedByChild) Reverse(ctx context.Context, _ *migration.Job, _ phases.Backfill) (*migration.Result, error) {
 	if err := c.e.app.Write(ctx, c.child); err != nil {
 		return nil, err
 	}
@@ -92,12 +92,12 @@ func TestReverseRepairsWritesOldMissedDuringTheCopy(t *testing.T) {
 	const user = "1007"
 	c := cohortOf(user)
 	// The customer was created in new_only: new holds it, old does not.
-	for _, p := range []cutover.Phase{cutover.DualWrite, cutover.Backfilled, cutover.Verified, cutover.Shadow, cutover.ReadNew, cutover.NewOnly} {
-		if _, _, err := e.phases.Move(ctx, cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: one(c), To: p, Force: true, Who: "test"}); err != nil {
+	for _, p := range []phases.Phase{phases.DualWrite, phases.Backfilled, phases.Verified, phases.Shadow, phases.ReadNew, phases.NewOnly} {
+		if _, _, err := e.phases.Move(ctx, phases.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: one(c), To: p, Force: true, Who: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.waitSeen(t, c, cutover.NewOnly)
+	e.waitSeen(t, c, phases.NewOnly)
 	parent := e.rec(user, 0, "/c")
 	if err := e.app.Write(ctx, parent); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestReverseRepairsWritesOldMissedDuringTheCopy(t *testing.T) {
 	if n := res.Counters[operator.RepairOldWritten]; n != 1 {
 		t.Errorf("%s = %d, want 1 (%s)", operator.RepairOldWritten, n, res.Counters)
 	}
-	entries, err := e.phases.(cutover.RepairLog).Repairs(ctx, e.migration)
+	entries, err := e.phases.(phases.RepairLog).Repairs(ctx, e.migration)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
 )
@@ -20,10 +20,10 @@ import (
 // verified and read_new to new_only, by the rules.
 func (e *stagedEnv) walkToNewOnly(t *testing.T, rs []cohort.Range) {
 	t.Helper()
-	e.move(t, rs, cutover.Verified)
-	e.move(t, rs, cutover.ReadNew)
+	e.move(t, rs, phases.Verified)
+	e.move(t, rs, phases.ReadNew)
 	waitHold()
-	e.move(t, rs, cutover.NewOnly)
+	e.move(t, rs, phases.NewOnly)
 	waitHold()
 }
 
@@ -38,14 +38,14 @@ func TestReverseBackfill(t *testing.T) {
 			ctx := context.Background()
 			e := se.make(t)
 			users, rs := stagedSeed(t, e, "rv-user", 10, 3)
-			e.move(t, rs, cutover.DualWrite)
+			e.move(t, rs, phases.DualWrite)
 			waitHold()
 			if _, _, err := e.backfill(t, cohortRunner, rs, false); err != nil {
 				t.Fatal(err)
 			}
 			e.walkToNewOnly(t, rs)
 			for _, r := range rs {
-				e.waitSeen(t, r.First, cutover.NewOnly)
+				e.waitSeen(t, r.First, phases.NewOnly)
 			}
 			// new_only: the application writes new alone.
 			if err := e.app.Write(ctx, e.rec(users[0], 0, "new-only")); err != nil {
@@ -99,7 +99,7 @@ func TestReverseBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("reverse backfill: %s; %d live writes acknowledged", res.Counters, len(acked))
-			if a == nil || a.To != cutover.DualWrite || a.From != string(cutover.ReadNew) {
+			if a == nil || a.To != phases.DualWrite || a.From != string(phases.ReadNew) {
 				t.Errorf("audit %+v, want read_new to dual_write", a)
 			}
 			if res.Counters[migration.DeadLettered] != 0 {
@@ -139,7 +139,7 @@ func TestReverseBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
-				if p := m.Phase(r.First); p != cutover.DualWrite {
+				if p := m.Phase(r.First); p != phases.DualWrite {
 					t.Errorf("cohort %d is %s, want dual_write", r.First, p)
 				}
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -150,8 +151,8 @@ type soakOp struct {
 	ok       bool
 	err      string
 	instance int
-	phase    cutover.Phase // the phase the instance held at invocation
-	cascaded bool          // a child's delete by its parent's (op id is the parent's)
+	phase    phases.Phase // the phase the instance held at invocation
+	cascaded bool         // a child's delete by its parent's (op id is the parent's)
 }
 
 // soakEvent is an operator's step, for the history printed around a
@@ -167,7 +168,7 @@ type soak struct {
 	apart       bool
 	cfg         *config.Config
 	migration   string
-	phases      cutover.Store
+	phases      phases.Store
 	apps        []stagedApp
 	taps        []*committap.Tap
 	key         func(user string, seq int64) record.Record
@@ -232,7 +233,7 @@ func newSoak(t *testing.T, store string, apart bool, seed uint64) *soak {
 	switch store {
 	case "spanner":
 		t.Setenv(hostEnv, oldTap.Addr())
-		target := append([]string{stagedLogsV2DDL}, cutover.SpannerDDL...)
+		target := append([]string{stagedLogsV2DDL}, phases.SpannerDDL...)
 		var oldC, newC *spanner.Client
 		if apart {
 			oldC = emulator.TestDB(t, stagedLogsDDL)
@@ -249,7 +250,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[5]s
 cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
-		s.phases = cutover.SpannerStore{Client: newC}
+		s.phases = phases.SpannerStore{Client: newC}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record {
 			return record.Record{Table: "Logs", Fields: []record.Field{{Name: "UserId", Value: record.String(user)}, {Name: "Seq", Value: record.Int(seq)}}}
@@ -278,9 +279,9 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		t.Setenv(hostEnv, oldTap.Addr())
 		oldC := emulator.TestDB(t, stagedInterleavedDDL...)
 		t.Setenv(hostEnv, newTap.Addr())
-		newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
+		newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), phases.SpannerDDL...)...)
 		yaml = interleavedConfig(oldC, newC, dead, soakBuckets, soakTTL, soakSkew)
-		s.phases = cutover.SpannerStore{Client: newC}
+		s.phases = phases.SpannerStore{Client: newC}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record { return interleavedKey(t, user, seq) }
 		s.newPages = interleavedPages(newC, "BIT_REVERSE(CustomerId, true)")
@@ -290,7 +291,7 @@ cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 		oldC := emulator.TestDatastore(t)
 		oldNS := emulator.UniqueNamespace("soak-x")
 		t.Setenv(emulator.EnvSpannerHost, newTap.Addr())
-		newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, cutover.SpannerDDL...)...)
+		newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, phases.SpannerDDL...)...)
 		yaml = fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log, key: "LogKey STRING(MAX)"}
 target: {type: spanner, project: %[3]s, instance: %[4]s, database: %[5]s, table: LogsX}
@@ -298,7 +299,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[6]s
 cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 `, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), dead, soakBuckets, soakTTL, soakSkew)
-		s.phases = cutover.SpannerStore{Client: newC}
+		s.phases = phases.SpannerStore{Client: newC}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record {
 			k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
@@ -343,7 +344,7 @@ rewrite: %[12]s
 dead_letter: %[5]s
 cohort: {user: %[10]s, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 `, emulator.DatastoreProject(), oldNS, newDB, newNS, dead, soakBuckets, soakTTL, soakSkew, kind, user, extra, rw)
-		s.phases = cutover.DatastoreStore{Client: newC, Namespace: newNS}
+		s.phases = phases.DatastoreStore{Client: newC, Namespace: newNS}
 		oldClient = oldC
 		s.key = func(user string, seq int64) record.Record {
 			k := rewrite.DatastoreKey{Namespace: oldNS, Path: []rewrite.PathElement{{Kind: "Log", Name: fmt.Sprintf("%s.%d", user, seq)}}}
@@ -584,13 +585,13 @@ func (s *soak) batch(ctx context.Context, inst int, b []soakWrite) {
 // cleanup.
 func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline time.Time) error {
 	rnd := rand.New(rand.NewPCG(s.seed, 100+uint64(g)))
-	rules := cutover.RulesFor(s.cfg)
+	rules := phases.RulesFor(s.cfg)
 	runner := pipeline.Runner{Runner: "direct"}
 	opts := operator.CohortOptions{Migration: s.migration, Cohorts: rs, Who: "soak", Run: migration.Options{CreateTarget: true}}
 	report := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.jsonl", s.migration, g))
 	defer os.Remove(report)
-	move := func(to cutover.Phase) error {
-		_, _, err := s.phases.Move(ctx, cutover.Move{Migration: s.migration, Buckets: soakBuckets, Cohorts: rs, To: to, Who: "soak", Rules: rules})
+	move := func(to phases.Phase) error {
+		_, _, err := s.phases.Move(ctx, phases.Move{Migration: s.migration, Buckets: soakBuckets, Cohorts: rs, To: to, Who: "soak", Rules: rules})
 		s.event("group %d: move to %s: %v", g, to, err)
 		return err
 	}
@@ -610,37 +611,37 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 		sp := m.SpanOf(rs[0].First)
 		held := time.Since(sp.Since) >= rules.DualWriteHold
 		switch sp.Phase {
-		case cutover.Old:
-			err = move(cutover.DualWrite)
-		case cutover.DualWrite:
+		case phases.Old:
+			err = move(phases.DualWrite)
+		case phases.DualWrite:
 			if !held {
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
 			}
 			_, _, _, err = operator.Backfill(ctx, s.cfg, opts, runner)
 			s.event("group %d: backfill: %v", g, err)
-		case cutover.Backfilled:
+		case phases.Backfilled:
 			var rep []operator.VerifyCohort
 			rep, _, _, err = operator.Verify(ctx, s.cfg, operator.VerifyOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Mark: true, Who: "soak"}, runner)
 			s.event("group %d: verify --mark: %v (%s)", g, err, verifySummary(rep))
-			if s.phaseOf(ctx, rs) == cutover.Backfilled {
+			if s.phaseOf(ctx, rs) == phases.Backfilled {
 				_, _, err = operator.Repair(ctx, s.cfg, operator.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
 				s.event("group %d: repair: %v", g, err)
 			}
-		case cutover.Verified:
+		case phases.Verified:
 			if rnd.IntN(2) == 0 {
-				err = move(cutover.Shadow)
+				err = move(phases.Shadow)
 			} else {
-				err = move(cutover.ReadNew)
+				err = move(phases.ReadNew)
 			}
-		case cutover.Shadow:
-			err = move(cutover.ReadNew)
-		case cutover.ReadNew:
+		case phases.Shadow:
+			err = move(phases.ReadNew)
+		case phases.ReadNew:
 			if !held {
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
 			}
-			if sp.Prev == cutover.NewOnly {
+			if sp.Prev == phases.NewOnly {
 				// A reverse backfill moved the cohorts here from new_only
 				// and did not finish (a fault): only it goes on from here.
 				_, _, _, err = operator.Reverse(ctx, s.cfg, opts, runner)
@@ -648,15 +649,15 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				break
 			}
 			if !late && rnd.IntN(4) == 0 {
-				err = move(cutover.DualWrite)
+				err = move(phases.DualWrite)
 				break
 			}
 			_, _, err = operator.Repair(ctx, s.cfg, operator.RepairOptions{Migration: s.migration, Cohorts: rs, ReportPath: report, Who: "soak"}, runner)
 			s.event("group %d: repair: %v", g, err)
 			if err == nil {
-				err = move(cutover.NewOnly)
+				err = move(phases.NewOnly)
 			}
-		case cutover.NewOnly:
+		case phases.NewOnly:
 			if !held {
 				time.Sleep(time.Until(sp.Since.Add(rules.DualWriteHold)))
 				continue
@@ -669,8 +670,8 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 				s.event("group %d: reverse backfill: %v", g, err)
 				break
 			}
-			err = move(cutover.Done)
-		case cutover.Done:
+			err = move(phases.Done)
+		case phases.Done:
 			_, _, _, err = operator.Cleanup(ctx, s.cfg, opts, runner)
 			s.event("group %d: cleanup: %v", g, err)
 			if err == nil {
@@ -685,7 +686,7 @@ func (s *soak) operate(ctx context.Context, g int, rs []cohort.Range, deadline t
 	}
 }
 
-func (s *soak) phaseOf(ctx context.Context, rs []cohort.Range) cutover.Phase {
+func (s *soak) phaseOf(ctx context.Context, rs []cohort.Range) phases.Phase {
 	m, err := s.phases.Load(ctx, s.migration)
 	if err != nil {
 		return ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
@@ -32,7 +33,7 @@ func newStagedDatastoreSpanner(t *testing.T) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	c := emulator.TestDatastore(t)
-	newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append([]string{stagedLogsXDDL}, phases.SpannerDDL...)...)
 	oldNS := emulator.UniqueNamespace("staged-x")
 	yaml := fmt.Sprintf(`
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log, key: "LogKey STRING(MAX)"}
@@ -41,7 +42,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[6]s
 cohort: {user: User, buckets: %[7]d, cache_ttl: %[8]s, skew: %[9]s}
 `, emulator.DatastoreProject(), oldNS, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
-	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e := &stagedEnv{store: "datastore-spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: phases.SpannerStore{Client: newC}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	// The library's client of new (and every Spanner client made from
 	// now on) goes through a commit tap.
@@ -80,8 +81,8 @@ func TestStagedDatastoreSpannerStrictColumns(t *testing.T) {
 	ref := rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "Page", ID: 7}}}
 	bad.Fields = append(bad.Fields, record.Field{Name: "Ref", Value: record.Key(ref)})
 	e.putOld(t, e.rec(user, 0, "plain"), bad)
-	e.move(t, one(cohortOf(user)), cutover.DualWrite)
-	e.waitSeen(t, cohortOf(user), cutover.DualWrite)
+	e.move(t, one(cohortOf(user)), phases.DualWrite)
+	e.waitSeen(t, cohortOf(user), phases.DualWrite)
 	waitHold()
 	res, a, err := e.backfill(t, "prism", one(cohortOf(user)), false)
 	if !errors.Is(err, operator.ErrBackfillIncomplete) || a != nil {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
@@ -341,12 +341,12 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 				}
 			}
 			for i, rs := range stages {
-				e.move(t, rs, cutover.DualWrite)
+				e.move(t, rs, phases.DualWrite)
 				waitHold()
 				verified(rs)
-				e.move(t, rs, cutover.Shadow)
+				e.move(t, rs, phases.Shadow)
 				time.Sleep(300 * time.Millisecond)
-				e.move(t, rs, cutover.ReadNew)
+				e.move(t, rs, phases.ReadNew)
 				waitHold()
 				// Repaired at once, as an operator would: until then new
 				// lacks the rows whose writes it missed in shadow, so an
@@ -355,14 +355,14 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 				repairMissed(rs)
 				if i == 2 { // one cohort back from read_new, and forward again
 					x := one(fromReadNew)
-					e.move(t, x, cutover.DualWrite)
+					e.move(t, x, phases.DualWrite)
 					waitHold()
 					verified(x)
-					e.move(t, x, cutover.ReadNew)
+					e.move(t, x, phases.ReadNew)
 					waitHold()
 					repairMissed(x)
 				}
-				e.move(t, rs, cutover.NewOnly)
+				e.move(t, rs, phases.NewOnly)
 				waitHold()
 				if i == 3 { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
@@ -388,13 +388,13 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 					resume()
 					waitHold()
 					verified(y)
-					e.move(t, y, cutover.ReadNew)
+					e.move(t, y, phases.ReadNew)
 					waitHold()
 					repairMissed(y)
-					e.move(t, y, cutover.NewOnly)
+					e.move(t, y, phases.NewOnly)
 					waitHold()
 				}
-				e.move(t, rs, cutover.Done)
+				e.move(t, rs, phases.Done)
 			}
 			waitHold()
 			// Every cohort is done: the old records go, while the
@@ -424,7 +424,7 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 				t.Fatal(err)
 			}
 			for c := range stagedBuckets {
-				if p := m.Phase(c); p != cutover.Done {
+				if p := m.Phase(c); p != phases.Done {
 					t.Errorf("cohort %d is %s, want done", c, p)
 				}
 			}

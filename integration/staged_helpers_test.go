@@ -16,6 +16,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
@@ -49,7 +50,7 @@ type stagedApp interface {
 	WriteBatch(ctx context.Context, recs []record.Record) []error
 	Delete(ctx context.Context, key record.Record) error
 	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
-	Phases() *cutover.Map
+	Phases() *phases.Map
 	Stats() cutover.Stats
 	Close()
 }
@@ -62,7 +63,7 @@ type stagedEnv struct {
 	cfg        *config.Config
 	configPath string
 	migration  string
-	phases     cutover.Store
+	phases     phases.Store
 	app        stagedApp
 	// tap, if set, is in front of the library's client of new (Spanner:
 	// old and new in two databases), for faults in the second write of
@@ -106,7 +107,7 @@ func newStagedSpanner(t *testing.T) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, stagedLogsDDL)
-	newC := emulator.TestDB(t, append([]string{stagedLogsV2DDL}, cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append([]string{stagedLogsV2DDL}, phases.SpannerDDL...)...)
 	yaml := fmt.Sprintf(`
 source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
 target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: LogsV2}
@@ -114,7 +115,7 @@ rewrite: {strategy: shard, params: {n: 8, mode: abs}}
 dead_letter: %[5]s
 cohort: {user: UserId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
-	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: phases.SpannerStore{Client: newC}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	// The library's client of new (and every client made from now on)
 	// goes through a commit tap; the application's client of old, made
@@ -314,7 +315,7 @@ target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: %[9]s}
 dead_letter: %[4]s
 cohort: {user: %[10]s, buckets: %[5]d, cache_ttl: %[6]s, skew: %[7]s}
 `, emulator.DatastoreProject(), oldNS, newNS, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew, rewriteYAML, kind, user)
-	e := &stagedEnv{store: "datastore", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: cutover.DatastoreStore{Client: c, Namespace: newNS}}
+	e := &stagedEnv{store: "datastore", migration: fmt.Sprintf("logs-%d", time.Now().UnixNano()), phases: phases.DatastoreStore{Client: c, Namespace: newNS}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	lib, err := cutover.OpenDatastore(ctx, c, e.configPath, cutover.Options{Migration: e.migration})
 	if err != nil {
@@ -439,15 +440,15 @@ var stagedShapes = slices.Concat(stagedEnvs, []stagedShape{
 }, stagedCross)
 
 // move moves cohorts to phase by the rules, as the operator does.
-func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to cutover.Phase) {
+func (e *stagedEnv) move(t *testing.T, rs []cohort.Range, to phases.Phase) {
 	t.Helper()
-	if _, _, err := e.phases.Move(context.Background(), cutover.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: rs, To: to, Who: "test", Rules: cutover.RulesFor(e.cfg)}); err != nil {
+	if _, _, err := e.phases.Move(context.Background(), phases.Move{Migration: e.migration, Buckets: stagedBuckets, Cohorts: rs, To: to, Who: "test", Rules: phases.RulesFor(e.cfg)}); err != nil {
 		t.Fatalf("move %s to %s: %v", cohort.Format(rs), to, err)
 	}
 }
 
 // waitSeen waits until the library acts on cohort c's phase p.
-func (e *stagedEnv) waitSeen(t *testing.T, c int, p cutover.Phase) {
+func (e *stagedEnv) waitSeen(t *testing.T, c int, p phases.Phase) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); e.app.Phases().Phase(c) != p; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -462,7 +463,7 @@ func (e *stagedEnv) waitSeen(t *testing.T, c int, p cutover.Phase) {
 }
 
 // backfill runs a cohort backfill of rs on runner.
-func (e *stagedEnv) backfill(t *testing.T, runner string, rs []cohort.Range, force bool) (*migration.Result, *cutover.Audit, error) {
+func (e *stagedEnv) backfill(t *testing.T, runner string, rs []cohort.Range, force bool) (*migration.Result, *phases.Audit, error) {
 	t.Helper()
 	_, res, a, err := operator.Backfill(context.Background(), e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: rs, Force: force, Who: "test-backfill", Run: migration.Options{CreateTarget: true}}, pipeline.Runner{Runner: runner})
 	return res, a, err

@@ -19,6 +19,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
@@ -67,7 +68,7 @@ func TestStagedBackfillInterleaved(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := []cohort.Range{{First: 0, Last: stagedBuckets - 1}}
-	e.move(t, all, cutover.DualWrite)
+	e.move(t, all, phases.DualWrite)
 	waitHold()
 
 	// The application, until the backfill is done: new orders, renamed
@@ -91,7 +92,7 @@ func TestStagedBackfillInterleaved(t *testing.T) {
 				}
 				// Each worker its own customers: concurrent calls on one
 				// record may leave the stores apart until a repair (see
-				// cutover's package doc), which this test does not run.
+				// package phases' doc, "Missed writes"), which this test does not run.
 				c := int64(1 + w + 3*rnd.IntN(customers/3))
 				var err error
 				switch r := rnd.IntN(10); {
@@ -174,7 +175,7 @@ func newStagedCustomers(t *testing.T, interleaved bool) (*stagedEnv, *spanner.Cl
 	t.Helper()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, stagedCustomersDDL...)
-	newC := emulator.TestDB(t, append(append([]string(nil), stagedCustomersDDL...), cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append(append([]string(nil), stagedCustomersDDL...), phases.SpannerDDL...)...)
 	children := ""
 	if interleaved {
 		children = "interleaved: [Orders]"
@@ -187,7 +188,7 @@ rewrite: {strategy: bitreverse}
 dead_letter: %[5]s
 cohort: {user: CustomerId, buckets: %[6]d, cache_ttl: %[7]s, skew: %[8]s}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew, children)
-	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}}
+	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: phases.SpannerStore{Client: newC}}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	lib, err := cutover.OpenSpanner(ctx, oldC, e.configPath, cutover.Options{Migration: e.migration})
 	if err != nil {
@@ -222,7 +223,7 @@ func TestStagedVerifyRewrittenUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := []cohort.Range{{First: 0, Last: stagedBuckets - 1}}
-	e.move(t, all, cutover.DualWrite)
+	e.move(t, all, phases.DualWrite)
 	waitHold()
 	if _, _, err := e.backfill(t, cohortRunner, all, false); err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func TestStagedVerifyInterleaved(t *testing.T) {
 	const customers, orders = 40, 3
 	seedCustomers(t, oldC, customers, orders)
 	half := []cohort.Range{{First: 0, Last: stagedBuckets/2 - 1}}
-	e.move(t, half, cutover.DualWrite)
+	e.move(t, half, phases.DualWrite)
 	waitHold()
 	if _, _, err := e.backfill(t, cohortRunner, half, false); err != nil {
 		t.Fatal(err)
@@ -389,9 +390,9 @@ func newStagedInterleaved(t *testing.T) *stagedEnv {
 	t.Helper()
 	ctx := context.Background()
 	oldC := emulator.TestDB(t, stagedInterleavedDDL...)
-	newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), cutover.SpannerDDL...)...)
+	newC := emulator.TestDB(t, append(append([]string(nil), stagedInterleavedDDL...), phases.SpannerDDL...)...)
 	yaml := interleavedConfig(oldC, newC, filepath.Join(t.TempDir(), "dead.jsonl"), stagedBuckets, stagedTTL, stagedSkew)
-	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: cutover.SpannerStore{Client: newC}, cascade: true}
+	e := &stagedEnv{store: "spanner", migration: fmt.Sprintf("customers-%d", time.Now().UnixNano()), phases: phases.SpannerStore{Client: newC}, cascade: true}
 	e.cfg, e.configPath = loadYAML(t, yaml), writeConfig(t, yaml)
 	j, err := migration.Resolve(ctx, e.cfg)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
@@ -41,7 +41,7 @@ func stagedSeed(t *testing.T, e *stagedEnv, prefix string, n, seqs int) ([]strin
 }
 
 // verify runs operator.Verify of rs and returns the report by cohort.
-func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]operator.VerifyCohort, *cutover.Audit, error) {
+func (e *stagedEnv) verify(t *testing.T, rs []cohort.Range, mark bool) (map[int]operator.VerifyCohort, *phases.Audit, error) {
 	t.Helper()
 	report, _, a, err := operator.Verify(context.Background(), e.cfg, operator.VerifyOptions{Migration: e.migration, Cohorts: rs, Examples: 3, ReportPath: filepath.Join(t.TempDir(), "verify.jsonl"), Mark: mark, Who: "test-verify"}, pipeline.Runner{Runner: cohortRunner})
 	by := map[int]operator.VerifyCohort{}
@@ -69,7 +69,7 @@ func TestVerify(t *testing.T) {
 			e := se.make(t)
 			const seqs = 3
 			users, rs := stagedSeed(t, e, "vf-user", 12, seqs)
-			e.move(t, rs, cutover.DualWrite)
+			e.move(t, rs, phases.DualWrite)
 			waitHold()
 			if _, _, err := e.backfill(t, cohortRunner, rs, false); err != nil {
 				t.Fatal(err)
@@ -123,7 +123,7 @@ func TestVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
-				if p := m.Phase(r.First); p != cutover.Backfilled {
+				if p := m.Phase(r.First); p != phases.Backfilled {
 					t.Errorf("cohort %d is %s after a refused mark, want backfilled", r.First, p)
 				}
 			}
@@ -204,7 +204,7 @@ func TestVerify(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			if a == nil || a.To != cutover.Verified || a.Cohorts != cohort.Format(rs) {
+			if a == nil || a.To != phases.Verified || a.Cohorts != cohort.Format(rs) {
 				t.Errorf("verify --mark: audit %+v, want cohorts %s to verified", a, cohort.Format(rs))
 			}
 			if logged != "" && e.newPages(t)[logID(logged, 0)] != "logged" {

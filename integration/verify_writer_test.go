@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/pipeline"
@@ -28,7 +28,7 @@ func backfilledSpanner(t *testing.T, prefix string, n int) (*stagedEnv, []string
 	emulator.RequireSpanner(t)
 	e := newStagedSpanner(t)
 	users, rs := stagedSeed(t, e, prefix, n, 2)
-	e.move(t, rs, cutover.DualWrite)
+	e.move(t, rs, phases.DualWrite)
 	waitHold()
 	if _, _, err := e.backfill(t, "prism", rs, false); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestVerifyWriteBetweenReads(t *testing.T) {
 	if v := by[cohortOf(hot)]; v.Settled != 1 || !v.Clean() {
 		t.Errorf("cohort %d: %+v, want clean with 1 settled on recheck", cohortOf(hot), v)
 	}
-	if a == nil || a.To != cutover.Verified {
+	if a == nil || a.To != phases.Verified {
 		t.Errorf("verify --mark: audit %+v, want a move to verified", a)
 	}
 	t.Logf("%d application writes between rereads", writes.Load())
@@ -112,7 +112,7 @@ func TestVerifyMarkRoutedAround(t *testing.T) {
 	if v.Clean() || !v.Markable() {
 		t.Errorf("cohort %d: clean %v, markable %v; want not clean but markable", cohortOf(logged), v.Clean(), v.Markable())
 	}
-	if a == nil || a.To != cutover.Verified {
+	if a == nil || a.To != phases.Verified {
 		t.Errorf("verify --mark: audit %+v, want a move to verified", a)
 	}
 	if es, err := operator.RepairsOf(ctx, e.phases, e.migration); err != nil || len(es) != 1 {

@@ -7,8 +7,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/rewrite"
@@ -19,10 +19,10 @@ import (
 // the records of b's cohorts (a Spanner source filters in its query, the
 // cohort function being SQL; every source is filtered again as it is
 // read), each written only where the application has not touched it
-// since its cohort's phase began (cutover.Backfill), so a backfill
+// since its cohort's phase began (phases.Backfill), so a backfill
 // neither overwrites a newer dual write nor brings back a deleted record.
 // operator.CheckBackfill says which jobs can be backfilled.
-func Backfill(b cutover.Backfill) Graph {
+func Backfill(b phases.Backfill) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
 		if err := operator.CheckBackfill(j); err != nil {
 			return err

@@ -5,7 +5,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -79,7 +79,7 @@ func (datastoreKind) describe(e config.Endpoint) string {
 
 // readNew reads the target's kind (the source's when it keeps the name)
 // and each descendant kind (they keep theirs) whole.
-func (datastoreKind) readNew(s beam.Scope, j *migration.Job, _ *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
+func (datastoreKind) readNew(s beam.Scope, j *migration.Job, _ *phases.Backfill) (beam.PCollection, []beam.PCollection) {
 	t := j.Target
 	kind := t.Kind
 	if kind == "" {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
 )
@@ -17,7 +17,7 @@ var _ operator.Jobs = Runner{}
 
 // Backfill is r running the cohort backfill b (the Backfill graph) as
 // its Migrate.
-func (r Runner) Backfill(b cutover.Backfill) migration.Runner {
+func (r Runner) Backfill(b phases.Backfill) migration.Runner {
 	r.backfill = &b
 	return r
 }
@@ -33,7 +33,7 @@ func (r Runner) DescribeDeletes(j *migration.Job) string {
 }
 
 // Reverse runs the Reverse graph of b on r.
-func (r Runner) Reverse(ctx context.Context, j *migration.Job, b cutover.Backfill) (*migration.Result, error) {
+func (r Runner) Reverse(ctx context.Context, j *migration.Job, b phases.Backfill) (*migration.Result, error) {
 	return Run(ctx, j, r, Reverse(b))
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
@@ -121,7 +121,7 @@ type fileTarget interface {
 type databaseTarget interface {
 	// readNew reads the target's records, of b's cohorts where a query
 	// can tell them.
-	readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection)
+	readNew(s beam.Scope, j *migration.Job, b *phases.Backfill) (beam.PCollection, []beam.PCollection)
 	// simDefaults are the store's parameters for rekey plan's
 	// simulation, with nodes > 0 nodes.
 	simDefaults(nodes int) sim.Params

@@ -4,7 +4,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
 	"github.com/rekeyio/rekey/transforms/sink"
@@ -22,7 +22,7 @@ import (
 func Migrate(s beam.Scope, j *migration.Job) error { return migrate(s, j, nil) }
 
 // migrate is Migrate, or with b a cohort backfill (Backfill).
-func migrate(s beam.Scope, j *migration.Job, b *cutover.Backfill) error {
+func migrate(s beam.Scope, j *migration.Job, b *phases.Backfill) error {
 	w := newWrites(j, newRun())
 	w.backfill = b
 	var batches, rewritten, redriven beam.PCollection

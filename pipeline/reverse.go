@@ -5,8 +5,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms/sink"
 	"github.com/rekeyio/rekey/transforms/staged"
@@ -17,11 +17,11 @@ import (
 // where the user id is a column of the new table) are turned back into
 // old records by the inverse rewrite (rekeyer.Invert), kept if their user
 // is in the cohorts, planned as old keys and written to old, each batch
-// as new holds it when the batch is committed (cutover.Reverse: so no
+// as new holds it when the batch is committed (phases.Reverse: so no
 // application write is lost). Old's records of the cohorts go through
 // the same commit, which deletes from old those new does not hold (the
 // records deleted in new_only). b.Reverse must be set.
-func Reverse(b cutover.Backfill) Graph {
+func Reverse(b phases.Backfill) Graph {
 	return func(s beam.Scope, j *migration.Job) error {
 		if err := operator.CheckReverse(j); err != nil {
 			return err

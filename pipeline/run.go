@@ -20,8 +20,8 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow" // --runner dataflow
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/direct"   // --runner direct
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -47,7 +47,7 @@ type Runner struct {
 	Notes migration.Notes
 	// backfill, if set, makes Migrate run the cohort backfill (Backfill)
 	// instead of the whole migration (Runner.Backfill sets it).
-	backfill *cutover.Backfill
+	backfill *phases.Backfill
 
 	// total, if set, estimates the job's records for the progress meter
 	// (Migrate sets it: estimateTotal; a verify, estimateCompared).

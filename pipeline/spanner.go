@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/progress"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -129,7 +129,7 @@ func (spannerKind) describe(e config.Endpoint) string {
 // readNew reads the target tables (the main table and its interleaved
 // children), the rows of b's cohorts where the user id is one of their
 // columns as old's (not one the rewrite changes).
-func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection) {
+func (spannerKind) readNew(s beam.Scope, j *migration.Job, b *phases.Backfill) (beam.PCollection, []beam.PCollection) {
 	t := j.Target
 	var tables []*spannerdb.Table
 	if j.Spanner != nil {

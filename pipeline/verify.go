@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/transforms"
@@ -30,9 +30,9 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		if v.ReportPath == "" {
 			return errors.New("verify: no report path")
 		}
-		b := &cutover.Backfill{Spans: nil}
+		b := &phases.Backfill{Spans: nil}
 		for _, r := range cohort.Merge(v.Cohorts) {
-			b.Spans = append(b.Spans, cutover.BackfillSpan{First: r.First, Last: r.Last})
+			b.Spans = append(b.Spans, phases.BackfillSpan{First: r.First, Last: r.Last})
 		}
 		oldBatches, deads, err := readSource(s.Scope("old"), j, readOptions{cohorts: b.Cohorts()})
 		if err != nil {
@@ -88,7 +88,7 @@ func verifyGraph(v operator.VerifyJob) Graph {
 
 // readTarget reads the job's target as a source: the new records, of b's
 // cohorts where a query can tell them (databaseTarget.readNew).
-func readTarget(s beam.Scope, j *migration.Job, b *cutover.Backfill) (beam.PCollection, []beam.PCollection, error) {
+func readTarget(s beam.Scope, j *migration.Job, b *phases.Backfill) (beam.PCollection, []beam.PCollection, error) {
 	d, ok := databaseOf(j)
 	if !ok {
 		return beam.PCollection{}, nil, fmt.Errorf("target.type %s: only a database target can be read back", j.Target.Type)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/write/throttle"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/migration"
@@ -23,7 +23,7 @@ type writes struct {
 	job  *migration.Job
 	ramp throttle.Ramp
 	// backfill, if set, makes the sinks a cohort backfill's (Backfill).
-	backfill *cutover.Backfill
+	backfill *phases.Backfill
 	// deletes makes the writes a cohort cleanup's (Cleanup): the records
 	// are the source's, planned by the source's key and deleted from the
 	// source (the sinks in storewrite.ModeDelete).

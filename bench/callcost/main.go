@@ -28,6 +28,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/record"
@@ -46,7 +47,7 @@ type lib interface {
 	Write(ctx context.Context, rec record.Record) error
 	Delete(ctx context.Context, key record.Record) error
 	Read(ctx context.Context, key record.Record) (record.Record, bool, error)
-	Phases() *cutover.Map
+	Phases() *phases.Map
 	Close()
 }
 
@@ -56,7 +57,7 @@ type setup struct {
 	plainPut, plainDel func(ctx context.Context, user string) error
 	plainGet           func(ctx context.Context, user string) error
 	lib                lib
-	store              cutover.Store
+	store              phases.Store
 	migration          string
 	rec, key           func(user, page string) record.Record
 }
@@ -115,9 +116,9 @@ func main() {
 	// Every user of the run is in one cohort's range: all cohorts move
 	// together.
 	all := []cohort.Range{{First: 0, Last: cohort.DefaultBuckets - 1}}
-	for _, p := range []cutover.Phase{cutover.Old, cutover.DualWrite, cutover.Shadow, cutover.ReadNew, cutover.NewOnly, cutover.Done} {
-		if p != cutover.Old {
-			if _, _, err := s.store.Move(ctx, cutover.Move{Migration: s.migration, Cohorts: all, To: p, Force: true, Who: "callcost"}); err != nil {
+	for _, p := range []phases.Phase{phases.Old, phases.DualWrite, phases.Shadow, phases.ReadNew, phases.NewOnly, phases.Done} {
+		if p != phases.Old {
+			if _, _, err := s.store.Move(ctx, phases.Move{Migration: s.migration, Cohorts: all, To: p, Force: true, Who: "callcost"}); err != nil {
 				fmt.Fprintln(os.Stderr, "callcost:", err)
 				os.Exit(1)
 			}
@@ -151,7 +152,7 @@ func spannerSetup(ctx context.Context, same bool) (*setup, error) {
 	project, instance := emulator.SpannerProject(), emulator.SpannerInstance()
 	stamp := time.Now().UnixNano() % 1e9
 	oldDB, newDB := fmt.Sprintf("cc-old-%d", stamp), fmt.Sprintf("cc-new-%d", stamp)
-	target := append([]string{logsV2DDL}, cutover.SpannerDDL...)
+	target := append([]string{logsV2DDL}, phases.SpannerDDL...)
 	if same {
 		newDB = oldDB
 		if _, err := emulator.NewSpannerDatabase(ctx, project, instance, oldDB, append([]string{logsDDL}, target...)); err != nil {
@@ -203,7 +204,7 @@ cohort: {user: UserId, cache_ttl: %[5]s, skew: %[6]s}
 			_, err := oldC.Apply(ctx, []*spanner.Mutation{spanner.Delete("Logs", spanner.Key{u, int64(1)})})
 			return err
 		},
-		lib: l, store: cutover.SpannerStore{Client: newC}, migration: mig,
+		lib: l, store: phases.SpannerStore{Client: newC}, migration: mig,
 		rec: func(u, page string) record.Record {
 			r := record.Record{Table: "Logs", Fields: []record.Field{{Name: "UserId", Value: record.String(u)}, {Name: "Seq", Value: record.Int(1)}}}
 			if page != "" {
@@ -273,7 +274,7 @@ cohort: {user: User, cache_ttl: %[5]s, skew: %[6]s}
 			return oldC.Get(ctx, dsKey(u), &e)
 		},
 		plainDel: func(ctx context.Context, u string) error { return oldC.Delete(ctx, dsKey(u)) },
-		lib:      l, store: cutover.DatastoreStore{Client: newC, Namespace: newNS}, migration: mig,
+		lib:      l, store: phases.DatastoreStore{Client: newC, Namespace: newNS}, migration: mig,
 		rec: key, key: func(u, _ string) record.Record { return key(u, "") },
 	}, nil
 }

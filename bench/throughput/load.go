@@ -10,8 +10,8 @@ import (
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/pipeline"
@@ -77,7 +77,7 @@ cohort: {user: AccountId, cache_ttl: %[6]s, skew: %[7]s}
 	defer c.Close()
 	mig := "bench-load"
 	all := []cohort.Range{{First: 0, Last: cfg.Cohort.Buckets - 1}}
-	if _, _, err := (cutover.DatastoreStore{Client: c, Namespace: ns}).Move(ctx, cutover.Move{Migration: mig, Buckets: cfg.Cohort.Buckets, Cohorts: all, To: cutover.Done, Force: true, Who: "bench"}); err != nil {
+	if _, _, err := (phases.DatastoreStore{Client: c, Namespace: ns}).Move(ctx, phases.Move{Migration: mig, Buckets: cfg.Cohort.Buckets, Cohorts: all, To: phases.Done, Force: true, Who: "bench"}); err != nil {
 		return sample{}, err
 	}
 	time.Sleep(ttl + skew) // the switch to new takes effect once every instance knows it

@@ -37,8 +37,8 @@ import (
 
 	"github.com/rekeyio/rekey/bench/internal/migrate"
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
@@ -91,7 +91,7 @@ func run(ctx context.Context, n, extra, reps int, runner string) error {
 	if err != nil {
 		return err
 	}
-	newDB, err := migrate.NewDatabase(ctx, "vnew", append([]string{logsV2DDL}, cutover.SpannerDDL...)...)
+	newDB, err := migrate.NewDatabase(ctx, "vnew", append([]string{logsV2DDL}, phases.SpannerDDL...)...)
 	if err != nil {
 		return err
 	}

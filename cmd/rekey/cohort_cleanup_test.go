@@ -11,7 +11,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
@@ -83,7 +83,7 @@ func TestCohortCleanupCLI(t *testing.T) {
 	keepBeamGlobals(t)
 	ctx := context.Background()
 	old := emulator.TestDB(t, `CREATE TABLE Logs (UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (UserId, Seq)`)
-	phases := emulator.TestDB(t, cutover.SpannerDDL...)
+	storeDB := emulator.TestDB(t, phases.SpannerDDL...)
 	id := func(c *spanner.Client) string { return c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:] }
 	cfg := writeTestConfig(t, fmt.Sprintf(`
 source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
@@ -91,7 +91,7 @@ target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table:
 rewrite: {strategy: shard, params: {n: 8}}
 dead_letter: "%%s/dead.jsonl"
 cohort: {user: UserId, buckets: 100}
-`, emulator.SpannerProject(), emulator.SpannerInstance(), id(old), id(phases)))
+`, emulator.SpannerProject(), emulator.SpannerInstance(), id(old), id(storeDB)))
 	var ms []*spanner.Mutation
 	count := map[int]int{}
 	for i := range 30 {

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration/config"
 )
 
@@ -40,7 +40,7 @@ type CohortOpsOptions struct {
 // phaseStore opens the phase store at the config's target (creating its
 // Spanner tables where missing when create is set: a first move needs
 // them) and returns it with the config.
-func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (cutover.Store, *config.Config, func(), error) {
+func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (phases.Store, *config.Config, func(), error) {
 	if o.Config == "" || o.Migration == "" {
 		return nil, nil, nil, usagef("-c FILE and --migration NAME are required")
 	}
@@ -92,23 +92,23 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 // exist yet (no move was ever made at the target) is an empty map, every
 // cohort old, as a Datastore store without the migration's entities.
 // Nothing is created: the first move does that.
-func loadMap(ctx context.Context, st cutover.Store, migration string) (*cutover.Map, error) {
+func loadMap(ctx context.Context, st phases.Store, migration string) (*phases.Map, error) {
 	m, err := st.Load(ctx, migration)
-	if errors.Is(err, cutover.ErrNoPhaseStore) {
-		return &cutover.Map{Migration: migration}, nil
+	if errors.Is(err, phases.ErrNoPhaseStore) {
+		return &phases.Map{Migration: migration}, nil
 	}
 	return m, err
 }
 
 // rolledBack says whether s's cohorts came to their phase by a move back
 // (a rollback, a reverse backfill), from what phase.
-func rolledBack(s cutover.Span) (cutover.Phase, bool) {
+func rolledBack(s phases.Span) (phases.Phase, bool) {
 	return s.Prev, s.Prev != "" && phaseRank(s.Prev) > phaseRank(s.Phase)
 }
 
-// phaseRank is p's place in cutover.Phases (-1 for none).
-func phaseRank(p cutover.Phase) int {
-	for i, q := range cutover.Phases {
+// phaseRank is p's place in phases.Phases (-1 for none).
+func phaseRank(p phases.Phase) int {
+	for i, q := range phases.Phases {
 		if q == p {
 			return i
 		}
@@ -121,7 +121,7 @@ func phaseRank(p cutover.Phase) int {
 // moved back there apart, by the phase they left, and those no move ever
 // touched apart), their cohorts and share of the users, the latest change
 // and by whom, and a note for cohorts moved back.
-func printStatus(io stdio, m *cutover.Map, buckets int) {
+func printStatus(io stdio, m *phases.Map, buckets int) {
 	if m.Buckets > 0 {
 		buckets = m.Buckets
 	}
@@ -129,7 +129,7 @@ func printStatus(io stdio, m *cutover.Map, buckets int) {
 	fmt.Fprintf(w, "COHORTS\tPHASE\tCOUNT\tUSERS\tSINCE\tBY\tNOTE\n")
 	type row struct {
 		r     cohort.Range
-		p     cutover.Phase
+		p     phases.Phase
 		since time.Time
 		by    string
 		note  string
@@ -151,7 +151,7 @@ func printStatus(io stdio, m *cutover.Map, buckets int) {
 	}
 	for _, s := range m.Spans {
 		if s.First > next {
-			add(row{r: cohort.Range{First: next, Last: s.First - 1}, p: cutover.Old})
+			add(row{r: cohort.Range{First: next, Last: s.First - 1}, p: phases.Old})
 		}
 		r := row{r: s.Range, p: s.Phase, since: s.Since, by: s.By}
 		if from, ok := rolledBack(s); ok {
@@ -161,7 +161,7 @@ func printStatus(io stdio, m *cutover.Map, buckets int) {
 		next = s.Last + 1
 	}
 	if next < buckets {
-		add(row{r: cohort.Range{First: next, Last: buckets - 1}, p: cutover.Old})
+		add(row{r: cohort.Range{First: next, Last: buckets - 1}, p: phases.Old})
 	}
 	for _, r := range rows {
 		since, by := "-", "-"
@@ -195,7 +195,7 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 			}
 			defer done()
 			audits, err := st.Audits(cmd.Context(), o.Migration)
-			if errors.Is(err, cutover.ErrNoPhaseStore) {
+			if errors.Is(err, phases.ErrNoPhaseStore) {
 				audits, err = nil, nil // no move yet
 			}
 			if err != nil {
@@ -218,7 +218,7 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 }
 
 // auditWhy is an audit record's reason, said to be forced if it was.
-func auditWhy(a cutover.Audit) string {
+func auditWhy(a phases.Audit) string {
 	if a.Forced {
 		return "(forced) " + a.Why
 	}
@@ -265,13 +265,13 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			to := o.To
 			if rollback && to == "" {
-				to = string(cutover.DualWrite)
+				to = string(phases.DualWrite)
 			}
-			p, err := cutover.ParsePhase(to)
+			p, err := phases.ParsePhase(to)
 			if err != nil {
 				return usagef("--to: %v", err)
 			}
-			if rollback && p != cutover.DualWrite && p != cutover.Old {
+			if rollback && p != phases.DualWrite && p != phases.Old {
 				return usagef("rollback --to: want dual_write or old, got %s", p)
 			}
 			if (o.Cohorts == "") == (o.Percent == 0) {
@@ -297,7 +297,7 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 					return usagef("--cohorts: %v", err)
 				}
 			}
-			return runCohortMove(cmd.Context(), o, st, cutover.RulesFor(cfg), buckets, asked, p, rollback)
+			return runCohortMove(cmd.Context(), o, st, phases.RulesFor(cfg), buckets, asked, p, rollback)
 		},
 	}
 	cohortOpsFlags(cmd, o)
@@ -318,27 +318,27 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 }
 
 // phaseWhat says what the application does in each phase, for completion.
-var phaseWhat = map[cutover.Phase]string{
-	cutover.Old:        "old keys only",
-	cutover.DualWrite:  "writes old, then new; reads old",
-	cutover.Backfilled: "the backfill copied the cohorts (rekey run --cohorts moves them)",
-	cutover.Verified:   "verify found old and new equal (rekey verify --mark moves them)",
-	cutover.Shadow:     "reads both, returns old, compares",
-	cutover.ReadNew:    "new authoritative: writes new, then old; reads new",
-	cutover.NewOnly:    "new keys only",
-	cutover.Done:       "the old records may go (rekey cohort cleanup)",
+var phaseWhat = map[phases.Phase]string{
+	phases.Old:        "old keys only",
+	phases.DualWrite:  "writes old, then new; reads old",
+	phases.Backfilled: "the backfill copied the cohorts (rekey run --cohorts moves them)",
+	phases.Verified:   "verify found old and new equal (rekey verify --mark moves them)",
+	phases.Shadow:     "reads both, returns old, compares",
+	phases.ReadNew:    "new authoritative: writes new, then old; reads new",
+	phases.NewOnly:    "new keys only",
+	phases.Done:       "the old records may go (rekey cohort cleanup)",
 }
 
 // phaseCompletions are the phases starting with prefix that --to may
 // name: for advance every phase after old, in order; for rollback
 // dual_write and old.
 func phaseCompletions(rollback bool, prefix string) []cobra.Completion {
-	phases := cutover.Phases[1:]
+	names := phases.Phases[1:]
 	if rollback {
-		phases = []cutover.Phase{cutover.DualWrite, cutover.Old}
+		names = []phases.Phase{phases.DualWrite, phases.Old}
 	}
 	var out []cobra.Completion
-	for _, p := range phases {
+	for _, p := range names {
 		if strings.HasPrefix(string(p), strings.ToLower(prefix)) {
 			out = append(out, cobra.CompletionWithDesc(string(p), phaseWhat[p]))
 		}
@@ -358,7 +358,7 @@ type movePlan struct {
 // --percent) on the stored map and makes it at that map's version, so
 // that what was planned is what is judged; when another move came first
 // it plans again on the new map.
-func runCohortMove(ctx context.Context, o *CohortOpsOptions, st cutover.Store, rules cutover.Rules, buckets int, asked []cohort.Range, to cutover.Phase, rollback bool) error {
+func runCohortMove(ctx context.Context, o *CohortOpsOptions, st phases.Store, rules phases.Rules, buckets int, asked []cohort.Range, to phases.Phase, rollback bool) error {
 	for attempt := 1; ; attempt++ {
 		m, err := st.Load(ctx, o.Migration)
 		if err != nil {
@@ -380,8 +380,8 @@ func runCohortMove(ctx context.Context, o *CohortOpsOptions, st cutover.Store, r
 			printStatus(o.IO, m, buckets)
 			return nil
 		}
-		m2, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: buckets, Cohorts: plan.move, To: to, Version: m.Version, Who: operatorName(), Why: o.Why, Force: o.Force, Rules: rules})
-		if errors.Is(err, cutover.ErrConflict) && attempt < 5 {
+		m2, a, err := st.Move(ctx, phases.Move{Migration: o.Migration, Buckets: buckets, Cohorts: plan.move, To: to, Version: m.Version, Who: operatorName(), Why: o.Why, Force: o.Force, Rules: rules})
+		if errors.Is(err, phases.ErrConflict) && attempt < 5 {
 			fmt.Fprintf(o.IO.out, "another move came first (version %d): planning again\n", m.Version+1)
 			continue
 		}
@@ -403,7 +403,7 @@ func pct(n, buckets int) string { return fmt.Sprintf("%.2f%%", 100*float64(n)/fl
 
 // atOrBeyond counts the cohorts at to or a later phase, and returns the
 // others, before to.
-func atOrBeyond(m *cutover.Map, buckets int, to cutover.Phase) (int, []int) {
+func atOrBeyond(m *phases.Map, buckets int, to phases.Phase) (int, []int) {
 	at := 0
 	var before []int
 	for c := 0; c < buckets; c++ {
@@ -421,7 +421,7 @@ func atOrBeyond(m *cutover.Map, buckets int, to cutover.Phase) (int, []int) {
 // advance of cohorts beyond to, or a rollback of cohorts before it, is
 // refused unless forced (the store's rules judge the rest: a phase
 // skipped, a hold not kept).
-func cohortsToMove(m *cutover.Map, asked []cohort.Range, to cutover.Phase, rollback, force bool) (movePlan, error) {
+func cohortsToMove(m *phases.Map, asked []cohort.Range, to phases.Phase, rollback, force bool) (movePlan, error) {
 	var plan movePlan
 	var already, wrong []cohort.Range
 	for _, r := range cohort.Merge(asked) {
@@ -438,9 +438,9 @@ func cohortsToMove(m *cutover.Map, asked []cohort.Range, to cutover.Phase, rollb
 	}
 	if len(wrong) > 0 {
 		if rollback {
-			return plan, fmt.Errorf("%w: cohorts %s are before %s (%s): rollback moves cohorts back only ('rekey cohort advance' moves them forward)", cutover.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
+			return plan, fmt.Errorf("%w: cohorts %s are before %s (%s): rollback moves cohorts back only ('rekey cohort advance' moves them forward)", phases.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
 		}
-		return plan, fmt.Errorf("%w: cohorts %s are beyond %s (%s): advance moves cohorts forward only ('rekey cohort rollback' moves them back)", cutover.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
+		return plan, fmt.Errorf("%w: cohorts %s are beyond %s (%s): advance moves cohorts forward only ('rekey cohort rollback' moves them back)", phases.ErrIllegal, cohort.Format(cohort.Merge(wrong)), to, m.PhasesOf(wrong))
 	}
 	if len(already) > 0 {
 		what := "left as they are"
@@ -462,7 +462,7 @@ func cohortsToMove(m *cutover.Map, asked []cohort.Range, to cutover.Phase, rollb
 // most o.MaxGrowth times per step (a first step of at most 1%%), and not
 // within o.Dwell of the last move to PHASE. Enough there already is
 // nothing to move.
-func nextCohorts(m *cutover.Map, buckets int, to cutover.Phase, o *CohortOpsOptions, now time.Time) (movePlan, error) {
+func nextCohorts(m *phases.Map, buckets int, to phases.Phase, o *CohortOpsOptions, now time.Time) (movePlan, error) {
 	var plan movePlan
 	if o.Percent <= 0 || o.Percent > 100 {
 		return plan, usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
@@ -470,7 +470,7 @@ func nextCohorts(m *cutover.Map, buckets int, to cutover.Phase, o *CohortOpsOpti
 	at, before := atOrBeyond(m, buckets, to)
 	var candidates, blocked []int
 	for _, c := range before {
-		if cutover.Check(cohort.Range{First: c, Last: c}, m.Phase(c), to, time.Time{}, now, cutover.Rules{DualWriteHold: time.Nanosecond}) == nil {
+		if phases.Check(cohort.Range{First: c, Last: c}, m.Phase(c), to, time.Time{}, now, phases.Rules{DualWriteHold: time.Nanosecond}) == nil {
 			candidates = append(candidates, c)
 		} else {
 			blocked = append(blocked, c)
@@ -520,10 +520,10 @@ func cohortRanges(cs []int) []cohort.Range {
 }
 
 // phaseNeeds says from what phases a cohort may move forward to to.
-func phaseNeeds(to cutover.Phase) string {
+func phaseNeeds(to phases.Phase) string {
 	var from []string
-	for _, p := range cutover.Phases {
-		if phaseRank(p) < phaseRank(to) && cutover.Check(cohort.Range{}, p, to, time.Time{}, time.Now(), cutover.Rules{DualWriteHold: time.Nanosecond}) == nil {
+	for _, p := range phases.Phases {
+		if phaseRank(p) < phaseRank(to) && phases.Check(cohort.Range{}, p, to, time.Time{}, time.Now(), phases.Rules{DualWriteHold: time.Nanosecond}) == nil {
 			from = append(from, string(p))
 		}
 	}

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
 // TestCohortOps moves cohorts with `rekey cohort advance` and `rollback`
 // on the Spanner emulator, and reads them back with status and log.
 func TestCohortOps(t *testing.T) {
-	c := emulator.TestDB(t, cutover.SpannerDDL...)
+	c := emulator.TestDB(t, phases.SpannerDDL...)
 	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
 	cfg := writeTestConfig(t, fmt.Sprintf(`
 source: {type: jsonl, path: in.jsonl, key: "Id INT64"}
@@ -78,10 +78,10 @@ cohort: {user: Id, buckets: 100}
 func TestCohortCompleteTo(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  string
-		want []cutover.Phase
+		want []phases.Phase
 	}{
-		{"advance", cutover.Phases[1:]},
-		{"rollback", []cutover.Phase{cutover.DualWrite, cutover.Old}},
+		{"advance", phases.Phases[1:]},
+		{"rollback", []phases.Phase{phases.DualWrite, phases.Old}},
 	} {
 		out, errs, code := rekey(t, "", "__complete", "cohort", tc.cmd, "--to", "")
 		if code != 0 {

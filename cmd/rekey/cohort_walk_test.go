@@ -12,7 +12,7 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
@@ -55,7 +55,7 @@ func cohortCLI(cfg string) func(args ...string) (string, error) {
 func hasPhaseStore(t *testing.T, c *spanner.Client) bool {
 	t.Helper()
 	var n int64
-	err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t", Params: map[string]any{"t": cutover.SpannerMigrationTable}}).Do(func(r *spanner.Row) error { return r.Columns(&n) })
+	err := c.Single().Query(context.Background(), spanner.Statement{SQL: "SELECT COUNT(*) FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = '' AND TABLE_NAME = @t", Params: map[string]any{"t": phases.SpannerMigrationTable}}).Do(func(r *spanner.Row) error { return r.Columns(&n) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +89,8 @@ func TestCohortStatusBeforeFirstMove(t *testing.T) {
 		t.Fatal("status or log created the phase store's tables")
 	}
 	// A library read of the missing store says so, naming no function.
-	_, err := cutover.SpannerStore{Client: c}.Load(context.Background(), "m")
-	if !errors.Is(err, cutover.ErrNoPhaseStore) || !strings.Contains(err.Error(), "rekey cohort advance") || regexp.MustCompile(`[A-Z][a-z]+[A-Z]\w*Tables`).MatchString(err.Error()) {
+	_, err := phases.SpannerStore{Client: c}.Load(context.Background(), "m")
+	if !errors.Is(err, phases.ErrNoPhaseStore) || !strings.Contains(err.Error(), "rekey cohort advance") || regexp.MustCompile(`[A-Z][a-z]+[A-Z]\w*Tables`).MatchString(err.Error()) {
 		t.Errorf("loading a missing phase store: %v", err)
 	}
 	rekey := cohortCLI(cfgs["spanner"])
@@ -143,7 +143,7 @@ func TestCohortWalkThroughWithPercent(t *testing.T) {
 				t.Errorf("--cohorts 100-999 does not say what it left:\n%s", out)
 			}
 			// Still refused: a move back, a phase skipped, each writing nothing.
-			if out, err := rekey("cohort", "advance", "--cohorts", "0-199", "--to", "dual_write"); err == nil || !errors.Is(err, cutover.ErrIllegal) || !strings.Contains(err.Error(), "cohorts 0-99 are beyond dual_write (done): advance moves cohorts forward only") {
+			if out, err := rekey("cohort", "advance", "--cohorts", "0-199", "--to", "dual_write"); err == nil || !errors.Is(err, phases.ErrIllegal) || !strings.Contains(err.Error(), "cohorts 0-99 are beyond dual_write (done): advance moves cohorts forward only") {
 				t.Errorf("advancing done cohorts back to dual_write: %v\n%s", err, out)
 			}
 			if out, err := rekey("cohort", "advance", "--cohorts", "100-999", "--to", "verified"); err == nil || !strings.Contains(err.Error(), "verified needs backfilled") {

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 )
 
@@ -117,7 +117,7 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 	}
 	var report []operator.VerifyCohort
 	var res *migration.Result
-	var a *cutover.Audit
+	var a *phases.Audit
 	if repair {
 		report, res, err = operator.Repair(ctx, cfg, operator.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
 	} else {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
@@ -57,13 +57,13 @@ var ErrBackfillIncomplete = errors.New("backfill incomplete")
 // (FinishBackfill, which refuses if they moved meanwhile). A dry
 // run plans and reads but neither writes nor moves. The audit record of
 // the move is returned (nil when there was none).
-func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *cutover.Audit, error) {
+func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *phases.Audit, error) {
 	say, st, closeStore, err := o.start(ctx, cfg, "backfill")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer closeStore()
-	rules := cutover.RulesFor(cfg)
+	rules := phases.RulesFor(cfg)
 	now, err := StoreTime(ctx, st)
 	if err != nil {
 		return nil, nil, nil, err
@@ -75,7 +75,7 @@ func Backfill(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Job
 	n := cohort.Count(b.Cohorts())
 	say(migration.CohortJob{Kind: "backfill", Migration: o.Migration, Cohorts: cohort.Format(b.Cohorts()), N: n, Buckets: cfg.Cohort.Buckets, Version: m.Version})
 	// The backfill reads old live, not at one read time: its argument
-	// (cutover's package doc) needs its reads to see every write that
+	// (package phases' doc) needs its reads to see every write that
 	// ended before them, by the store's clock, which a read time taken
 	// from this machine's clock would not promise.
 	live := *cfg

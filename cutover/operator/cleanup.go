@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -20,7 +20,7 @@ import (
 // table; a Spanner source's interleaved tables must be ON DELETE CASCADE
 // (the cleanup deletes the main table's rows of the cohorts, and the rows
 // under them go with them: done cohorts' rows of every table are no
-// longer read or written, see cutover's package doc, "Cleaning up"; a
+// longer read or written, see package phases' doc, "Cleaning up"; a
 // Datastore source's descendant kinds are routed by their root's user
 // and deleted with it, each entity by its own key); and it reads its
 // source (not a dead-letter file).
@@ -76,7 +76,7 @@ var ErrCleanupIncomplete = errors.New("cleanup incomplete")
 // reason unless o.Why gives one. A dry run plans and reads but deletes
 // and records nothing. The audit record is returned (nil when there was
 // none).
-func Cleanup(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *cutover.Audit, error) {
+func Cleanup(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *phases.Audit, error) {
 	if o.Run.RedriveFrom != "" {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a cohort cleanup reads the source, not a dead-letter file")}
 	}

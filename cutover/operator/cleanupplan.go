@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // ErrNotCleanable is wrapped by PlanCleanup's refusals.
@@ -15,10 +15,10 @@ var ErrNotCleanable = errors.New("cohorts' old records cannot be deleted")
 
 // PlanCleanup reads migration's phases and returns the map if every one
 // of cohorts is in done, where no application instance reads or writes
-// its old records any more (see package cutover's doc, "Cleaning up"); unless
+// its old records any more (see package phases' doc, "Cleaning up"); unless
 // force, which takes cohorts in any phase. A refusal names each cohort
 // not in done with its phase.
-func PlanCleanup(ctx context.Context, st cutover.Store, migration string, cohorts []cohort.Range, force bool) (*cutover.Map, error) {
+func PlanCleanup(ctx context.Context, st phases.Store, migration string, cohorts []cohort.Range, force bool) (*phases.Map, error) {
 	m, err := st.Load(ctx, migration)
 	if err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ func PlanCleanup(ctx context.Context, st cutover.Store, migration string, cohort
 			return m, fmt.Errorf("%w: cohorts %s are outside 0-%d", ErrNotCleanable, r, m.Buckets-1)
 		}
 		for _, seg := range m.Segments(r) {
-			if seg.Phase != cutover.Done && !force {
+			if seg.Phase != phases.Done && !force {
 				refused = append(refused, fmt.Sprintf("%s are %s", seg.Range, seg.Phase))
 			}
 		}
@@ -46,13 +46,13 @@ func PlanCleanup(ctx context.Context, st cutover.Store, migration string, cohort
 // written whatever the phases are then, since the deletes were made; if a
 // cohort is no longer in done (a forced move came during the cleanup) and
 // the cleanup was not forced, the error says so, with the record.
-func FinishCleanup(ctx context.Context, st cutover.Store, migration string, buckets int, cohorts []cohort.Range, who, why string, force bool) (cutover.Audit, error) {
-	a, err := st.Note(ctx, cutover.Note{Migration: migration, Buckets: buckets, Cohorts: cohorts, Action: cutover.ActionCleanup, Who: who, Why: why, Forced: force})
+func FinishCleanup(ctx context.Context, st phases.Store, migration string, buckets int, cohorts []cohort.Range, who, why string, force bool) (phases.Audit, error) {
+	a, err := st.Note(ctx, phases.Note{Migration: migration, Buckets: buckets, Cohorts: cohorts, Action: phases.ActionCleanup, Who: who, Why: why, Forced: force})
 	if err != nil {
 		return a, err
 	}
-	if !force && a.From != string(cutover.Done) {
-		return a, fmt.Errorf("%w: cohorts %s were moved during the cleanup (now %s): their old records were deleted all the same (audit version %d)", cutover.ErrConflict, a.Cohorts, a.From, a.Version)
+	if !force && a.From != string(phases.Done) {
+		return a, fmt.Errorf("%w: cohorts %s were moved during the cleanup (now %s): their old records were deleted all the same (audit version %d)", phases.ErrConflict, a.Cohorts, a.From, a.Version)
 	}
 	return a, nil
 }

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
+	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/record"
 )
@@ -19,9 +20,9 @@ import (
 // SpannerBackfill returns the conditional commit (spannerdb.Writer's
 // Conditional) of b into table t of client's database: one read-write
 // transaction that reads the touched marks of the rows' keys and upserts
-// the rows whose marks do not stop it (cutover.Backfill.Stops), returning how
+// the rows whose marks do not stop it (phases.Backfill.Stops), returning how
 // many it skipped.
-func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b cutover.Backfill) func(ctx context.Context, rows []spannerdb.Row) (int, error) {
+func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b phases.Backfill) func(ctx context.Context, rows []spannerdb.Row) (int, error) {
 	return func(ctx context.Context, rows []spannerdb.Row) (int, error) {
 		muts := make([]*spanner.Mutation, len(rows))
 		for i, r := range rows {
@@ -38,7 +39,7 @@ func SpannerBackfill(client *spanner.Client, t *spannerdb.Table, b cutover.Backf
 // read-write transaction that deletes the rows of recs' keys from table t
 // where their touched marks do not stop it (the application wrote the
 // record since the repair began), returning how many it skipped.
-func SpannerRepairDeletes(client *spanner.Client, t *spannerdb.Table, b cutover.Backfill) func(ctx context.Context, recs []record.Record) (int, error) {
+func SpannerRepairDeletes(client *spanner.Client, t *spannerdb.Table, b phases.Backfill) func(ctx context.Context, recs []record.Record) (int, error) {
 	return func(ctx context.Context, recs []record.Record) (int, error) {
 		muts := make([]*spanner.Mutation, len(recs))
 		for i := range recs {
@@ -54,7 +55,7 @@ func SpannerRepairDeletes(client *spanner.Client, t *spannerdb.Table, b cutover.
 
 // spannerUnlessTouched applies, in one transaction, the mutations of the
 // records whose touched marks do not stop b (muts[i] is rec(i)'s).
-func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spannerdb.Table, b cutover.Backfill, rec func(int) *record.Record, muts []*spanner.Mutation) (int, error) {
+func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spannerdb.Table, b phases.Backfill, rec func(int) *record.Record, muts []*spanner.Mutation) (int, error) {
 	keys := make([]string, len(muts))
 	set := make([]spanner.KeySet, len(muts))
 	for i := range muts {
@@ -62,13 +63,13 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 		if err != nil {
 			return 0, status.Errorf(codes.InvalidArgument, "backfill: %s: %v", rec(i).Describe(), err)
 		}
-		keys[i] = cutover.SpannerKeyText(t.Name, t.Parent != "", k)
+		keys[i] = phases.SpannerKeyText(t.Name, t.Parent != "", k)
 		set[i] = spanner.Key{b.Migration, keys[i]}
 	}
 	skipped := 0
 	_, err := spannerdb.Transact(ctx, client, func(ctx context.Context, txn *spanner.ReadWriteTransaction) error {
 		stop, behindNew := map[string]bool{}, map[string]bool{}
-		err := txn.Read(ctx, cutover.SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt", "Behind"}).Do(func(row *spanner.Row) error {
+		err := txn.Read(ctx, phases.SpannerTouchedTable, spanner.KeySets(set...), []string{"NewKey", "Cohort", "TouchedAt", "Behind"}).Do(func(row *spanner.Row) error {
 			var key string
 			var c int64
 			var at time.Time
@@ -77,7 +78,7 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 				return err
 			}
 			stop[key] = b.Stops(int(c), at, behind.StringVal)
-			behindNew[key] = behind.StringVal == cutover.BehindNew
+			behindNew[key] = behind.StringVal == phases.BehindNew
 			return nil
 		})
 		if err != nil {
@@ -89,7 +90,7 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 				apply = append(apply, muts[i])
 				if behindNew[keys[i]] {
 					// What new missed was in old before this was read.
-					apply = append(apply, spanner.Update(cutover.SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{b.Migration, keys[i], spanner.NullString{}}))
+					apply = append(apply, spanner.Update(phases.SpannerTouchedTable, []string{"Migration", "NewKey", "Behind"}, []any{b.Migration, keys[i], spanner.NullString{}}))
 				}
 			}
 		}
@@ -110,10 +111,10 @@ func spannerUnlessTouched(ctx context.Context, client *spanner.Client, t *spanne
 // DatastoreBackfill returns the conditional commit (datastoredb.Writer's
 // Conditional) of b into client's database, the touched marks being in
 // b.Namespace: one transaction that reads the marks of the entities' keys
-// and upserts the entities whose marks do not stop it (cutover.Backfill.Stops),
+// and upserts the entities whose marks do not stop it (phases.Backfill.Stops),
 // returning how many it skipped. A transaction that lost to a concurrent
 // one fails as Aborted, which the writer retries.
-func DatastoreBackfill(client *datastore.Client, b cutover.Backfill) func(ctx context.Context, ents []datastore.Entity) (int, error) {
+func DatastoreBackfill(client *datastore.Client, b phases.Backfill) func(ctx context.Context, ents []datastore.Entity) (int, error) {
 	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
 		keys := make([]*datastore.Key, len(ents))
 		for i := range ents {
@@ -136,7 +137,7 @@ func DatastoreBackfill(client *datastore.Client, b cutover.Backfill) func(ctx co
 // DatastoreRepairDeletes returns the conditional delete of a repair: one
 // transaction that deletes the entities of keys whose touched marks do
 // not stop it, returning how many it skipped.
-func DatastoreRepairDeletes(client *datastore.Client, b cutover.Backfill) func(ctx context.Context, keys []*datastore.Key) (int, error) {
+func DatastoreRepairDeletes(client *datastore.Client, b phases.Backfill) func(ctx context.Context, keys []*datastore.Key) (int, error) {
 	return func(ctx context.Context, keys []*datastore.Key) (int, error) {
 		return datastoreUnlessTouched(ctx, client, b, keys, func(tx *datastore.Transaction, keep []int) error {
 			ks := make([]*datastore.Key, len(keep))
@@ -150,14 +151,14 @@ func DatastoreRepairDeletes(client *datastore.Client, b cutover.Backfill) func(c
 
 // datastoreUnlessTouched runs, in one transaction, apply with the
 // indexes of the keys whose touched marks do not stop b.
-func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b cutover.Backfill, keys []*datastore.Key, apply func(tx *datastore.Transaction, keep []int) error) (int, error) {
+func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b phases.Backfill, keys []*datastore.Key, apply func(tx *datastore.Transaction, keep []int) error) (int, error) {
 	marks := make([]*datastore.Key, len(keys))
 	for i, k := range keys {
-		marks[i] = cutover.DatastoreMarkKey(b.Migration, b.Namespace, k)
+		marks[i] = phases.DatastoreMarkKey(b.Migration, b.Namespace, datastoredb.KeyFromDatastore(k))
 	}
 	skipped := 0
 	_, err := client.RunInTransaction(ctx, func(tx *datastore.Transaction) error {
-		got := make([]cutover.DatastoreMark, len(marks))
+		got := make([]phases.DatastoreMark, len(marks))
 		err := tx.GetMulti(marks, got)
 		var me datastore.MultiError
 		switch {
@@ -168,7 +169,7 @@ func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b cut
 					return e
 				}
 				if e != nil {
-					got[i] = cutover.DatastoreMark{}
+					got[i] = phases.DatastoreMark{}
 				}
 			}
 		default:
@@ -183,7 +184,7 @@ func datastoreUnlessTouched(ctx context.Context, client *datastore.Client, b cut
 				continue
 			}
 			keep = append(keep, i)
-			if mark.Behind == cutover.BehindNew {
+			if mark.Behind == phases.BehindNew {
 				// What new missed was in old before this was read.
 				mark.Behind = ""
 				cleared, clearedMarks = append(cleared, marks[i]), append(clearedMarks, &mark)

@@ -1,7 +1,8 @@
 // Package operator runs the operator's side of a staged cutover: the
 // cohort operations (backfill, verify, repair, reverse backfill, cleanup,
 // phase-aware load). Each one checks that the migration allows it, reads
-// and moves the cohorts' phases in the phase store (package cutover),
+// and moves the cohorts' phases in the phase store (package
+// cutover/phases),
 // records the audit, and asks a Jobs for the one Beam job it needs; it
 // returns what happened and reports progress as migration.Notes. It
 // imports no Beam: pipeline.Runner implements Jobs (the graphs), and the
@@ -17,7 +18,8 @@
 // Why the order of each operation is safe (a backfill after the dual-write
 // hold, a reverse backfill after read_new's hold, a repair conditional on
 // the touched marks as of its start less the skew) is argued in package
-// cutover's doc, which the application's library shares.
+// phases' doc (cutover/phases), whose protocol the application's library
+// shares.
 //
 // The jobs' conditional commits are here too (SpannerBackfill,
 // DatastoreBackfill, the repairs' deletes, SpannerReverse,
@@ -26,5 +28,6 @@
 // reverse backfill, new's records) inside the transaction that writes.
 // They are the operator's, not the application's: package cutover's
 // exported API is the library an application links, and holds none of
-// the store adapters' types.
+// the store adapters' types, nor the phase store's operator side
+// (package phases).
 package operator

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 )
 
@@ -17,8 +17,8 @@ type Jobs interface {
 	// Backfill is a runner whose Migrate runs the cohort backfill b of a
 	// job instead of the whole migration: the migration restricted to
 	// b's cohorts, each record written only where the application has
-	// not touched it since its cohort's phase began (cutover.Backfill).
-	Backfill(b cutover.Backfill) migration.Runner
+	// not touched it since its cohort's phase began (phases.Backfill).
+	Backfill(b phases.Backfill) migration.Runner
 	// Cleanup deletes the source's records of cohorts (the old records
 	// of a finished cutover); DescribeDeletes says in one line how those
 	// deletes are planned ("" if there is nothing to say).
@@ -26,7 +26,7 @@ type Jobs interface {
 	DescribeDeletes(j *migration.Job) string
 	// Reverse copies new back to old for b's cohorts (b.Reverse set):
 	// the reverse backfill's copy.
-	Reverse(ctx context.Context, j *migration.Job, b cutover.Backfill) (*migration.Result, error)
+	Reverse(ctx context.Context, j *migration.Job, b phases.Backfill) (*migration.Result, error)
 	// Load writes the records of files into the migration's stores
 	// through the application library, each where its cohort's phase
 	// says.

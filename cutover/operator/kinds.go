@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/spanner"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration"
@@ -30,7 +31,7 @@ import (
 type phaseKind struct {
 	// open opens the phase store at t (create: make what a first move
 	// needs where it is missing); close releases its client.
-	open func(ctx context.Context, t config.Endpoint, create bool) (st cutover.Store, close func(), err error)
+	open func(ctx context.Context, t config.Endpoint, create bool) (st phases.Store, close func(), err error)
 }
 
 // A pairKind is the application library of one pair of kinds, old's and
@@ -42,14 +43,14 @@ type pairKind struct {
 	open func(ctx context.Context, job *migration.Job, o cutover.Options) (lib library, close func(), err error)
 	// reverse fills in where a reverse backfill of job reads new (nil:
 	// the pair has no reverse backfill).
-	reverse func(job *migration.Job, r *cutover.Reverse)
+	reverse func(job *migration.Job, r *phases.Reverse)
 }
 
 // library is what the operator's jobs need of an application library
 // (Spanner, Datastore).
 type library interface {
 	cutover.Library
-	RepairOld(ctx context.Context, entries []cutover.RepairEntry) ([]cutover.RepairEntry, error)
+	RepairOld(ctx context.Context, entries []phases.RepairEntry) ([]phases.RepairEntry, error)
 }
 
 var (
@@ -59,26 +60,26 @@ var (
 )
 
 var phaseKinds = map[string]phaseKind{
-	config.TypeSpanner: {open: func(ctx context.Context, t config.Endpoint, create bool) (cutover.Store, func(), error) {
+	config.TypeSpanner: {open: func(ctx context.Context, t config.Endpoint, create bool) (phases.Store, func(), error) {
 		db := spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		c, err := spanner.NewClient(ctx, db)
 		if err != nil {
 			return nil, nil, err
 		}
 		if create {
-			if _, err := cutover.CreateSpannerTables(ctx, c, db); err != nil {
+			if _, err := phases.CreateSpannerTables(ctx, c, db); err != nil {
 				c.Close()
 				return nil, nil, err
 			}
 		}
-		return cutover.SpannerStore{Client: c}, c.Close, nil
+		return phases.SpannerStore{Client: c}, c.Close, nil
 	}},
-	config.TypeDatastore: {open: func(ctx context.Context, t config.Endpoint, _ bool) (cutover.Store, func(), error) {
+	config.TypeDatastore: {open: func(ctx context.Context, t config.Endpoint, _ bool) (phases.Store, func(), error) {
 		c, err := datastoredb.Client(ctx, t.Project, t.Database)
 		if err != nil {
 			return nil, nil, err
 		}
-		return cutover.DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
+		return phases.DatastoreStore{Client: c, Namespace: t.Namespace}, func() { c.Close() }, nil
 	}},
 }
 
@@ -90,7 +91,7 @@ var pairKinds = map[pair]pairKind{
 		src := job.Config.Source
 		c, err := spanner.NewClient(ctx, spannerdb.DatabasePath(src.Project, src.Instance, src.Database))
 		return libraryOn(c, err, (*spanner.Client).Close, func(c *spanner.Client) (library, error) { return cutover.NewSpanner(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
+	}, reverse: func(job *migration.Job, r *phases.Reverse) {
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
@@ -104,7 +105,7 @@ var pairKinds = map[pair]pairKind{
 		src := job.Config.Source
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
 		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return cutover.NewDatastore(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
+	}, reverse: func(job *migration.Job, r *phases.Reverse) {
 		t := job.Config.Target
 		r.NewProject, r.NewDatastoreDB, r.OldNamespace = t.Project, t.Database, job.Config.Source.Namespace
 	}},
@@ -112,7 +113,7 @@ var pairKinds = map[pair]pairKind{
 		src := job.Config.Source
 		c, err := datastoredb.Client(ctx, src.Project, src.Database)
 		return libraryOn(c, err, func(c *datastore.Client) { c.Close() }, func(c *datastore.Client) (library, error) { return cutover.NewDatastoreSpanner(ctx, c, job, o) })
-	}, reverse: func(job *migration.Job, r *cutover.Reverse) {
+	}, reverse: func(job *migration.Job, r *phases.Reverse) {
 		t := job.Config.Target
 		r.NewDatabase = spannerdb.DatabasePath(t.Project, t.Instance, t.Database)
 		if job.Spanner != nil && len(job.Spanner.Targets) > 0 {
@@ -170,7 +171,7 @@ var ErrNoPhaseStoreKind = errors.New("the phase store is kept at a Spanner or Da
 // database's tables (created where missing when create is set: a first
 // move needs them) or the Datastore database's namespace. close releases
 // its client.
-func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st cutover.Store, close func(), err error) {
+func OpenStore(ctx context.Context, t config.Endpoint, create bool) (st phases.Store, close func(), err error) {
 	k, ok := phaseKinds[t.Type]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w; this target is %s", ErrNoPhaseStoreKind, t.Type)
@@ -195,15 +196,15 @@ func openLibrary(ctx context.Context, job *migration.Job, o cutover.Options) (li
 
 // ReverseFor returns the Reverse of a reverse backfill of job: its
 // rekeyer spec and where it reads new.
-func ReverseFor(job *migration.Job) (cutover.Reverse, error) {
+func ReverseFor(job *migration.Job) (phases.Reverse, error) {
 	k, err := pairOf(job)
 	if err != nil {
-		return cutover.Reverse{}, err
+		return phases.Reverse{}, err
 	}
 	if k.reverse == nil {
-		return cutover.Reverse{}, fmt.Errorf("cutover: a reverse backfill from %s back to %s is not supported yet", job.Config.Target.Type, job.Config.Source.Type)
+		return phases.Reverse{}, fmt.Errorf("cutover: a reverse backfill from %s back to %s is not supported yet", job.Config.Target.Type, job.Config.Source.Type)
 	}
-	r := cutover.Reverse{Spec: job.Spec.Text()}
+	r := phases.Reverse{Spec: job.Spec.Text()}
 	k.reverse(job, &r)
 	return r, nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -33,7 +33,7 @@ type CohortOptions struct {
 // start checks o and cfg's target for a run (what it is, for messages),
 // checks that the stores can be reached (not for a translate-only run),
 // and opens the phase store at the target; say is o.Run.Notes.Say.
-func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (say func(migration.Note), st cutover.Store, closeStore func(), err error) {
+func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what string) (say func(migration.Note), st phases.Store, closeStore func(), err error) {
 	say = o.Run.Notes.Say
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: fmt.Errorf("a cohort %s needs the migration's name and the cohorts", what)}
@@ -53,7 +53,7 @@ func (o CohortOptions) start(ctx context.Context, cfg *config.Config, what strin
 }
 
 // moved is the note of a move.
-func moved(a cutover.Audit) migration.Note {
+func moved(a phases.Audit) migration.Note {
 	return migration.Moved{Cohorts: a.Cohorts, From: a.From, To: string(a.To), Version: a.Version}
 }
 
@@ -62,5 +62,5 @@ func skewOf(cfg *config.Config) time.Duration {
 	if cfg.Cohort.Skew > 0 {
 		return cfg.Cohort.Skew
 	}
-	return cutover.DefaultSkew
+	return phases.DefaultSkew
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -39,7 +40,7 @@ type RepairOptions struct {
 
 // repairable are the phases in which old is authoritative and a repair
 // copies old to new.
-var repairable = []cutover.Phase{cutover.DualWrite, cutover.Backfilled, cutover.Verified, cutover.Shadow}
+var repairable = []phases.Phase{phases.DualWrite, phases.Backfilled, phases.Verified, phases.Shadow}
 
 // Repair repairs cohorts of cfg (the job: jobs.Verify with v.Repair): they must be in a phase where
 // old is authoritative (dual_write through shadow; from read_new on the
@@ -68,14 +69,14 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	readNew := map[int]bool{} // cohorts in read_new: only what new missed is repaired
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for _, seg := range m.Segments(rg) {
-			ok := seg.Phase == cutover.ReadNew
+			ok := seg.Phase == phases.ReadNew
 			for _, p := range repairable {
 				ok = ok || seg.Phase == p
 			}
 			if !ok {
 				refused = append(refused, fmt.Sprintf("%s are %s", seg.Range, seg.Phase))
 			}
-			if seg.Phase == cutover.ReadNew {
+			if seg.Phase == phases.ReadNew {
 				for c := seg.First; c <= seg.Last; c++ {
 					readNew[c] = true
 				}
@@ -96,10 +97,10 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	since := start.Add(-skewOf(cfg))
 	// Each span with its phase: in read_new the copy from old is only for
 	// what the touched marks say new missed.
-	b := cutover.Backfill{Migration: o.Migration}
+	b := phases.Backfill{Migration: o.Migration}
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for _, seg := range m.Segments(rg) {
-			b.Spans = append(b.Spans, cutover.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: since})
+			b.Spans = append(b.Spans, phases.BackfillSpan{First: seg.First, Last: seg.Last, Phase: seg.Phase, Since: since})
 		}
 	}
 	entries, err := RepairsOf(ctx, st, o.Migration)
@@ -110,7 +111,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	// missed while old was (the entries saying so) are copied from old.
 	pending := map[string]bool{}
 	all := entries
-	var kept []cutover.RepairEntry
+	var kept []phases.RepairEntry
 	for _, e := range entries {
 		if !readNew[e.Cohort] {
 			kept = append(kept, e)
@@ -137,13 +138,13 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	// Writes old missed while new was authoritative: in read_new, old is
 	// made as new holds them (cutover.RepairOld); elsewhere they stay in
 	// the log (the library reads new for them).
-	var missedOld []cutover.RepairEntry
+	var missedOld []phases.RepairEntry
 	for _, e := range all {
 		if readNew[e.Cohort] && e.Missed == "old" && e.LoggedAt.Before(start) {
 			missedOld = append(missedOld, e)
 		}
 	}
-	var repairedOld []cutover.RepairEntry
+	var repairedOld []phases.RepairEntry
 	if len(missedOld) > 0 {
 		job, err := migration.Resolve(ctx, cfg)
 		if err != nil {
@@ -153,7 +154,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 			return report, res, fmt.Errorf("repairing in old %d writes it missed (%d done): %w", len(missedOld), len(repairedOld), err)
 		}
 	}
-	var done []cutover.RepairEntry
+	var done []phases.RepairEntry
 	in := map[int]bool{}
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for c := rg.First; c <= rg.Last; c++ {
@@ -167,7 +168,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	}
 	done = append(done, repairedOld...)
 	res.Counters[RepairOldWritten] = int64(len(repairedOld))
-	if l, ok := st.(cutover.RepairLog); ok {
+	if l, ok := st.(phases.RepairLog); ok {
 		if err := l.ClearRepairs(ctx, o.Migration, done); err != nil {
 			return report, res, fmt.Errorf("the repair ran, but clearing %d repair-log entries failed: %w", len(done), err)
 		}
@@ -179,7 +180,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 // repairOld opens the application library of job (old's client from the
 // environment, closed at the end) and repairs in old the writes of
 // entries it missed (each Missed "old"), through the library's RepairOld.
-func repairOld(ctx context.Context, job *migration.Job, migrationName string, entries []cutover.RepairEntry) ([]cutover.RepairEntry, error) {
+func repairOld(ctx context.Context, job *migration.Job, migrationName string, entries []phases.RepairEntry) ([]phases.RepairEntry, error) {
 	lib, closeLib, err := openLibrary(ctx, job, cutover.Options{Migration: migrationName})
 	if err != nil {
 		return nil, err

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/internal/reversecopy"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/rewrite"
@@ -51,7 +51,7 @@ func CheckReverse(j *migration.Job) error {
 // with no dead letter, moves them to dual_write: old is authoritative
 // again, holding every write. On failure the cohorts stay in read_new,
 // where both stores are written and new is read: safe to run again.
-func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *cutover.Audit, error) {
+func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs) (*migration.Job, *migration.Result, *phases.Audit, error) {
 	say := o.Run.Notes.Say
 	if o.Migration == "" || len(o.Cohorts) == 0 {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("a reverse backfill needs the migration's name and the cohorts")}
@@ -71,7 +71,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 		return j, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
 	defer closeStore()
-	rules := cutover.RulesFor(cfg)
+	rules := phases.RulesFor(cfg)
 	m, err := st.Load(ctx, o.Migration)
 	if err != nil {
 		return j, nil, nil, err
@@ -81,9 +81,9 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	for _, rg := range cohort.Merge(o.Cohorts) {
 		for _, seg := range m.Segments(rg) {
 			switch {
-			case seg.Phase == cutover.NewOnly:
+			case seg.Phase == phases.NewOnly:
 				backToReadNew = true
-			case seg.Phase == cutover.ReadNew: // a reverse backfill that stopped midway
+			case seg.Phase == phases.ReadNew: // a reverse backfill that stopped midway
 			case !o.Force:
 				refused = append(refused, fmt.Sprintf("%s are %s", seg.Range, seg.Phase))
 			}
@@ -93,7 +93,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 		return j, nil, nil, fmt.Errorf("%w: a reverse backfill brings cohorts back from new_only (or read_new, after one that stopped): cohorts %s (--force runs it anyway)", ErrNotBackfillable, strings.Join(refused, "; cohorts "))
 	}
 	if backToReadNew || o.Force {
-		_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.ReadNew, Who: o.Who, Force: true,
+		_, a, err := st.Move(ctx, phases.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: phases.ReadNew, Who: o.Who, Force: true,
 			Why: "reverse backfill: back to read_new first, so that every instance writes old too"})
 		if err != nil {
 			return j, nil, nil, err
@@ -111,9 +111,9 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if err != nil {
 		return j, nil, nil, err
 	}
-	b := cutover.Backfill{Migration: o.Migration, Namespace: cfg.Target.Namespace, Reverse: &rev}
+	b := phases.Backfill{Migration: o.Migration, Namespace: cfg.Target.Namespace, Reverse: &rev}
 	for _, rg := range cohort.Merge(o.Cohorts) {
-		b.Spans = append(b.Spans, cutover.BackfillSpan{First: rg.First, Last: rg.Last, Phase: cutover.ReadNew})
+		b.Spans = append(b.Spans, phases.BackfillSpan{First: rg.First, Last: rg.Last, Phase: phases.ReadNew})
 	}
 	n := cohort.Count(b.Cohorts())
 	say(migration.CohortJob{Kind: "reverse", Migration: o.Migration, Cohorts: cohort.Format(b.Cohorts()), N: n, Buckets: cfg.Cohort.Buckets})
@@ -150,7 +150,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 	if why == "" {
 		why = fmt.Sprintf("reverse backfill: %d records copied back to old", res.Counters[migration.Written])
 	}
-	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.DualWrite, Who: o.Who, Why: why, Rules: rules, ReverseCopied: true})
+	_, a, err := st.Move(ctx, phases.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: phases.DualWrite, Who: o.Who, Why: why, Rules: rules, ReverseCopied: true})
 	if err != nil {
 		return j, res, nil, fmt.Errorf("the reverse backfill ran, but its cohorts were not moved to dual_write: %w", err)
 	}
@@ -160,7 +160,7 @@ func Reverse(ctx context.Context, cfg *config.Config, o CohortOptions, jobs Jobs
 
 // holdReadNew waits until cohorts have been in read_new for rules' hold
 // (DualWriteHold), in the store's time.
-func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, rules cutover.Rules, say func(migration.Note)) error {
+func holdReadNew(ctx context.Context, st phases.Store, migrationName string, cohorts []cohort.Range, rules phases.Rules, say func(migration.Note)) error {
 	m, err := st.Load(ctx, migrationName)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, co
 	var until time.Time
 	for _, rg := range cohort.Merge(cohorts) {
 		for _, seg := range m.Segments(rg) {
-			if seg.Phase != cutover.ReadNew {
+			if seg.Phase != phases.ReadNew {
 				continue // forced: the caller's choice
 			}
 			if t := seg.Since.Add(rules.DualWriteHold); t.After(until) {
@@ -196,8 +196,8 @@ func holdReadNew(ctx context.Context, st cutover.Store, migrationName string, co
 // clearMissedOld clears the repair log's entries of cohorts, logged
 // before before, of writes old missed, and the touched marks' Behind =
 // "old" of those cohorts last touched before then.
-func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string, cohorts []cohort.Range, before time.Time) error {
-	l, ok := st.(cutover.RepairLog)
+func clearMissedOld(ctx context.Context, st phases.Store, migrationName string, cohorts []cohort.Range, before time.Time) error {
+	l, ok := st.(phases.RepairLog)
 	if !ok {
 		return nil
 	}
@@ -205,7 +205,7 @@ func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string,
 	if err != nil {
 		return err
 	}
-	var done []cutover.RepairEntry
+	var done []phases.RepairEntry
 	for _, e := range entries {
 		for _, rg := range cohorts {
 			if rg.Contains(e.Cohort) && e.Missed == "old" && e.LoggedAt.Before(before) {
@@ -220,7 +220,7 @@ func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string,
 	// And the touched marks saying so: else, once old is written alone
 	// again (a rollback to old, then dual_write), a read would go to new
 	// for them.
-	if bc, ok := st.(cutover.BehindClearer); ok {
+	if bc, ok := st.(phases.BehindClearer); ok {
 		if _, err := bc.ClearBehindOld(ctx, migrationName, cohorts, before); err != nil {
 			return fmt.Errorf("the reverse backfill ran, but %w", err)
 		}
@@ -231,8 +231,8 @@ func clearMissedOld(ctx context.Context, st cutover.Store, migrationName string,
 // repairMissedOld repairs in old (cutover.RepairOld) the repair log's
 // entries of cohorts of writes old missed, and clears them. The cohorts
 // must be in read_new. It returns how many it repaired.
-func repairMissedOld(ctx context.Context, st cutover.Store, j *migration.Job, migrationName string, cohorts []cohort.Range) (int, error) {
-	l, ok := st.(cutover.RepairLog)
+func repairMissedOld(ctx context.Context, st phases.Store, j *migration.Job, migrationName string, cohorts []cohort.Range) (int, error) {
+	l, ok := st.(phases.RepairLog)
 	if !ok {
 		return 0, nil
 	}
@@ -240,7 +240,7 @@ func repairMissedOld(ctx context.Context, st cutover.Store, j *migration.Job, mi
 	if err != nil {
 		return 0, err
 	}
-	var missed []cutover.RepairEntry
+	var missed []phases.RepairEntry
 	for _, e := range entries {
 		for _, rg := range cohorts {
 			if e.Missed == "old" && rg.Contains(e.Cohort) {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/record"
@@ -19,7 +19,7 @@ import (
 )
 
 // reverseRekeyer builds r's rekeyer.
-func reverseRekeyer(r cutover.Reverse) (*rekeyer.Rekeyer, error) {
+func reverseRekeyer(r phases.Reverse) (*rekeyer.Rekeyer, error) {
 	rk, err := r.Spec.Build()
 	if err != nil {
 		return nil, fmt.Errorf("reverse backfill: %w", err)
@@ -41,11 +41,11 @@ func newTable(ctx context.Context, c *spanner.Client, name string) (*spannerdb.T
 
 // SpannerReverse returns the conditional commit (spannerdb.Writer's
 // Conditional) of a reverse backfill into old table t of oldC's
-// database, reading new through newC (see package cutover's argument);
+// database, reading new through newC (see package phases' argument);
 // it returns how many records it deleted from old because new holds
 // none. It reads the schema of t's new table (r.NewTable, or for an
 // interleaved table the new child of the same name) from newC.
-func SpannerReverse(ctx context.Context, oldC, newC *spanner.Client, t *spannerdb.Table, r cutover.Reverse) (func(ctx context.Context, rows []spannerdb.Row) (int, error), error) {
+func SpannerReverse(ctx context.Context, oldC, newC *spanner.Client, t *spannerdb.Table, r phases.Reverse) (func(ctx context.Context, rows []spannerdb.Row) (int, error), error) {
 	rk, err := reverseRekeyer(r)
 	if err != nil {
 		return nil, err
@@ -185,7 +185,7 @@ func reverseAncestors(ctx context.Context, oldC, newC *spanner.Client, t, newT *
 // new (it is logged, for a repair); its children, written in new since,
 // would then fail in old for want of it. Old's ancestor rows are read in
 // txn first (taking their locks), then new's, strongly, through read at
-// rctx, as the child rows are (package cutover's argument holds for them
+// rctx, as the child rows are (package phases' argument holds for them
 // alike); one that new no longer holds is left out, and its child's
 // write fails as before.
 func missingAncestors(ctx context.Context, txn *spanner.ReadWriteTransaction, rctx context.Context,
@@ -254,9 +254,9 @@ func missingAncestors(ctx context.Context, txn *spanner.ReadWriteTransaction, rc
 
 // DatastoreReverse returns the conditional commit (datastoredb.Writer's
 // Conditional) of a reverse backfill into oldC's database, reading new
-// through newC (see package cutover's argument); it returns how many entities it
+// through newC (see package phases' argument); it returns how many entities it
 // deleted from old because new holds none.
-func DatastoreReverse(oldC, newC *datastore.Client, r cutover.Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
+func DatastoreReverse(oldC, newC *datastore.Client, r phases.Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
 	rk, err := reverseRekeyer(r)
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func DatastoreReverse(oldC, newC *datastore.Client, r cutover.Reverse) (func(ctx
 // DatastoreFromSpannerReverse is DatastoreReverse for a Datastore →
 // Spanner migration: new's rows are read through newS, in r.NewTable,
 // and turned back into entities (Rekeyer.Invert).
-func DatastoreFromSpannerReverse(ctx context.Context, oldC *datastore.Client, newS *spanner.Client, r cutover.Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
+func DatastoreFromSpannerReverse(ctx context.Context, oldC *datastore.Client, newS *spanner.Client, r phases.Reverse) (func(ctx context.Context, ents []datastore.Entity) (int, error), error) {
 	rk, err := reverseRekeyer(r)
 	if err != nil {
 		return nil, err
@@ -355,7 +355,7 @@ func DatastoreFromSpannerReverse(ctx context.Context, oldC *datastore.Client, ne
 // (readNew, given the old records, to rewrite: the old record of each
 // new one, nil where new holds none), and writes old as new holds it, a
 // delete where new holds none.
-func datastoreReverse(oldC *datastore.Client, r cutover.Reverse, readNew func(ctx context.Context, tx *datastore.Transaction, recs []*record.Record) ([]*record.Record, error)) func(ctx context.Context, ents []datastore.Entity) (int, error) {
+func datastoreReverse(oldC *datastore.Client, r phases.Reverse, readNew func(ctx context.Context, tx *datastore.Transaction, recs []*record.Record) ([]*record.Record, error)) func(ctx context.Context, ents []datastore.Entity) (int, error) {
 	return func(ctx context.Context, ents []datastore.Entity) (int, error) {
 		ents = distinctKeys(ents) // a record read from both stores: one mutation a key
 		oldKeys := make([]*datastore.Key, len(ents))

@@ -7,13 +7,13 @@ import (
 
 	"cloud.google.com/go/spanner"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // RepairsOf returns st's repair-log entries of migration (none for a
 // store without a log).
-func RepairsOf(ctx context.Context, st cutover.Store, migration string) ([]cutover.RepairEntry, error) {
-	l, ok := st.(cutover.RepairLog)
+func RepairsOf(ctx context.Context, st phases.Store, migration string) ([]phases.RepairEntry, error) {
+	l, ok := st.(phases.RepairLog)
 	if !ok {
 		return nil, nil
 	}
@@ -23,8 +23,8 @@ func RepairsOf(ctx context.Context, st cutover.Store, migration string) ([]cutov
 // StoreTime returns the phase store's time, which moves are judged by
 // (Spanner: the database's CURRENT_TIMESTAMP(); Datastore, which has no
 // such clock: this machine's).
-func StoreTime(ctx context.Context, st cutover.Store) (time.Time, error) {
-	s, ok := st.(cutover.SpannerStore)
+func StoreTime(ctx context.Context, st phases.Store) (time.Time, error) {
+	s, ok := st.(phases.SpannerStore)
 	if !ok {
 		return time.Now(), nil
 	}

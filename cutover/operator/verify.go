@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/migration"
 	"github.com/rekeyio/rekey/migration/config"
 )
@@ -34,7 +34,7 @@ type VerifyJob struct {
 	// Repair, if set, makes the job a repair (see Repair): what it
 	// finds is also put right, conditionally on the touched marks as of
 	// Repair's Since.
-	Repair *cutover.Backfill
+	Repair *phases.Backfill
 	// RepairReadNew (cohort ranges) and RepairPending (old keys): in
 	// read_new cohorts a repair puts right only the records the repair
 	// log says new missed.
@@ -221,7 +221,7 @@ type VerifyOptions struct {
 // entries keep coming while the application's second writes fail at a
 // steady rate; a verify that waited for none would never pass. They are
 // reported as "logged, routed around", apart from the findings.
-func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
+func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs) ([]VerifyCohort, *migration.Result, *phases.Audit, error) {
 	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
 		return nil, nil, nil, &migration.ConfigError{Err: errors.New("verify needs the migration's name, the cohorts and a report path")}
 	}
@@ -251,14 +251,14 @@ func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs)
 // key). The library routes every such key by its touched mark: where new
 // missed a write old took, reads go to old (the authoritative store, and
 // in read_new too); where old missed one new took while it was
-// authoritative (before a rollback), reads go to new (see the cutover
-// package doc, "Missed writes").
-func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[string]bool) {
+// authoritative (before a rollback), reads go to new (see package
+// phases' doc, "Missed writes").
+func routedAround(m *phases.Map, entries []phases.RepairEntry) (keys, ids map[string]bool) {
 	type rec struct {
 		cohort int
 		key    string
 	}
-	latest := map[rec]cutover.RepairEntry{}
+	latest := map[rec]phases.RepairEntry{}
 	for _, e := range entries {
 		latest[rec{e.Cohort, e.OldKey}] = e // oldest first: the last is the latest
 	}
@@ -280,7 +280,7 @@ func routedAround(m *cutover.Map, entries []cutover.RepairEntry) (keys, ids map[
 // runVerifyWith is Verify on the phase store st, with the repair-log
 // entries read before, and the repair of v (Repair, RepairReadNew,
 // RepairPending) when v.Repair is set.
-func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o VerifyOptions, jobs Jobs, v VerifyJob, entries []cutover.RepairEntry) ([]VerifyCohort, *migration.Result, *cutover.Audit, error) {
+func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o VerifyOptions, jobs Jobs, v VerifyJob, entries []phases.RepairEntry) ([]VerifyCohort, *migration.Result, *phases.Audit, error) {
 	if o.Examples <= 0 {
 		o.Examples = 5
 	}
@@ -361,8 +361,8 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st cutover.Store, o 
 	if n := res.Counters[VerifyRouted]; n > 0 {
 		why += fmt.Sprintf(", %d logged and routed around", n)
 	}
-	_, a, err := st.Move(ctx, cutover.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: cutover.Verified, Who: o.Who,
-		Why: why, Rules: cutover.RulesFor(cfg)})
+	_, a, err := st.Move(ctx, phases.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: phases.Verified, Who: o.Who,
+		Why: why, Rules: phases.RulesFor(cfg)})
 	if err != nil {
 		return report, res, nil, err
 	}

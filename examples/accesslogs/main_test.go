@@ -16,6 +16,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
@@ -27,7 +28,7 @@ func TestAccessLogs(t *testing.T) {
 	ddl := append([]string{
 		`CREATE TABLE AccessLogs (UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (UserId, Seq)`,
 		`CREATE TABLE AccessLogsV2 (ShardId INT64 NOT NULL, UserId STRING(36) NOT NULL, Seq INT64 NOT NULL, Page STRING(MAX)) PRIMARY KEY (ShardId, UserId, Seq)`,
-	}, cutover.SpannerDDL...)
+	}, phases.SpannerDDL...)
 	c := emulator.TestDB(t, ddl...)
 	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
 	cfg := filepath.Join(t.TempDir(), "migration.yaml")
@@ -75,7 +76,7 @@ cohort: {user: UserId}
 		t.Errorf("in old: %d old rows, %d new; want 1, 0", count("AccessLogs"), count("AccessLogsV2"))
 	}
 	k := cohort.Of("alice", cohort.DefaultBuckets)
-	if _, _, err := (cutover.SpannerStore{Client: c}).Move(ctx, cutover.Move{Migration: "logs-v2", Cohorts: []cohort.Range{{First: k, Last: k}}, To: cutover.ReadNew, Force: true, Who: "test"}); err != nil {
+	if _, _, err := (phases.SpannerStore{Client: c}).Move(ctx, phases.Move{Migration: "logs-v2", Cohorts: []cohort.Range{{First: k, Last: k}}, To: cutover.ReadNew, Force: true, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	for lib.Phases().Phase(k) != cutover.ReadNew {

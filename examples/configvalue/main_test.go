@@ -14,6 +14,7 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
@@ -140,8 +141,8 @@ func TestConfigValue(t *testing.T) {
 	}
 
 	k := cohort.Of("alice", cohort.DefaultBuckets)
-	st := cutover.DatastoreStore{Client: newC, Namespace: newNS}
-	if _, _, err := st.Move(ctx, cutover.Move{Migration: mig, Cohorts: []cohort.Range{{First: k, Last: k}}, To: cutover.DualWrite, Force: true, Who: "test"}); err != nil {
+	st := phases.DatastoreStore{Client: newC, Namespace: newNS}
+	if _, _, err := st.Move(ctx, phases.Move{Migration: mig, Cohorts: []cohort.Range{{First: k, Last: k}}, To: cutover.DualWrite, Force: true, Who: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl + skew) // the library writes new once dual_write is held that long

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -64,7 +64,7 @@ type DatastoreSinkConfig struct {
 	// has not touched since their cohort's phase began
 	// (operator.DatastoreBackfill; Mode is then ignored), counting the
 	// others as backfill_skipped.
-	Backfill *cutover.Backfill `json:"backfill,omitempty"`
+	Backfill *phases.Backfill `json:"backfill,omitempty"`
 }
 
 func (c DatastoreSinkConfig) check() error {

@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/write/attempts"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
@@ -57,7 +57,7 @@ type SpannerSinkConfig struct {
 	// is one transaction that upserts only the rows the application has
 	// not touched since their cohort's phase began (operator.SpannerBackfill;
 	// Mode is then ignored), counting the others as backfill_skipped.
-	Backfill *cutover.Backfill `json:"backfill,omitempty"`
+	Backfill *phases.Backfill `json:"backfill,omitempty"`
 }
 
 // DatabasePath returns projects/P/instances/I/databases/D.

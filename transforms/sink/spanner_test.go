@@ -9,7 +9,7 @@ import (
 	"cloud.google.com/go/spanner"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb/spannerdbtest"
@@ -334,7 +334,7 @@ func TestSpannerSinkConfigValidate(t *testing.T) {
 	if err := del.Validate(); err != nil {
 		t.Errorf("delete mode: %v", err)
 	}
-	del.Backfill = &cutover.Backfill{Migration: "m"}
+	del.Backfill = &phases.Backfill{Migration: "m"}
 	if err := del.Validate(); err == nil || !strings.Contains(err.Error(), "cannot be in delete mode") {
 		t.Errorf("a backfill in delete mode: Validate() = %v, want it refused", err)
 	}

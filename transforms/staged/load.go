@@ -18,6 +18,7 @@ import (
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/write/retry"
 	"github.com/rekeyio/rekey/internal/write/storewrite"
 	"github.com/rekeyio/rekey/migration"
@@ -45,7 +46,7 @@ func init() {
 // loadApp is what LoadFn needs of the library.
 type loadApp interface {
 	WriteBatch(ctx context.Context, recs []record.Record) []error
-	Phases() *cutover.Map
+	Phases() *phases.Map
 	Close()
 }
 
@@ -164,7 +165,7 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 	}
 	type result struct {
 		err   error
-		phase cutover.Phase
+		phase phases.Phase
 	}
 	results := make([]result, len(recs))
 	// Chunks of loadBatch records, loadParallel at once; each chunk's
@@ -238,9 +239,9 @@ func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(str
 			continue
 		}
 		switch r.phase {
-		case cutover.Old:
+		case phases.Old:
 			oldOnly++
-		case cutover.NewOnly, cutover.Done:
+		case phases.NewOnly, phases.Done:
 			newOnly++
 		default:
 			both++

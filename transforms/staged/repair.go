@@ -10,8 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
@@ -135,7 +135,7 @@ type RepairDeleteFn struct {
 	// Children are the new interleaved tables (a record of one is
 	// deleted from it).
 	Children []*spannerdb.Table `json:"children,omitempty"`
-	Backfill cutover.Backfill   `json:"backfill"`
+	Backfill phases.Backfill    `json:"backfill"`
 
 	sc      *spanner.Client
 	dc      *datastore.Client

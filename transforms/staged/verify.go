@@ -13,8 +13,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
@@ -78,7 +78,7 @@ func rowKeyText(r *record.Record, t *spannerdb.Table, child bool) (string, error
 	if err != nil {
 		return "", err
 	}
-	return cutover.SpannerKeyText(t.Name, child, k), nil
+	return phases.SpannerKeyText(t.Name, child, k), nil
 }
 
 // oldKey is the text of an old record's key as the application library

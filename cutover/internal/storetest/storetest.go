@@ -1,4 +1,4 @@
-// Package storetest checks a cutover.Store against its contract, for each
+// Package storetest checks a phases.Store against its contract, for each
 // store's implementation to run against its emulator.
 package storetest
 
@@ -12,26 +12,26 @@ import (
 	"time"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/cutover"
 	"github.com/rekeyio/rekey/cutover/operator"
+	"github.com/rekeyio/rekey/cutover/phases"
 )
 
 // Run checks s: moves follow the rules, at the store's time; a move and
 // its audit record are one transaction (a refused move leaves neither);
 // compare-and-set on the version; of two racing moves exactly one wins;
 // spans come back as ranges; migrations are apart.
-func Run(t *testing.T, s cutover.Store) {
+func Run(t *testing.T, s phases.Store) {
 	ctx := context.Background()
 	mig := fmt.Sprintf("storetest-%d", time.Now().UnixNano())
-	hold := cutover.Rules{DualWriteHold: 1500 * time.Millisecond}
-	move := func(cohorts string, to cutover.Phase, why string) (*cutover.Map, cutover.Audit, error) {
+	hold := phases.Rules{DualWriteHold: 1500 * time.Millisecond}
+	move := func(cohorts string, to phases.Phase, why string) (*phases.Map, phases.Audit, error) {
 		rs, err := cohort.Parse(cohorts, cohort.DefaultBuckets)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs, To: to, Who: "tester", Why: why, Rules: hold})
+		return s.Move(ctx, phases.Move{Migration: mig, Cohorts: rs, To: to, Who: "tester", Why: why, Rules: hold})
 	}
-	mustMove := func(cohorts string, to cutover.Phase) *cutover.Map {
+	mustMove := func(cohorts string, to phases.Phase) *phases.Map {
 		t.Helper()
 		m, _, err := move(cohorts, to, "test")
 		if err != nil {
@@ -39,10 +39,10 @@ func Run(t *testing.T, s cutover.Store) {
 		}
 		return m
 	}
-	refused := func(cohorts string, to cutover.Phase, want string) {
+	refused := func(cohorts string, to phases.Phase, want string) {
 		t.Helper()
 		_, _, err := move(cohorts, to, "refused")
-		if !errors.Is(err, cutover.ErrIllegal) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, phases.ErrIllegal) || !strings.Contains(err.Error(), want) {
 			t.Errorf("move %s to %s: %v, want ErrIllegal saying %q", cohorts, to, err, want)
 		}
 	}
@@ -51,28 +51,28 @@ func Run(t *testing.T, s cutover.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Version != 0 || len(m.Spans) != 0 || m.Phase(42) != cutover.Old {
+	if m.Version != 0 || len(m.Spans) != 0 || m.Phase(42) != phases.Old {
 		t.Fatalf("a new migration's map = %+v, want version 0, every cohort old", m)
 	}
-	m = mustMove("0-99", cutover.DualWrite)
+	m = mustMove("0-99", phases.DualWrite)
 	if m.Version != 1 || len(m.Spans) != 1 || m.Spans[0].Range != (cohort.Range{First: 0, Last: 99}) || m.Spans[0].Since.IsZero() {
 		t.Errorf("after 0-99 to dual_write: %+v", m)
 	}
 	// Too early: dual_write must be held for the hold.
-	refused("0-99", cutover.Backfilled, "dual_write held")
-	refused("0-99", cutover.ReadNew, "read_new needs verified or shadow")
-	refused("100-199", cutover.Backfilled, "backfilled needs dual_write")
+	refused("0-99", phases.Backfilled, "dual_write held")
+	refused("0-99", phases.ReadNew, "read_new needs verified or shadow")
+	refused("100-199", phases.Backfilled, "backfilled needs dual_write")
 	time.Sleep(2200 * time.Millisecond) // the hold, with a margin: the emulator may judge a move at its transaction's start
-	mustMove("0-49", cutover.Backfilled)
-	mustMove("0-49", cutover.Verified)
-	refused("0-49", cutover.NewOnly, "new_only needs read_new")
-	mustMove("0-49", cutover.ReadNew)
-	refused("0-49", cutover.NewOnly, "read_new held")
-	refused("0-49", cutover.Old, "roll back to dual_write first")
+	mustMove("0-49", phases.Backfilled)
+	mustMove("0-49", phases.Verified)
+	refused("0-49", phases.NewOnly, "new_only needs read_new")
+	mustMove("0-49", phases.ReadNew)
+	refused("0-49", phases.NewOnly, "read_new held")
+	refused("0-49", phases.Old, "roll back to dual_write first")
 	time.Sleep(2200 * time.Millisecond) // the hold, with a margin: the emulator may judge a move at its transaction's start
-	mustMove("0-49", cutover.NewOnly)
-	refused("0-49", cutover.DualWrite, "reverse backfill")
-	mustMove("60-69", cutover.Old) // a rollback from dual_write
+	mustMove("0-49", phases.NewOnly)
+	refused("0-49", phases.DualWrite, "reverse backfill")
+	mustMove("60-69", phases.Old) // a rollback from dual_write
 	m, err = s.Load(ctx, mig)
 	if err != nil {
 		t.Fatal(err)
@@ -81,18 +81,18 @@ func Run(t *testing.T, s cutover.Store) {
 	if got := spans(m); got != want || m.Version != 6 {
 		t.Errorf("map %q at version %d, want %q at version 6", got, m.Version, want)
 	}
-	if m.Phase(55) != cutover.DualWrite || m.Phase(5) != cutover.NewOnly || m.Phase(65) != cutover.Old || m.Phase(5000) != cutover.Old {
+	if m.Phase(55) != phases.DualWrite || m.Phase(5) != phases.NewOnly || m.Phase(65) != phases.Old || m.Phase(5000) != phases.Old {
 		t.Errorf("phases of 55, 5, 65, 5000: %s %s %s %s", m.Phase(55), m.Phase(5), m.Phase(65), m.Phase(5000))
 	}
 	// A move over mixed phases is judged per segment.
-	refused("40-59", cutover.Old, "reverse backfill")
+	refused("40-59", phases.Old, "reverse backfill")
 	// Compare-and-set: a move decided on an older version fails.
 	rs, _ := cohort.Parse("200-299", cohort.DefaultBuckets)
-	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs, To: cutover.DualWrite, Version: m.Version - 1}); !errors.Is(err, cutover.ErrConflict) {
+	if _, _, err := s.Move(ctx, phases.Move{Migration: mig, Cohorts: rs, To: phases.DualWrite, Version: m.Version - 1}); !errors.Is(err, phases.ErrConflict) {
 		t.Errorf("a move on a stale version: %v, want ErrConflict", err)
 	}
 	// Another number of cohorts is refused.
-	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Buckets: 100, Cohorts: []cohort.Range{{First: 0, Last: 1}}, To: cutover.Old}); !errors.Is(err, cutover.ErrIllegal) {
+	if _, _, err := s.Move(ctx, phases.Move{Migration: mig, Buckets: 100, Cohorts: []cohort.Range{{First: 0, Last: 1}}, To: phases.Old}); !errors.Is(err, phases.ErrIllegal) {
 		t.Errorf("a move counting 100 cohorts in a migration of 10000: %v, want ErrIllegal", err)
 	}
 	// Two racing moves of the same cohorts: exactly one wins, with and
@@ -102,9 +102,9 @@ func Run(t *testing.T, s cutover.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target := cutover.Backfilled
+		target := phases.Backfilled
 		if cas {
-			target = cutover.Verified
+			target = phases.Verified
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
@@ -112,7 +112,7 @@ func Run(t *testing.T, s cutover.Store) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				mv := cutover.Move{Migration: mig, Cohorts: []cohort.Range{{First: 70, Last: 99}}, To: target, Who: fmt.Sprintf("racer-%d", i), Rules: hold}
+				mv := phases.Move{Migration: mig, Cohorts: []cohort.Range{{First: 70, Last: 99}}, To: target, Who: fmt.Sprintf("racer-%d", i), Rules: hold}
 				if cas {
 					mv.Version = cur.Version
 				}
@@ -125,7 +125,7 @@ func Run(t *testing.T, s cutover.Store) {
 			switch {
 			case err == nil:
 				won++
-			case errors.Is(err, cutover.ErrIllegal), errors.Is(err, cutover.ErrConflict):
+			case errors.Is(err, phases.ErrIllegal), errors.Is(err, phases.ErrConflict):
 			default:
 				t.Errorf("a racing move failed otherwise: %v", err)
 			}
@@ -152,14 +152,14 @@ func Run(t *testing.T, s cutover.Store) {
 		}
 	}
 	first, fifth := audits[0], audits[4]
-	if first.Cohorts != "0-99" || first.From != "old" || first.To != cutover.DualWrite || first.Who != "tester" || first.Why != "test" {
+	if first.Cohorts != "0-99" || first.From != "old" || first.To != phases.DualWrite || first.Who != "tester" || first.Why != "test" {
 		t.Errorf("first audit %+v, want 0-99 old to dual_write by tester", first)
 	}
-	if fifth.Cohorts != "0-49" || fifth.From != "read_new" || fifth.To != cutover.NewOnly {
+	if fifth.Cohorts != "0-49" || fifth.From != "read_new" || fifth.To != phases.NewOnly {
 		t.Errorf("fifth audit %+v, want 0-49 read_new to new_only", fifth)
 	}
 	// Forced moves skip the rules and say so.
-	if _, a, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: []cohort.Range{{First: 0, Last: 9}}, To: cutover.DualWrite, Force: true, Who: "op", Why: "forced"}); err != nil || !a.Forced || a.From != "new_only" {
+	if _, a, err := s.Move(ctx, phases.Move{Migration: mig, Cohorts: []cohort.Range{{First: 0, Last: 9}}, To: phases.DualWrite, Force: true, Who: "op", Why: "forced"}); err != nil || !a.Forced || a.From != "new_only" {
 		t.Errorf("a forced move: %+v, %v", a, err)
 	}
 	// Migrations are apart.
@@ -175,15 +175,15 @@ func Run(t *testing.T, s cutover.Store) {
 // in done are planned (unless forced), a note leaves the phases as they
 // are, counts as a version (a move decided before it conflicts) and is
 // read back as a note; a refused note writes nothing.
-func cleanup(t *testing.T, s cutover.Store, mig string) {
+func cleanup(t *testing.T, s phases.Store, mig string) {
 	t.Helper()
 	ctx := context.Background()
 	rs := func(text string) []cohort.Range { return ranges(t, text) }
 	for _, mv := range []struct {
 		cohorts string
-		to      cutover.Phase
-	}{{"0-9", cutover.Done}, {"10-19", cutover.NewOnly}} {
-		if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs(mv.cohorts), To: mv.to, Force: true, Who: "op"}); err != nil {
+		to      phases.Phase
+	}{{"0-9", phases.Done}, {"10-19", phases.NewOnly}} {
+		if _, _, err := s.Move(ctx, phases.Move{Migration: mig, Cohorts: rs(mv.cohorts), To: mv.to, Force: true, Who: "op"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,7 +201,7 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 		t.Fatal(err)
 	}
 	a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("0-9"), "cleaner", "old records deleted", false)
-	if err != nil || a.Action != cutover.ActionCleanup || a.To != "" || a.From != "done" || a.Cohorts != "0-9" || a.Who != "cleaner" || a.Forced || a.Version != before.Version+1 || a.At.IsZero() {
+	if err != nil || a.Action != phases.ActionCleanup || a.To != "" || a.From != "done" || a.Cohorts != "0-9" || a.Who != "cleaner" || a.Forced || a.Version != before.Version+1 || a.At.IsZero() {
 		t.Fatalf("finishing a cleanup: %+v, %v; want a cleanup note of 0-9 from done at version %d", a, err, before.Version+1)
 	}
 	after, err := s.Load(ctx, mig)
@@ -212,17 +212,17 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 		t.Errorf("after a note the map is %q at version %d, want %q at version %d", spans(after), after.Version, spans(before), before.Version+1)
 	}
 	// A move decided before the note conflicts.
-	if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs("50"), To: cutover.DualWrite, Version: before.Version}); !errors.Is(err, cutover.ErrConflict) {
+	if _, _, err := s.Move(ctx, phases.Move{Migration: mig, Cohorts: rs("50"), To: phases.DualWrite, Version: before.Version}); !errors.Is(err, phases.ErrConflict) {
 		t.Errorf("a move decided before a note: %v, want ErrConflict", err)
 	}
 	// Refused notes write nothing.
-	for _, n := range []cutover.Note{
+	for _, n := range []phases.Note{
 		{Migration: mig, Cohorts: rs("0-9"), Action: "done"},
 		{Migration: mig, Cohorts: rs("0-9")},
-		{Migration: mig, Action: cutover.ActionCleanup},
-		{Migration: mig, Buckets: 100, Cohorts: rs("0-9"), Action: cutover.ActionCleanup},
+		{Migration: mig, Action: phases.ActionCleanup},
+		{Migration: mig, Buckets: 100, Cohorts: rs("0-9"), Action: phases.ActionCleanup},
 	} {
-		if _, err := s.Note(ctx, n); !errors.Is(err, cutover.ErrIllegal) {
+		if _, err := s.Note(ctx, n); !errors.Is(err, phases.ErrIllegal) {
 			t.Errorf("note %+v: %v, want ErrIllegal", n, err)
 		}
 	}
@@ -231,7 +231,7 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 	if a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("10-19"), "cleaner", "", true); err != nil || !a.Forced || a.From != "new_only" {
 		t.Errorf("a forced cleanup of new_only cohorts: %+v, %v", a, err)
 	}
-	if a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("5-14"), "cleaner", "", false); !errors.Is(err, cutover.ErrConflict) || a.From != "5-9 done; 10-14 new_only" {
+	if a, err := operator.FinishCleanup(ctx, s, mig, 0, rs("5-14"), "cleaner", "", false); !errors.Is(err, phases.ErrConflict) || a.From != "5-9 done; 10-14 new_only" {
 		t.Errorf("an unforced cleanup of cohorts moved out of done: %+v, %v; want the record and ErrConflict", a, err)
 	}
 	audits, err := s.Audits(ctx, mig)
@@ -256,19 +256,19 @@ func cleanup(t *testing.T, s cutover.Store, mig string) {
 // in dual_write are planned (each with its own Since), a move of other
 // cohorts during the backfill does not stop its finish, a cohort rolled
 // back and moved again does.
-func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
+func backfill(t *testing.T, s phases.Store, mig string, hold phases.Rules) {
 	t.Helper()
 	ctx := context.Background()
 	rs := func(text string) []cohort.Range { return ranges(t, text) }
-	move := func(text string, to cutover.Phase) {
+	move := func(text string, to phases.Phase) {
 		t.Helper()
-		if _, _, err := s.Move(ctx, cutover.Move{Migration: mig, Cohorts: rs(text), To: to, Who: "op", Rules: hold}); err != nil {
+		if _, _, err := s.Move(ctx, phases.Move{Migration: mig, Cohorts: rs(text), To: to, Who: "op", Rules: hold}); err != nil {
 			t.Fatalf("move %s to %s: %v", text, to, err)
 		}
 	}
-	move("0-9", cutover.DualWrite)
+	move("0-9", phases.DualWrite)
 	time.Sleep(20 * time.Millisecond)
-	move("10-19", cutover.DualWrite)
+	move("10-19", phases.DualWrite)
 	if _, _, err := operator.PlanBackfill(ctx, s, mig, rs("0-19"), false, hold, time.Now()); !errors.Is(err, operator.ErrNotBackfillable) || !strings.Contains(err.Error(), "retry after") {
 		t.Errorf("planning a backfill before the hold: %v, want ErrNotBackfillable saying when to retry", err)
 	}
@@ -283,9 +283,9 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	if len(b.Spans) != 2 || b.Spans[0].Since.Equal(b.Spans[1].Since) || cohort.Format(b.Cohorts()) != "0-19" {
 		t.Fatalf("backfill plan %+v: want 0-9 and 10-19 with their own times", b)
 	}
-	move("50-59", cutover.DualWrite) // other cohorts move meanwhile
+	move("50-59", phases.DualWrite) // other cohorts move meanwhile
 	_, a, err := operator.FinishBackfill(ctx, s, b, "backfiller", "done", false, hold)
-	if err != nil || a.To != cutover.Backfilled || a.Cohorts != "0-19" || a.Who != "backfiller" {
+	if err != nil || a.To != phases.Backfilled || a.Cohorts != "0-19" || a.Who != "backfiller" {
 		t.Fatalf("finishing the backfill: %+v, %v; want 0-19 moved to backfilled", a, err)
 	}
 	// A cohort rolled back and moved to dual_write again during a
@@ -294,14 +294,14 @@ func backfill(t *testing.T, s cutover.Store, mig string, hold cutover.Rules) {
 	if b, _, err = operator.PlanBackfill(ctx, s, mig, rs("50-59"), false, hold, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	move("55", cutover.Old)
-	move("55", cutover.DualWrite)
-	if _, _, err := operator.FinishBackfill(ctx, s, b, "backfiller", "", false, hold); !errors.Is(err, cutover.ErrConflict) || !strings.Contains(err.Error(), "55") {
+	move("55", phases.Old)
+	move("55", phases.DualWrite)
+	if _, _, err := operator.FinishBackfill(ctx, s, b, "backfiller", "", false, hold); !errors.Is(err, phases.ErrConflict) || !strings.Contains(err.Error(), "55") {
 		t.Errorf("finishing a backfill whose cohort 55 moved meanwhile: %v, want ErrConflict naming it", err)
 	}
 	// Forced: any phase, said so in the audit.
 	b, _, err = operator.PlanBackfill(ctx, s, mig, rs("0-4"), true, hold, time.Now())
-	if err != nil || len(b.Spans) != 1 || b.Spans[0].Phase != cutover.Backfilled {
+	if err != nil || len(b.Spans) != 1 || b.Spans[0].Phase != phases.Backfilled {
 		t.Fatalf("a forced plan of backfilled cohorts: %+v, %v", b, err)
 	}
 }
@@ -318,9 +318,9 @@ func ranges(t *testing.T, text string) []cohort.Range {
 
 // spans writes m's spans as "0-49 new_only; 50-99 dual_write", merging
 // neighbours of one phase.
-func spans(m *cutover.Map) string {
+func spans(m *phases.Map) string {
 	var parts []string
-	var last *cutover.Span
+	var last *phases.Span
 	for i := range m.Spans {
 		s := m.Spans[i]
 		if last != nil && last.Phase == s.Phase && last.Last+1 == s.First {

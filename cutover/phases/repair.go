@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func (s SpannerStore) ClearRepairs(ctx context.Context, migration string, entrie
 
 // Repairs implements RepairLog.
 func (s DatastoreStore) Repairs(ctx context.Context, migration string) ([]RepairEntry, error) {
-	var rs []dsRepair
+	var rs []DatastoreRepair
 	keys, err := s.Client.GetAll(ctx, datastore.NewQuery(DatastoreRepairKind).Namespace(s.Namespace).FilterField("Migration", "=", migration), &rs)
 	if err != nil {
 		return nil, fmt.Errorf("reading the repair log of %s: %w", migration, err)
@@ -112,29 +112,29 @@ func (s DatastoreStore) ClearRepairs(ctx context.Context, migration string, entr
 	return nil
 }
 
-// missedRefused says which store's missed writes refuse mv while the
-// repair log holds entries of them: new_only reads new alone, which must
+// missedRefused says which store's missed writes (BehindOld or
+// BehindNew) refuse mv while the repair log holds entries of them: new_only reads new alone, which must
 // not lack what old took; old reads old alone, which must not lack what
 // new took while it was authoritative.
-func missedRefused(mv Move) (side, bool) {
+func missedRefused(mv Move) (string, bool) {
 	switch {
 	case mv.Force:
-		return 0, false
+		return "", false
 	case mv.To == NewOnly:
-		return newSide, true
+		return BehindNew, true
 	case mv.To == Old:
-		return oldSide, true
+		return BehindOld, true
 	}
-	return 0, false
+	return "", false
 }
 
 // missedRefusal refuses mv, for cohorts with n entries in the repair log
 // of writes store missed.
-func missedRefusal(mv Move, missed side, n int64) error {
+func missedRefusal(mv Move, missed string, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	if missed == oldSide {
+	if missed == BehindOld {
 		return fmt.Errorf("%w: cohorts %s: %d repair-log entries of writes or deletes that old missed (new took them while it was authoritative); move the cohorts to read_new and run rekey repair for them first", ErrIllegal, cohort.Format(mv.Cohorts), n)
 	}
 	return fmt.Errorf("%w: cohorts %s: %d repair-log entries of writes or deletes that new missed (old took them while it was authoritative); run rekey repair for these cohorts first", ErrIllegal, cohort.Format(mv.Cohorts), n)

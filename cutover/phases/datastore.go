@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"context"
@@ -22,6 +22,42 @@ const (
 	DatastorePhaseKind     = "RekeyCohortPhase"
 	DatastoreAuditKind     = "RekeyCohortAudit"
 )
+
+// The Datastore kinds of the repair log and the touched marks (see
+// SpannerRepairTable and SpannerTouchedTable), in the target namespace.
+const (
+	DatastoreRepairKind  = "RekeyRepair"
+	DatastoreTouchedKind = "RekeyTouched"
+)
+
+// DatastoreMark is a touched mark as the Datastore library stores it, of
+// kind DatastoreTouchedKind, keyed by DatastoreMarkKey: the
+// application's last write or delete of a new key while its cohort is
+// between dual_write and read_new (see SpannerTouchedTable).
+type DatastoreMark struct {
+	Migration string    `datastore:",noindex"`
+	Cohort    int64     `datastore:",noindex"`
+	Deleted   bool      `datastore:",noindex"`
+	TouchedAt time.Time `datastore:",noindex"`
+	// Op names the call whose write left the mark; Behind is "old" or
+	// "new" when that store missed a write the other took (see
+	// SpannerTouchedTable).
+	Op     string `datastore:",noindex,omitempty"`
+	Behind string `datastore:",noindex,omitempty"`
+}
+
+// DatastoreRepair is an entry of the repair log as the Datastore library
+// stores it, of kind DatastoreRepairKind, named by the migration and a
+// unique id (see RepairEntry).
+type DatastoreRepair struct {
+	Migration string
+	Cohort    int64
+	Op        string    `datastore:",noindex"`
+	OldKey    string    `datastore:",noindex"`
+	Missed    string    `datastore:",noindex"`
+	Reason    string    `datastore:",noindex"`
+	LoggedAt  time.Time `datastore:",noindex"`
+}
 
 type dsMigration struct {
 	Buckets   int64     `datastore:",noindex"`
@@ -136,7 +172,7 @@ func (s DatastoreStore) Move(ctx context.Context, mv Move) (*Map, Audit, error) 
 		var n int64
 		for _, e := range es {
 			for _, r := range mv.Cohorts {
-				if r.Contains(e.Cohort) && e.Missed == missed.String() {
+				if r.Contains(e.Cohort) && e.Missed == missed {
 					n++
 				}
 			}

@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"context"
@@ -215,7 +215,7 @@ func spannerLoad(ctx context.Context, r spannerReader, migration string) (*Map, 
 // waits on the transactions of moves, backfills and repairs (nor is
 // refused by the emulator while they run, as a multi-use read-only
 // transaction is). The map's ReadAt is the timestamp read at: the phase
-// cache counts the map's age from it (see the package doc, "Phase
+// cache counts the map's age from it (see package cutover, "Phase
 // cache").
 func (s SpannerStore) LoadStale(ctx context.Context, migration string, maxStaleness time.Duration) (*Map, error) {
 	type span struct {
@@ -406,14 +406,14 @@ func (s SpannerStore) Audits(ctx context.Context, migration string) ([]Audit, er
 }
 
 // spannerMissed counts the repair-log entries of mv's cohorts that say
-// side missed a write or delete the other took.
-func spannerMissed(ctx context.Context, c *spanner.Client, mv Move, missed side) (int64, error) {
+// missed (BehindOld or BehindNew) missed a write or delete the other took.
+func spannerMissed(ctx context.Context, c *spanner.Client, mv Move, missed string) (int64, error) {
 	var total int64
 	for _, r := range mv.Cohorts {
 		var n int64
 		err := c.Single().Query(ctx, spanner.Statement{
 			SQL:    "SELECT COUNT(*) FROM " + SpannerRepairTable + " WHERE Migration = @m AND Cohort BETWEEN @a AND @b AND Missed = @s",
-			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last), "s": missed.String()},
+			Params: map[string]any{"m": mv.Migration, "a": int64(r.First), "b": int64(r.Last), "s": missed},
 		}).Do(func(row *spanner.Row) error { return row.Columns(&n) })
 		if err != nil {
 			return 0, err // unwrapped: the emulator's refusal must reach ReadOnly's retry

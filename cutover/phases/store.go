@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"context"
@@ -35,16 +35,22 @@ type Store interface {
 }
 
 // ErrNoPhaseStore is the error of a read of a Spanner database that has
-// no phase store yet: no move was ever made there (OpenStore with create
-// makes its tables). A migration in it has every cohort Old.
+// no phase store yet: no move was ever made there (operator.OpenStore
+// with create makes its tables). A migration in it has every cohort Old.
 var ErrNoPhaseStore = errors.New("no phase store")
 
 // RulesFor returns the move rules of a migration's config: dual_write and
-// read_new held for cohort.cache_ttl + cohort.skew (the defaults where
-// unset), what every application instance uses (Options).
+// read_new held for cohort.cache_ttl + cohort.skew (DefaultCacheTTL and
+// DefaultSkew where unset), what every application instance uses (the
+// library's Options).
 func RulesFor(cfg *config.Config) Rules {
-	return Rules{DualWriteHold: Options{CacheTTL: cfg.Cohort.CacheTTL, Skew: cfg.Cohort.Skew}.hold()}
+	return Rules{DualWriteHold: orDefault(cfg.Cohort.CacheTTL, DefaultCacheTTL) + orDefault(cfg.Cohort.Skew, DefaultSkew)}
 }
 
-// hold is the time every instance takes to act on a new phase.
-func (o Options) hold() time.Duration { return o.ttl() + o.skew() }
+// orDefault is d, or def where d is not set (0 or less).
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

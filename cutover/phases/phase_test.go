@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"errors"
@@ -124,6 +124,23 @@ func TestMissedNewOnly(t *testing.T) {
 		}
 		if c.want != nil && !strings.Contains(err.Error(), "rekey run --reverse --cohorts 0-9") {
 			t.Errorf("%s: %v, want the command that copies new to old", c.name, err)
+		}
+	}
+}
+
+// TestSwitchesAuthority: only the moves between phases whose authoritative stores
+// differ switch authority.
+func TestSwitchesAuthority(t *testing.T) {
+	for _, tc := range []struct {
+		prev, p Phase
+		want    bool
+	}{
+		{Verified, ReadNew, true}, {Shadow, ReadNew, true}, {ReadNew, DualWrite, true}, {ReadNew, Old, true},
+		{Old, DualWrite, false}, {Shadow, DualWrite, false}, {ReadNew, NewOnly, false}, {NewOnly, ReadNew, false},
+		{"", ReadNew, false}, {NewOnly, Done, false},
+	} {
+		if got := SwitchesAuthority(tc.prev, tc.p); got != tc.want {
+			t.Errorf("%s to %s: switches %v, want %v", tc.prev, tc.p, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import "github.com/rekeyio/rekey/rekeyer"
 

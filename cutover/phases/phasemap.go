@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ func (m *Map) SpanOf(c int) Span {
 // store (Prev and Phase have different ones): the library then acts on
 // the new phase only from Since + CacheTTL + Skew (see the package doc,
 // "The switch of authority").
-func (s Span) SwitchesAuthority() bool { return switches(s.Prev, s.Phase) }
+func (s Span) SwitchesAuthority() bool { return SwitchesAuthority(s.Prev, s.Phase) }
 
 // span returns the span holding c, nil if none.
 func (m *Map) span(c int) *Span {

@@ -1,4 +1,4 @@
-package cutover
+package phases
 
 import (
 	"time"
@@ -6,7 +6,6 @@ import (
 	"cloud.google.com/go/datastore"
 
 	"github.com/rekeyio/rekey/cohort"
-	"github.com/rekeyio/rekey/internal/store/datastoredb"
 	"github.com/rekeyio/rekey/rewrite"
 )
 
@@ -64,12 +63,12 @@ func (b Backfill) since(c int) (time.Time, bool) {
 // missed is copied (a repair: an entry of the log whose write new has
 // taken since, or whose later write old missed, must not be undone).
 func (b Backfill) Stops(c int, touchedAt time.Time, behind string) bool {
-	if b.keeps(c, touchedAt) || behind == oldSide.String() {
+	if b.keeps(c, touchedAt) || behind == BehindOld {
 		return true
 	}
 	for _, s := range b.Spans {
 		if c >= s.First && c <= s.Last && s.Phase == ReadNew {
-			return behind != newSide.String()
+			return behind != BehindNew
 		}
 	}
 	return false
@@ -97,15 +96,9 @@ func SpannerKeyText(table string, child bool, k []rewrite.Value) string {
 }
 
 // DatastoreMarkKey is the key of the touched mark of new entity key k of
-// migration, the marks being in namespace (the target's).
-func DatastoreMarkKey(migration, namespace string, k *datastore.Key) *datastore.Key {
-	return datastoreTouchedKey(migration, namespace, datastoredb.KeyFromDatastore(k))
-}
-
-// datastoreTouchedKey is the key of the touched mark of a new entity's
-// key k: by the key's path, whatever its namespace (the marks live in
-// the target namespace).
-func datastoreTouchedKey(migration, namespace string, k rewrite.DatastoreKey) *datastore.Key {
+// migration, the marks being in namespace (the target's): by the key's
+// path, whatever its namespace.
+func DatastoreMarkKey(migration, namespace string, k rewrite.DatastoreKey) *datastore.Key {
 	k.Namespace, k.Database = "", ""
 	tk := datastore.NameKey(DatastoreTouchedKind, migration+"|"+k.String(), nil)
 	tk.Namespace = namespace
