@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	register.DoFn2x1[context.Context, []byte, error](&planKeysFn{})
+	register.DoFn2x1[context.Context, record.Batch, error](&planKeysFn{})
 }
 
 // Planned counts the records the plan sink recorded.
@@ -326,11 +326,8 @@ func (f *planKeysFn) StartBundle(ctx context.Context) error {
 	return err
 }
 
-func (f *planKeysFn) ProcessElement(ctx context.Context, batch []byte) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *planKeysFn) ProcessElement(ctx context.Context, batch record.Batch) error {
+	recs := batch.Recs
 	for i := range recs {
 		// The old record's size is that of its encoding, which the
 		// rewrite stage made already (transforms.OldField).
@@ -338,11 +335,12 @@ func (f *planKeysFn) ProcessElement(ctx context.Context, batch []byte) error {
 		if j := recs[i].Index(transforms.OldField); j >= 0 {
 			size = len(recs[i].Fields[j].Value.Bytes)
 		}
-		old, err := transforms.TakeOld(&recs[i])
+		rec := recs[i] // TakeOld changes it; the batch is read-only (record.Batch)
+		old, err := transforms.TakeOld(&rec)
 		if err != nil {
 			return err
 		}
-		k := f.key(&old, &recs[i])
+		k := f.key(&old, &rec)
 		k.Bytes = size
 		k.Batch = f.batch
 		if err := f.w.Write(&k); err != nil {

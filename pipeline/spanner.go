@@ -190,8 +190,8 @@ func spannerSource(j *migration.Job, cohorts string) source.SpannerConfig {
 }
 
 func init() {
-	register.DoFn3x1[[]byte, func([]byte), func([]byte), error](&splitTableFn{})
-	register.DoFn3x0[[]byte, func(*string) bool, func([]byte)](&afterFn{})
+	register.DoFn3x1[record.Batch, func(record.Batch), func(record.Batch), error](&splitTableFn{})
+	register.DoFn3x0[record.Batch, func(*string) bool, func(record.Batch)](&afterFn{})
 	register.Iter1[string]()
 }
 
@@ -237,13 +237,9 @@ type splitTableFn struct {
 	Table string `json:"table"`
 }
 
-func (f *splitTableFn) ProcessElement(batch []byte, mine, others func([]byte)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *splitTableFn) ProcessElement(batch record.Batch, mine, others func(record.Batch)) error {
 	var a, b []record.Record
-	for _, r := range recs {
+	for _, r := range batch.Recs {
 		if strings.EqualFold(r.Table, f.Table) {
 			a = append(a, r)
 		} else {
@@ -251,10 +247,10 @@ func (f *splitTableFn) ProcessElement(batch []byte, mine, others func([]byte)) e
 		}
 	}
 	if len(a) > 0 {
-		mine(record.EncodeBatch(a))
+		mine(record.Batch{Recs: a})
 	}
 	if len(b) > 0 {
-		others(record.EncodeBatch(b))
+		others(record.Batch{Recs: b})
 	}
 	return nil
 }
@@ -262,6 +258,6 @@ func (f *splitTableFn) ProcessElement(batch []byte, mine, others func([]byte)) e
 // afterFn passes its input on once its side input is complete.
 type afterFn struct{}
 
-func (f *afterFn) ProcessElement(batch []byte, _ func(*string) bool, emit func([]byte)) {
+func (f *afterFn) ProcessElement(batch record.Batch, _ func(*string) bool, emit func(record.Batch)) {
 	emit(batch)
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/rekeyio/rekey/rewrite"
 )
 
-// Records cross pipeline stages in batches: EncodeBatch packs records into
-// one []byte element, so Beam's per-element cost is paid once per batch.
-// The format is private to rekey and versioned by its first byte.
+// EncodeBatch packs records into bytes: a Batch's encoding where Beam
+// encodes one (its coder, registered by transforms/batchcoder), the write
+// planning's shuffle and spill files, and single records kept as bytes
+// (dead letters, the plan's old records, verify's join). The format is
+// private to rekey and versioned by its first byte.
 
 const batchVersion = 1
 

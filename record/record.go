@@ -2,7 +2,8 @@
 // a migration: a Spanner row (table and columns, the key columns among
 // them) or a Datastore entity (key and properties). Sources produce records,
 // the rewrite stage changes their keys, sinks write them. Records travel
-// between pipeline stages in batches, encoded with EncodeBatch.
+// between pipeline stages in batches (Batch), encoded with EncodeBatch
+// only where the runner materializes them.
 package record
 
 import (

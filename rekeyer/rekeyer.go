@@ -164,8 +164,8 @@ func (rk *Rekeyer) ChildOut(table string) (rewrite.KeySchema, bool) {
 
 // Adds is how many fields a Rewrite may append to a record at most: the
 // target key's columns the source key lacks, and the kept original key.
-// It only sizes records (record.DecodeBatchSpare): a record given less
-// room grows as usual.
+// It only sizes records (the rewrite stage's copies of their fields,
+// record.DecodeBatchSpare): a record given less room grows as usual.
 func (rk *Rekeyer) Adds() int {
 	n := 0
 	if rk.o.KeepOriginalKey != "" {

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func([]byte), func(string), error](&cohortsFn{})
+	register.DoFn4x1[context.Context, record.Batch, func(record.Batch), func(string), error](&cohortsFn{})
 }
 
 // CohortSelection picks the records of some cohorts: those whose user id
@@ -74,12 +74,9 @@ func (f *cohortsFn) Setup() error {
 	return nil
 }
 
-func (f *cohortsFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	out := recs[:0]
+func (f *cohortsFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(record.Batch), dead func(string)) error {
+	recs := batch.Recs
+	var out []record.Record // not recs[:0]: the input is read-only (record.Batch)
 	other, deads := 0, 0
 	for i := range recs {
 		c, err := f.user.Cohort(&recs[i], f.Sel.Buckets)
@@ -100,7 +97,7 @@ func (f *cohortsFn) ProcessElement(ctx context.Context, batch []byte, emit func(
 		CountDeadLettered(ctx, int64(deads))
 	}
 	if len(out) > 0 {
-		emit(record.EncodeBatch(out))
+		emit(record.Batch{Recs: out})
 	}
 	return nil
 }

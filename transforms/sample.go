@@ -26,11 +26,11 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(int, []byte), error](&sampleFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(int, []byte), error](&sampleFn{})
 	register.Emitter2[int, []byte]()
 	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&cutoffFn{})
 	register.Iter1[[]byte]()
-	register.DoFn3x1[context.Context, []byte, func([]byte), error](&readSampleFn{})
+	register.DoFn3x1[context.Context, []byte, func(record.Batch), error](&readSampleFn{})
 	register.Emitter1[[]byte]()
 }
 
@@ -186,11 +186,8 @@ func (f *sampleFn) StartBundle(_ context.Context, _ func(int, []byte)) {
 	f.b, f.name, f.w, f.buf, f.spilled = &priorities{n: f.N}, "", nil, nil, 0
 }
 
-func (f *sampleFn) ProcessElement(ctx context.Context, batch []byte, _ func(int, []byte)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *sampleFn) ProcessElement(ctx context.Context, batch record.Batch, _ func(int, []byte)) error {
+	recs := batch.Recs
 	for i := range recs {
 		p := f.rng.Uint64()
 		if !f.b.accepts(p) {
@@ -369,7 +366,7 @@ type spillRecord struct {
 	start, end int
 }
 
-func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit func([]byte)) error {
+func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit func(record.Batch)) error {
 	c, err := decodeFileCut(elem)
 	if err != nil {
 		return err
@@ -432,7 +429,7 @@ func (f *readSampleFn) ProcessElement(ctx context.Context, elem []byte, emit fun
 				}
 				recs = append(recs, one...)
 			}
-			emit(record.EncodeBatch(recs))
+			emit(record.Batch{Recs: recs})
 		}
 		total += uint64(len(kept))
 	}

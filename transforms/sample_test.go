@@ -29,10 +29,10 @@ func numbered(i int) record.Record {
 	}}
 }
 
-// numberedBatches is records 0..n-1 in encoded batches of size.
+// numberedBatches is records 0..n-1 in batches of size.
 func numberedBatches(n, size int) []any { return numberedFrom(0, n, size) }
 
-// numberedFrom is records from..from+n-1 in encoded batches of size.
+// numberedFrom is records from..from+n-1 in batches of size.
 func numberedFrom(from, n, size int) []any {
 	var out []any
 	for start := from; start < from+n; start += size {
@@ -40,7 +40,7 @@ func numberedFrom(from, n, size int) []any {
 		for i := start; i < min(start+size, from+n); i++ {
 			recs = append(recs, numbered(i))
 		}
-		out = append(out, record.EncodeBatch(recs))
+		out = append(out, record.Batch{Recs: recs})
 	}
 	return out
 }
@@ -202,15 +202,12 @@ func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 		twin := seeded(uint64(b + 1))
 		f.StartBundle(ctx, nil)
 		for _, batch := range numberedFrom(b*perBundle, perBundle, BatchSize) {
-			recs, err := record.DecodeBatch(batch.([]byte))
-			if err != nil {
-				t.Fatal(err)
-			}
+			recs := batch.(record.Batch).Recs
 			for _, r := range recs {
 				v, _ := r.Get("I")
 				all = append(all, drawn{twin.Uint64(), int(v.Int)})
 			}
-			if err := f.ProcessElement(ctx, batch.([]byte), nil); err != nil {
+			if err := f.ProcessElement(ctx, batch.(record.Batch), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +246,7 @@ func TestSampleKeepsTheBottomKOfAllBundles(t *testing.T) {
 	read := &readSampleFn{PassBytes: 4096}
 	for _, c := range cuts {
 		var file [][]byte
-		if err := read.ProcessElement(ctx, c, func(b []byte) { file = append(file, b) }); err != nil {
+		if err := read.ProcessElement(ctx, c, func(b record.Batch) { file = append(file, b.Encode()) }); err != nil {
 			t.Fatal(err)
 		}
 		var ps []uint64
@@ -317,7 +314,7 @@ func TestSampleKeepsExactlyNOnATieAtTheCutoff(t *testing.T) {
 	}
 	var out [][]byte
 	for _, c := range cuts {
-		if err := (&readSampleFn{PassBytes: 64}).ProcessElement(ctx, c, func(b []byte) { out = append(out, b) }); err != nil {
+		if err := (&readSampleFn{PassBytes: 64}).ProcessElement(ctx, c, func(b record.Batch) { out = append(out, b.Encode()) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -363,7 +360,7 @@ var bitreverseSpec = rekeyer.Spec{Strategy: keyrewrite.StepConfig{Strategy: "bit
 func TestRewriteKeepingOldRoundTrip(t *testing.T) {
 	const total = 1200
 	in := numberedBatches(total, BatchSize)
-	in = append(in, record.EncodeBatch([]record.Record{{Table: "T", Fields: []record.Field{{Name: "X", Value: record.Int(1)}}}}))
+	in = append(in, record.Batch{Recs: []record.Record{{Table: "T", Fields: []record.Field{{Name: "X", Value: record.Int(1)}}}}})
 	kept, dead, plain := beamtest.NewCollector(t), beamtest.NewCollector(t), beamtest.NewCollector(t)
 	beamtest.Run(t, "direct", func(s beam.Scope) {
 		batches := beam.Create(s, in...)

@@ -1,7 +1,8 @@
 // Package transforms holds rekey's Beam transforms: sources (package
 // source), sinks (package sink) and the stages between them. Every stage
-// passes records in batches (record.EncodeBatch: one []byte element holds
-// many records, so Beam's per-element cost is paid once per batch) and
+// passes records in batches (record.Batch: one element holds many
+// records, so Beam's per-element cost is paid once per batch, and fused
+// stages hand them on without encoding them) and
 // sends what it cannot handle to a dead-letter PCollection of JSON lines
 // (record.DeadLetter) instead of failing the job or dropping it.
 package transforms
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/rekeyio/rekey/migration"
+	_ "github.com/rekeyio/rekey/transforms/batchcoder" // record.Batch's coder, for every stage
 )
 
 // BatchSize is how many records a source or stage puts in one batch

@@ -60,7 +60,7 @@ var rowsRead = beam.NewCounter("bench", "rows_read")
 func init() { register.Function2x0(countRows) }
 
 // countRows counts a batch's rows.
-func countRows(ctx context.Context, batch []byte) { rowsRead.Inc(ctx, int64(record.BatchLen(batch))) }
+func countRows(ctx context.Context, batch record.Batch) { rowsRead.Inc(ctx, int64(batch.Len())) }
 
 func main() {
 	n := flag.Int("n", 100_000, "rows in old (and, migrated, in new)")

@@ -75,7 +75,7 @@ func TestDatastoreCommitPerElement(t *testing.T) {
 				id++
 				recs = append(recs, record.Record{Table: "K", Key: &rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", ID: id}}}})
 			}
-			if err := f.ProcessElement(ctx, record.EncodeBatch(recs), func(string) {}); err != nil {
+			if err := f.ProcessElement(ctx, record.Batch{Recs: recs}, func(string) {}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -135,7 +135,7 @@ func TestDatastoreParallelCommits(t *testing.T) {
 			id++
 			recs = append(recs, record.Record{Table: "K", Key: &rewrite.DatastoreKey{Path: []rewrite.PathElement{{Kind: "K", ID: id}}}})
 		}
-		if err := f.ProcessElement(ctx, record.EncodeBatch(recs), emit); err != nil {
+		if err := f.ProcessElement(ctx, record.Batch{Recs: recs}, emit); err != nil {
 			t.Fatal(err)
 		}
 	}

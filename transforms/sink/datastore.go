@@ -104,7 +104,7 @@ var (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&datastoreWriteFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&datastoreWriteFn{})
 	register.Emitter1[string]()
 }
 
@@ -277,11 +277,10 @@ func (f *datastoreWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	f.done.drop()
 }
 
-func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch []byte, emit func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("sink.Datastore: %w", err)
-	}
+func (f *datastoreWriteFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(string)) error {
+	// The batch is the sink's to keep while its commit is in flight
+	// (record.Batch: no producer changes an emitted batch), and read-only.
+	recs := batch.Recs
 	if f.parallel() {
 		f.queued <- struct{}{} // at most Parallelism batches in flight, as many waiting
 		if err := f.done.report(ctx, emit, datastoreMetrics); err != nil {

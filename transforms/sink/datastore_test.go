@@ -25,12 +25,12 @@ func dsKey(ns string, path ...rewrite.PathElement) *rewrite.DatastoreKey {
 	return &rewrite.DatastoreKey{Namespace: ns, Path: path}
 }
 
-// dsBatches packs records into encoded batches of size.
-func dsBatches(recs []record.Record, size int) [][]byte {
-	var out [][]byte
+// dsBatches packs records into batches of size.
+func dsBatches(recs []record.Record, size int) []record.Batch {
+	var out []record.Batch
 	for len(recs) > 0 {
 		n := min(size, len(recs))
-		out = append(out, record.EncodeBatch(recs[:n]))
+		out = append(out, record.Batch{Recs: recs[:n]})
 		recs = recs[n:]
 	}
 	return out
@@ -38,7 +38,7 @@ func dsBatches(recs []record.Record, size int) [][]byte {
 
 // dsWrite runs a pipeline writing batches with cfg and returns its dead
 // letters and metrics.
-func dsWrite(t *testing.T, runner string, cfg sink.DatastoreSinkConfig, batches [][]byte) ([]record.DeadLetter, map[string]int64) {
+func dsWrite(t *testing.T, runner string, cfg sink.DatastoreSinkConfig, batches []record.Batch) ([]record.DeadLetter, map[string]int64) {
 	t.Helper()
 	dead := newDSCollector(t)
 	m := dsRun(t, runner, func(s beam.Scope) {
@@ -69,10 +69,7 @@ func dsReadBack(t *testing.T, runner string, cfg source.DatastoreConfig) map[str
 	}
 	got := map[string]record.Record{}
 	for _, e := range out.elements() {
-		recs, err := record.DecodeBatch(e.([]byte))
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := e.(record.Batch).Recs
 		for _, r := range recs {
 			if _, dup := got[r.Key.String()]; dup {
 				t.Errorf("%s read twice", r.Key)

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&dryRunFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&dryRunFn{})
 }
 
 // DryRun is the sink of a dry run: it writes nothing and counts the
@@ -26,11 +26,8 @@ type dryRunFn struct {
 	Prefix string `json:"prefix"`
 }
 
-func (f *dryRunFn) ProcessElement(ctx context.Context, batch []byte, _ func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *dryRunFn) ProcessElement(ctx context.Context, batch record.Batch, _ func(string)) error {
+	recs := batch.Recs
 	n := map[string]int64{}
 	for i := range recs {
 		n[recs[i].Table]++

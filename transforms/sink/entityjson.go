@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -13,7 +12,7 @@ import (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func([]byte), func(string), error](&entityLinesFn{})
+	register.DoFn4x1[context.Context, record.Batch, func([]byte), func(string), error](&entityLinesFn{})
 }
 
 // EntityJSON writes record batches to one file at path (local or gs://)
@@ -28,7 +27,7 @@ func init() {
 func EntityJSON(s beam.Scope, path, project string, batches beam.PCollection) (written, deadLetters beam.PCollection) {
 	s = s.Scope("sink.EntityJSON")
 	lines, dead := beam.ParDo2(s, &entityLinesFn{Path: path, Project: project}, batches)
-	parts := beam.ParDo(s, &writePartFn{Path: path, Lines: true}, lines)
+	parts := beam.ParDo(s, &writeLinesPartFn{Path: path}, lines)
 	keyed := beam.ParDo(s, keyPart, parts)
 	return beam.ParDo(s, &joinPartsFn{Path: path}, beam.GroupByKey(s, keyed)), dead
 }
@@ -40,11 +39,8 @@ type entityLinesFn struct {
 	Project string `json:"project"`
 }
 
-func (f *entityLinesFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("sink.EntityJSON: %w", err)
-	}
+func (f *entityLinesFn) ProcessElement(ctx context.Context, batch record.Batch, emit func([]byte), dead func(string)) error {
+	recs := batch.Recs
 	var out []byte
 	for i := range recs {
 		line, err := datastoredb.AppendEntityJSON(out, &recs[i], f.Project)

@@ -24,7 +24,7 @@ func TestEntityLines(t *testing.T) {
 	var out []string
 	var dead []string
 	f := &entityLinesFn{Path: "out.json", Project: "p"}
-	if err := f.ProcessElement(context.Background(), record.EncodeBatch(recs), func(b []byte) { out = append(out, string(b)) }, func(d string) { dead = append(dead, d) }); err != nil {
+	if err := f.ProcessElement(context.Background(), record.Batch{Recs: recs}, func(b []byte) { out = append(out, string(b)) }, func(d string) { dead = append(dead, d) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 1 || strings.Count(out[0], "\n") != 1 {

@@ -23,7 +23,8 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&writePartFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&writePartFn{})
+	register.DoFn3x1[context.Context, []byte, func(string), error](&writeLinesPartFn{})
 	register.Function1x2(keyPart)
 	register.Emitter1[string]()
 	register.DoFn4x1[context.Context, int, func(*string) bool, func(int), error](&joinPartsFn{})
@@ -60,78 +61,109 @@ func Lines(s beam.Scope, path string, lines beam.PCollection) beam.PCollection {
 	return beam.ParDo(s, &writeFileFn{Path: path}, beam.GroupByKey(s, beam.Flatten(s, chunks, empty)))
 }
 
-// writePartFn writes the records of a bundle to a part file and emits its
-// name when the bundle finishes.
+// writePartFn writes the record batches of a bundle to a part file and
+// emits its name when the bundle finishes.
 type writePartFn struct {
 	Path string `json:"path"`
-	// Lines says the elements are encoded lines (EntityJSON's), written
-	// as they are, instead of record batches.
-	Lines bool `json:"lines,omitempty"`
 
-	fs    filesystem.Interface
-	wc    io.WriteCloser
-	w     *bufio.Writer
-	name  string
-	lines int
-	buf   []byte
+	part part
+	buf  []byte
 }
 
-func (f *writePartFn) ProcessElement(ctx context.Context, batch []byte, _ func(string)) error {
+func (f *writePartFn) ProcessElement(ctx context.Context, batch record.Batch, _ func(string)) error {
 	if err := ctx.Err(); err != nil {
 		return err // the job was cancelled
 	}
-	var recs []record.Record
-	var err error
-	if !f.Lines {
-		if recs, err = record.DecodeBatch(batch); err != nil {
-			return fmt.Errorf("sink.JSONL: %w", err)
-		}
+	if err := f.part.open(ctx, f.Path); err != nil {
+		return err
 	}
-	if f.w == nil {
-		if f.fs, err = filesystem.New(ctx, f.Path); err != nil {
-			return err
-		}
-		var rnd [8]byte
-		_, _ = rand.Read(rnd[:])
-		f.name = fmt.Sprintf("%s.part-%x", f.Path, rnd)
-		if f.wc, err = f.fs.OpenWrite(ctx, f.name); err != nil {
-			return fmt.Errorf("creating %s: %w", f.name, err)
-		}
-		f.w = bufio.NewWriterSize(f.wc, 1<<20)
-	}
-	if f.Lines {
-		if _, err := f.w.Write(batch); err != nil {
-			return fmt.Errorf("writing %s: %w", f.name, err)
-		}
-		n := bytes.Count(batch, []byte{'\n'})
-		f.lines += n
-		transforms.CountWritten(ctx, int64(n))
-		return nil
-	}
+	recs := batch.Recs
 	for i := range recs {
 		f.buf = append(record.AppendJSON(f.buf[:0], &recs[i], true), '\n')
-		if _, err := f.w.Write(f.buf); err != nil {
-			return fmt.Errorf("writing %s: %w", f.name, err)
+		if _, err := f.part.w.Write(f.buf); err != nil {
+			return fmt.Errorf("writing %s: %w", f.part.name, err)
 		}
 	}
-	f.lines += len(recs)
+	f.part.lines += len(recs)
 	transforms.CountWritten(ctx, int64(len(recs)))
 	return nil
 }
 
 func (f *writePartFn) FinishBundle(ctx context.Context, emit func(string)) error {
-	if f.w == nil {
+	return f.part.finish(emit)
+}
+
+// writeLinesPartFn is writePartFn for elements of encoded lines
+// (EntityJSON's), written as they are.
+type writeLinesPartFn struct {
+	Path string `json:"path"`
+
+	part part
+}
+
+func (f *writeLinesPartFn) ProcessElement(ctx context.Context, lines []byte, _ func(string)) error {
+	if err := ctx.Err(); err != nil {
+		return err // the job was cancelled
+	}
+	if err := f.part.open(ctx, f.Path); err != nil {
+		return err
+	}
+	if _, err := f.part.w.Write(lines); err != nil {
+		return fmt.Errorf("writing %s: %w", f.part.name, err)
+	}
+	n := bytes.Count(lines, []byte{'\n'})
+	f.part.lines += n
+	transforms.CountWritten(ctx, int64(n))
+	return nil
+}
+
+func (f *writeLinesPartFn) FinishBundle(ctx context.Context, emit func(string)) error {
+	return f.part.finish(emit)
+}
+
+// part is a bundle's part file, next to the file at path.
+type part struct {
+	fs    filesystem.Interface
+	wc    io.WriteCloser
+	w     *bufio.Writer
+	name  string
+	lines int
+}
+
+// open creates the part file if the bundle has none yet.
+func (p *part) open(ctx context.Context, path string) error {
+	if p.w != nil {
 		return nil
 	}
-	defer func() { f.w, f.wc, f.lines = nil, nil, 0; f.fs.Close() }()
-	if err := f.w.Flush(); err != nil {
-		f.wc.Close()
-		return fmt.Errorf("writing %s: %w", f.name, err)
+	var err error
+	if p.fs, err = filesystem.New(ctx, path); err != nil {
+		return err
 	}
-	if err := f.wc.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", f.name, err)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	p.name = fmt.Sprintf("%s.part-%x", path, rnd)
+	if p.wc, err = p.fs.OpenWrite(ctx, p.name); err != nil {
+		return fmt.Errorf("creating %s: %w", p.name, err)
 	}
-	emit(f.name)
+	p.w = bufio.NewWriterSize(p.wc, 1<<20)
+	return nil
+}
+
+// finish closes the part file, if the bundle wrote one, and emits its
+// name.
+func (p *part) finish(emit func(string)) error {
+	if p.w == nil {
+		return nil
+	}
+	defer func() { p.w, p.wc, p.lines = nil, nil, 0; p.fs.Close() }()
+	if err := p.w.Flush(); err != nil {
+		p.wc.Close()
+		return fmt.Errorf("writing %s: %w", p.name, err)
+	}
+	if err := p.wc.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", p.name, err)
+	}
+	emit(p.name)
 	return nil
 }
 

@@ -130,11 +130,11 @@ var (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&spannerWriteFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&spannerWriteFn{})
 	register.Emitter1[string]()
 }
 
-// Spanner writes record batches (record.EncodeBatch) to a table and
+// Spanner writes record batches (record.Batch) to a table and
 // returns the dead letters: records it refused, as JSON lines with stage
 // "write" and the reason.
 //
@@ -314,15 +314,12 @@ func (f *spannerWriteFn) StartBundle(_ context.Context, _ func(string)) {
 	f.done.drop()
 }
 
-func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
+func (f *spannerWriteFn) ProcessElement(ctx context.Context, batch record.Batch, dead func(string)) error {
 	w, err := f.writer(ctx)
 	if err != nil {
 		return err
 	}
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("spanner sink: %w", err)
-	}
+	recs := batch.Recs
 	for i := range recs {
 		if full := w.Add(&recs[i], &f.out.Outcome); full != nil {
 			if err := f.flush(ctx, full, dead); err != nil {

@@ -33,12 +33,12 @@ func fakeSink(cfg SpannerSinkConfig, fail func(id int64) error) (*spannerWriteFn
 	return f, commits
 }
 
-func batchOf(n int) []byte {
+func batchOf(n int) record.Batch {
 	recs := make([]record.Record, n)
 	for i := range recs {
 		recs[i] = record.Record{Table: "T", Fields: []record.Field{{Name: "Id", Value: record.Int(int64(i))}}}
 	}
-	return record.EncodeBatch(recs)
+	return record.Batch{Recs: recs}
 }
 
 // TestTransientErrorsAreRetried: a commit failing with a transient error

@@ -31,9 +31,9 @@ func sinkDB(t *testing.T, table string, ddl ...string) (*spanner.Client, sink.Sp
 // the dead letters and metrics.
 func write(t *testing.T, runner string, cfg sink.SpannerSinkConfig, recs []record.Record) ([]string, beamtest.Metrics) {
 	t.Helper()
-	var batches [][]byte
+	var batches []record.Batch
 	for i := 0; i < len(recs); i += 500 {
-		batches = append(batches, record.EncodeBatch(recs[i:min(i+500, len(recs))]))
+		batches = append(batches, record.Batch{Recs: recs[i:min(i+500, len(recs))]})
 	}
 	dead := beamtest.NewCollector(t)
 	m := beamtest.Run(t, runner, func(s beam.Scope) {

@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func(string), func(string), error](&exportPartFn{})
+	register.DoFn4x1[context.Context, record.Batch, func(string), func(string), error](&exportPartFn{})
 	register.Function1x2(keyExportPart)
 	register.Function2x0(emptyExportPart)
 	register.DoFn4x1[context.Context, int, func(*string) bool, func(int), error](&finishExportFn{})
@@ -152,14 +152,12 @@ func (f *exportPartFn) table(name string) int {
 	return slices.IndexFunc(f.tables, func(t *spannerexport.Table) bool { return strings.EqualFold(t.Name, name) })
 }
 
-func (f *exportPartFn) ProcessElement(ctx context.Context, batch []byte, _ func(string), dead func(string)) error {
+func (f *exportPartFn) ProcessElement(ctx context.Context, batch record.Batch, _ func(string), dead func(string)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return fmt.Errorf("sink.SpannerExport: %w", err)
-	}
+	recs := batch.Recs
+	var err error
 	byTable := map[int][]any{}
 	for i := range recs {
 		ti := f.table(recs[i].Table)

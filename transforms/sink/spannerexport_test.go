@@ -53,7 +53,7 @@ func TestSpannerExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	tables := []*spannerdb.Table{schema.Tables["users"], schema.Tables["logs"], schema.Tables["empty"]}
-	var batches [][]byte
+	var batches []record.Batch
 	var wantUsers, wantLogs []string
 	for b := range 5 {
 		var recs []record.Record
@@ -70,7 +70,7 @@ func TestSpannerExport(t *testing.T) {
 		// Refused: a user id longer than STRING(10), a table not exported.
 		recs = append(recs, record.Record{Table: "Users", Fields: []record.Field{{Name: "ShardId", Value: record.Int(0)}, {Name: "UserId", Value: record.String("much-too-long")}}},
 			record.Record{Table: "Other", Fields: []record.Field{{Name: "Id", Value: record.Int(1)}}})
-		batches = append(batches, record.EncodeBatch(recs))
+		batches = append(batches, record.Batch{Recs: recs})
 	}
 	sort.Strings(wantUsers)
 	sort.Strings(wantLogs)
@@ -145,10 +145,7 @@ func TestSpannerExport(t *testing.T) {
 			})
 			var got []string
 			for _, e := range back.Elements() {
-				recs, err := record.DecodeBatch(e.([]byte))
-				if err != nil {
-					t.Fatal(err)
-				}
+				recs := e.(record.Batch).Recs
 				for _, r := range recs {
 					sh, _ := r.Get("ShardId")
 					u, _ := r.Get("UserId")

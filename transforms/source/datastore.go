@@ -93,9 +93,8 @@ var (
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int, string), error](&datastoreSplitFn{})
 	register.Emitter2[int, string]()
-	register.DoFn5x1[context.Context, int, func(*string) bool, func([]byte), func(string), error](&datastoreReadFn{})
+	register.DoFn5x1[context.Context, int, func(*string) bool, func(record.Batch), func(string), error](&datastoreReadFn{})
 	register.Iter1[string]()
-	register.Emitter1[[]byte]()
 	register.Emitter1[string]()
 }
 
@@ -391,7 +390,7 @@ func (f *datastoreReadFn) Teardown() error {
 	return nil
 }
 
-func (f *datastoreReadFn) ProcessElement(ctx context.Context, _ int, ranges func(*string) bool, emit func([]byte), dead func(string)) error {
+func (f *datastoreReadFn) ProcessElement(ctx context.Context, _ int, ranges func(*string) bool, emit func(record.Batch), dead func(string)) error {
 	var enc string
 	for ranges(&enc) {
 		start, end, err := decodeDatastoreRange(enc)
@@ -407,7 +406,7 @@ func (f *datastoreReadFn) ProcessElement(ctx context.Context, _ int, ranges func
 }
 
 // read queries one range page by page and emits its records.
-func (f *datastoreReadFn) read(ctx context.Context, start, end *datastore.Key, emit func([]byte), dead func(string)) error {
+func (f *datastoreReadFn) read(ctx context.Context, start, end *datastore.Key, emit func(record.Batch), dead func(string)) error {
 	base := datastore.NewQuery(f.Cfg.Kind).Namespace(f.Cfg.Namespace)
 	if start != nil {
 		base = base.FilterField("__key__", ">=", start)
@@ -478,7 +477,7 @@ func tooLargeResponse(err error) bool {
 // datastoreBatcher groups records into batches of at most
 // transforms.BatchSize records and about datastoreBatchBytes.
 type datastoreBatcher struct {
-	emit  func([]byte)
+	emit  func(record.Batch)
 	recs  []record.Record
 	bytes int
 }
@@ -498,8 +497,10 @@ func (b *datastoreBatcher) flush(ctx context.Context) {
 	if len(b.recs) == 0 {
 		return
 	}
-	b.emit(record.EncodeBatch(b.recs))
-	transforms.CountRead(ctx, int64(len(b.recs)))
-	b.recs = b.recs[:0]
+	n := len(b.recs)
+	b.emit(record.Batch{Recs: b.recs})
+	transforms.CountRead(ctx, int64(n))
+	b.recs = nil // the emitted batch is its consumers'
+
 	b.bytes = 0
 }

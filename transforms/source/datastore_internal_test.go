@@ -75,11 +75,8 @@ func TestDatastoreReadShrinksPages(t *testing.T) {
 	f := &datastoreReadFn{Cfg: DatastoreConfig{Namespace: ns, Kind: "Big"}, client: c}
 	var got []record.Record
 	var dead []string
-	err = f.read(ctx, nil, nil, func(b []byte) {
-		recs, err := record.DecodeBatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+	err = f.read(ctx, nil, nil, func(b record.Batch) {
+		recs := b.Recs
 		got = append(got, recs...)
 	}, func(s string) { dead = append(dead, s) })
 	if err != nil {

@@ -31,7 +31,7 @@ var (
 
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int, string), error](&datastoreSampleKeysFn{})
-	register.DoFn5x1[context.Context, int, func(*string) bool, func([]byte), func(string), error](&datastoreGetFn{})
+	register.DoFn5x1[context.Context, int, func(*string) bool, func(record.Batch), func(string), error](&datastoreGetFn{})
 }
 
 // datastoreSampleGroups is how many groups the sampled keys are dealt to,
@@ -107,7 +107,7 @@ func (f *datastoreGetFn) Teardown() error {
 	return nil
 }
 
-func (f *datastoreGetFn) ProcessElement(ctx context.Context, _ int, encoded func(*string) bool, emit func([]byte), dead func(string)) error {
+func (f *datastoreGetFn) ProcessElement(ctx context.Context, _ int, encoded func(*string) bool, emit func(record.Batch), dead func(string)) error {
 	b := datastoreBatcher{emit: emit}
 	var keys []*datastore.Key
 	var enc string

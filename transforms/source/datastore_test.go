@@ -97,10 +97,7 @@ func dsReadCheck(t *testing.T, what string, elems []any, want []*datastore.Key) 
 	}
 	seen := map[string]int{}
 	for _, e := range elems {
-		recs, err := record.DecodeBatch(e.([]byte))
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := e.(record.Batch).Recs
 		if len(recs) > transforms.BatchSize {
 			t.Errorf("%s: a batch of %d records, more than %d", what, len(recs), transforms.BatchSize)
 		}

@@ -43,10 +43,7 @@ func batchRecords(t *testing.T, batches []any) []record.Record {
 	t.Helper()
 	var recs []record.Record
 	for _, e := range batches {
-		rs, err := record.DecodeBatch(e.([]byte))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := e.(record.Batch).Recs
 		recs = append(recs, rs...)
 	}
 	return recs

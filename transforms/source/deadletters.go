@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register.DoFn5x1[context.Context, []byte, func([]byte), func([]byte), func(string), error](&readDeadLettersFn{})
+	register.DoFn5x1[context.Context, []byte, func(record.Batch), func(record.Batch), func(string), error](&readDeadLettersFn{})
 }
 
 // DeadLetters reads a dead-letter file written by a run (record.DeadLetter
@@ -38,7 +38,7 @@ type readDeadLettersFn struct {
 	Path string `json:"path"`
 }
 
-func (f *readDeadLettersFn) ProcessElement(ctx context.Context, _ []byte, rewrite, write func([]byte), dead func(string)) error {
+func (f *readDeadLettersFn) ProcessElement(ctx context.Context, _ []byte, rewrite, write func(record.Batch), dead func(string)) error {
 	fs, err := filesystem.New(ctx, f.Path)
 	if err != nil {
 		return err

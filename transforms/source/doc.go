@@ -1,5 +1,5 @@
 // Package source holds rekey's Beam sources. Each reads one kind of
-// input into batches of records (record.EncodeBatch) and sends what it
+// input into batches of records (record.Batch) and sends what it
 // cannot read to a dead-letter collection, one JSON line per record with
 // where it came from (file:line, table and key) and why:
 //

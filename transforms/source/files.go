@@ -85,9 +85,8 @@ func ListFiles(ctx context.Context, path string) ([]string, error) {
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int, string), error](&listFilesFn{})
 	register.Emitter2[int, string]()
-	register.DoFn5x1[context.Context, int, func(*string) bool, func([]byte), func(string), error](&readFilesFn{})
+	register.DoFn5x1[context.Context, int, func(*string) bool, func(record.Batch), func(string), error](&readFilesFn{})
 	register.Iter1[string]()
-	register.Emitter1[[]byte]()
 	register.Emitter1[string]()
 }
 
@@ -273,7 +272,7 @@ type readFilesFn struct {
 	Cfg FilesConfig `json:"cfg"`
 }
 
-func (f *readFilesFn) ProcessElement(ctx context.Context, _ int, names func(*string) bool, emit func([]byte), dead func(string)) error {
+func (f *readFilesFn) ProcessElement(ctx context.Context, _ int, names func(*string) bool, emit func(record.Batch), dead func(string)) error {
 	var text string
 	var ranges []fileRange
 	for names(&text) {
@@ -295,7 +294,7 @@ func (f *readFilesFn) ProcessElement(ctx context.Context, _ int, names func(*str
 	return nil
 }
 
-func (f *readFilesFn) readFile(ctx context.Context, fr fileRange, emit func([]byte), dead func(string)) error {
+func (f *readFilesFn) readFile(ctx context.Context, fr fileRange, emit func(record.Batch), dead func(string)) error {
 	name := fr.Name
 	fs, err := filesystem.New(ctx, name)
 	if err != nil {
@@ -377,7 +376,7 @@ func (f *readFilesFn) bad(ctx context.Context, fr fileRange, dead func(string)) 
 // share of each range as the first round read of all of them; range i is
 // read from the line at or after the point frac(i·φ) of it to its end,
 // then from its start to that point.
-func (f *readFilesFn) readInterleaved(ctx context.Context, ranges []fileRange, emit func([]byte), dead func(string)) error {
+func (f *readFilesFn) readInterleaved(ctx context.Context, ranges []fileRange, emit func(record.Batch), dead func(string)) error {
 	b := batcher{emit: emit}
 	ok := f.ok(ctx, &b)
 	// In input order (a GroupByKey keeps none), so that the visiting
@@ -530,13 +529,17 @@ func (c *cursor) close() {
 	c.rc, c.fs, c.lines = nil, nil, nil
 }
 
-// batcher groups records into encoded batches of transforms.BatchSize.
+// batcher groups records into batches of transforms.BatchSize, each in
+// a slice of its own (an emitted batch is its consumers').
 type batcher struct {
-	emit func([]byte)
+	emit func(record.Batch)
 	recs []record.Record
 }
 
 func (b *batcher) add(r record.Record) {
+	if b.recs == nil {
+		b.recs = make([]record.Record, 0, transforms.BatchSize)
+	}
 	b.recs = append(b.recs, r)
 	if len(b.recs) >= transforms.BatchSize {
 		b.flush()
@@ -545,8 +548,8 @@ func (b *batcher) add(r record.Record) {
 
 func (b *batcher) flush() {
 	if len(b.recs) > 0 {
-		b.emit(record.EncodeBatch(b.recs))
-		b.recs = b.recs[:0]
+		b.emit(record.Batch{Recs: b.recs})
+		b.recs = nil
 	}
 }
 

@@ -82,11 +82,8 @@ func TestInterleavedReadsEveryLineOnce(t *testing.T) {
 						mine = append(mine, ranges[i])
 					}
 				}
-				err := f.readInterleaved(context.Background(), mine, func(b []byte) {
-					recs, err := record.DecodeBatch(b)
-					if err != nil {
-						t.Fatal(err)
-					}
+				err := f.readInterleaved(context.Background(), mine, func(b record.Batch) {
+					recs := b.Recs
 					for _, r := range recs {
 						v, _ := r.Get("i")
 						seen[v.Int]++
@@ -163,11 +160,8 @@ func TestInterleavedWriteOrder(t *testing.T) {
 				items = items[:0]
 			}
 			f := &readFilesFn{Cfg: FilesConfig{Format: "jsonl", Interleave: opts.Buffer}}
-			err = f.readInterleaved(context.Background(), interleavedRanges(path, size, size, DefaultSplitBytes), func(bb []byte) {
-				recs, err := record.DecodeBatch(bb)
-				if err != nil {
-					t.Fatal(err)
-				}
+			err = f.readInterleaved(context.Background(), interleavedRanges(path, size, size, DefaultSplitBytes), func(bb record.Batch) {
+				recs := bb.Recs
 				for _, r := range recs {
 					items = append(items, writeorder.Item{Key: k.Append(nil, &r), Rec: r})
 					if len(items) >= opts.Buffer {

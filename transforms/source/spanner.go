@@ -76,7 +76,7 @@ var (
 func init() {
 	register.DoFn3x1[context.Context, []byte, func(int64, []byte), error](&partitionSpannerFn{})
 	register.Emitter2[int64, []byte]()
-	register.DoFn6x1[context.Context, int64, func(*[]byte) bool, func([]byte), func(string), func([]byte), error](&readSpannerFn{})
+	register.DoFn6x1[context.Context, int64, func(*[]byte) bool, func(record.Batch), func(string), func([]byte), error](&readSpannerFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
 	register.Emitter1[string]()
@@ -97,7 +97,7 @@ func init() {
 //     would do nothing on prism);
 //  3. a read DoFn reopens the transaction from its ID, executes its
 //     partition and emits batches of at most transforms.BatchSize records
-//     (record.EncodeBatch). A row that cannot be converted becomes a dead
+//     (record.Batch). A row that cannot be converted becomes a dead
 //     letter (stage "read") instead of failing the job;
 //  4. once every partition is read (a GroupByKey on one key of the read
 //     stage's completions), the transaction is reopened by ID and
@@ -285,7 +285,7 @@ func (f *readSpannerFn) Teardown() {
 	}
 }
 
-func (f *readSpannerFn) ProcessElement(ctx context.Context, _ int64, values func(*[]byte) bool, emit func([]byte), dead func(string), done func([]byte)) error {
+func (f *readSpannerFn) ProcessElement(ctx context.Context, _ int64, values func(*[]byte) bool, emit func(record.Batch), dead func(string), done func([]byte)) error {
 	var elem []byte
 	for values(&elem) {
 		p, err := decodePartition(elem)
@@ -300,7 +300,7 @@ func (f *readSpannerFn) ProcessElement(ctx context.Context, _ int64, values func
 	return nil
 }
 
-func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte), dead func(string)) error {
+func (f *readSpannerFn) read(ctx context.Context, p partition, emit func(record.Batch), dead func(string)) error {
 	var tid spanner.BatchReadOnlyTransactionID
 	if err := tid.UnmarshalBinary(p.Txn); err != nil {
 		return fmt.Errorf("spanner source: transaction id: %w", err)
@@ -323,14 +323,15 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func([]byte)
 // convertRows converts the rows rows yields into records of table and
 // emits them in batches of at most transforms.BatchSize; a row that does
 // not convert is dead-lettered. Both count as read.
-func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error, table, source string, emit func([]byte), dead func(string)) error {
+func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error, table, source string, emit func(record.Batch), dead func(string)) error {
 	t := &spannerdb.Table{Name: table}
 	batch := make([]record.Record, 0, transforms.BatchSize)
 	flush := func() {
 		if len(batch) > 0 {
-			emit(record.EncodeBatch(batch))
-			transforms.CountRead(ctx, int64(len(batch)))
-			batch = batch[:0]
+			n := len(batch)
+			emit(record.Batch{Recs: batch})
+			transforms.CountRead(ctx, int64(n))
+			batch = make([]record.Record, 0, transforms.BatchSize) // the emitted one is its consumers'
 		}
 	}
 	err := rows(func(row *spanner.Row) error {

@@ -34,18 +34,15 @@ func TestConvertRowsBatchesAndDeadLetters(t *testing.T) {
 		}
 		return nil
 	}
-	var batches [][]byte
+	var batches []record.Batch
 	var dead []string
-	err := convertRows(context.Background(), rows, "T", "spanner:db/T", func(b []byte) { batches = append(batches, b) }, func(s string) { dead = append(dead, s) })
+	err := convertRows(context.Background(), rows, "T", "spanner:db/T", func(b record.Batch) { batches = append(batches, b) }, func(s string) { dead = append(dead, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := 0
 	for _, b := range batches {
-		recs, err := record.DecodeBatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := b.Recs
 		if len(recs) > transforms.BatchSize {
 			t.Errorf("batch of %d records", len(recs))
 		}
@@ -70,7 +67,7 @@ func TestConvertRowsBatchesAndDeadLetters(t *testing.T) {
 
 	// An error of the read itself fails the partition.
 	failing := func(f func(*spanner.Row) error) error { return context.DeadlineExceeded }
-	if err := convertRows(context.Background(), failing, "T", "", func([]byte) {}, func(string) {}); err == nil {
+	if err := convertRows(context.Background(), failing, "T", "", func(record.Batch) {}, func(string) {}); err == nil {
 		t.Error("read error swallowed")
 	}
 }

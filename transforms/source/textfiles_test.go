@@ -33,13 +33,7 @@ func read(t *testing.T, cfg FilesConfig, ranges ...fileRange) ([]record.Record, 
 	f := &readFilesFn{Cfg: cfg}
 	var recs []record.Record
 	var dead []record.DeadLetter
-	emit := func(b []byte) {
-		rs, err := record.DecodeBatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rs...)
-	}
+	emit := func(b record.Batch) { recs = append(recs, b.Recs...) }
 	deadFn := func(line string) {
 		d, _, err := record.ParseDeadLetter([]byte(line))
 		if err != nil {
@@ -312,7 +306,7 @@ func TestDeadLetterLineInTheFile(t *testing.T) {
 	t.Run("interleaved", func(t *testing.T) {
 		var dead []record.DeadLetter
 		f := &readFilesFn{Cfg: FilesConfig{Format: "jsonl", Interleave: 50}}
-		err := f.readInterleaved(context.Background(), interleavedRanges(path, int64(len(data)), int64(len(data)), 64), func([]byte) {}, func(line string) {
+		err := f.readInterleaved(context.Background(), interleavedRanges(path, int64(len(data)), int64(len(data)), 64), func(record.Batch) {}, func(line string) {
 			d, _, _ := record.ParseDeadLetter([]byte(line))
 			dead = append(dead, d)
 		})

@@ -40,7 +40,7 @@ const (
 )
 
 func init() {
-	register.DoFn3x1[context.Context, []byte, func(string), error](&LoadFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&LoadFn{})
 }
 
 // loadApp is what LoadFn needs of the library.
@@ -158,11 +158,8 @@ func (f *LoadFn) allowed(ctx context.Context) error {
 	return nil
 }
 
-func (f *LoadFn) ProcessElement(ctx context.Context, batch []byte, dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *LoadFn) ProcessElement(ctx context.Context, batch record.Batch, dead func(string)) error {
+	recs := batch.Recs
 	type result struct {
 		err   error
 		phase phases.Phase

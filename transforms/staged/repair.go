@@ -26,10 +26,10 @@ var (
 )
 
 func init() {
-	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func([]byte), error](&RepairPickFn{})
-	register.DoFn3x1[[]byte, func([]byte), func([]byte), error](&RepairPutFn{})
-	register.DoFn3x1[context.Context, []byte, func(string), error](&RepairDeleteFn{})
-	register.DoFn2x1[context.Context, []byte, []byte](&CountWritesFn{})
+	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(record.Batch), error](&RepairPickFn{})
+	register.DoFn3x1[record.Batch, func(record.Batch), func(record.Batch), error](&RepairPutFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string), error](&RepairDeleteFn{})
+	register.DoFn2x1[context.Context, record.Batch, record.Batch](&CountWritesFn{})
 }
 
 // RepairPickFn emits, for one new key, the record to write (missing or
@@ -66,7 +66,7 @@ func (f *RepairPickFn) Setup() error {
 	return err
 }
 
-func (f *RepairPickFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, write func([]byte)) error {
+func (f *RepairPickFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, write func(record.Batch)) error {
 	jd, err := joinedItems(f.Side, key, olds, news)
 	if err != nil {
 		return err
@@ -94,17 +94,17 @@ func (f *RepairPickFn) ProcessElement(ctx context.Context, key string, olds, new
 	switch {
 	case want == nil:
 		if got != nil {
-			write(record.EncodeBatch([]record.Record{*got, {}})) // a delete: the record, then an empty marker
+			write(record.Batch{Recs: []record.Record{*got, {}}}) // a delete: the record, then an empty marker
 		}
 	case got == nil:
-		write(record.EncodeBatch([]record.Record{*want}))
+		write(record.Batch{Recs: []record.Record{*want}})
 	default:
 		d, err := f.Side.differ(got, want)
 		if err != nil {
 			return err
 		}
 		if d != "" {
-			write(record.EncodeBatch([]record.Record{*want}))
+			write(record.Batch{Recs: []record.Record{*want}})
 		}
 	}
 	return nil
@@ -113,13 +113,10 @@ func (f *RepairPickFn) ProcessElement(ctx context.Context, key string, olds, new
 // RepairPutFn splits RepairPickFn's output into writes and deletes.
 type RepairPutFn struct{}
 
-func (RepairPutFn) ProcessElement(b []byte, writes, deletes func([]byte)) error {
-	recs, err := record.DecodeBatch(b)
-	if err != nil {
-		return err
-	}
+func (RepairPutFn) ProcessElement(b record.Batch, writes, deletes func(record.Batch)) error {
+	recs := b.Recs
 	if len(recs) == 2 {
-		deletes(record.EncodeBatch(recs[:1]))
+		deletes(record.Batch{Recs: recs[:1:1]})
 		return nil
 	}
 	writes(b)
@@ -171,12 +168,8 @@ func sharedClient(store string, e config.Endpoint) (*spanner.Client, *datastore.
 
 func (f *RepairDeleteFn) StartBundle(context.Context, func(string)) { f.recs = f.recs[:0] }
 
-func (f *RepairDeleteFn) ProcessElement(ctx context.Context, b []byte, _ func(string)) error {
-	recs, err := record.DecodeBatch(b)
-	if err != nil {
-		return err
-	}
-	f.recs = append(f.recs, recs...)
+func (f *RepairDeleteFn) ProcessElement(ctx context.Context, b record.Batch, _ func(string)) error {
+	f.recs = append(f.recs, b.Recs...)
 	return nil
 }
 
@@ -236,7 +229,7 @@ func CountWrites(s beam.Scope, writes beam.PCollection) beam.PCollection {
 
 type CountWritesFn struct{}
 
-func (CountWritesFn) ProcessElement(ctx context.Context, b []byte) []byte {
-	repairWritten.Inc(ctx, int64(record.BatchLen(b)))
+func (CountWritesFn) ProcessElement(ctx context.Context, b record.Batch) record.Batch {
+	repairWritten.Inc(ctx, int64(b.Len()))
 	return b
 }

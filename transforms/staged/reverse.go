@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func([]byte), func(string), error](&InvertFn{})
+	register.DoFn4x1[context.Context, record.Batch, func(record.Batch), func(string), error](&InvertFn{})
 }
 
 // InvertFn turns new records back into old ones (rekeyer.Invert), in the
@@ -31,12 +31,11 @@ func (f *InvertFn) Setup() error {
 	return err
 }
 
-func (f *InvertFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
-	out := recs[:0]
+func (f *InvertFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(record.Batch), dead func(string)) error {
+	// The input is read-only (record.Batch): the inverted records are new
+	// ones, with fields and keys of their own.
+	recs := batch.Recs
+	out := make([]record.Record, 0, len(recs))
 	for i := range recs {
 		nr := recs[i]
 		r := nr
@@ -47,13 +46,15 @@ func (f *InvertFn) ProcessElement(ctx context.Context, batch []byte, emit func([
 			continue
 		}
 		if r.Key != nil {
-			r.Key.Namespace, r.Key.Database = f.Namespace, f.Database
+			k := r.Key.Clone()
+			k.Namespace, k.Database = f.Namespace, f.Database
+			r.Key = &k
 		}
 		out = append(out, r)
 	}
 	transforms.CountRewritten(ctx, int64(len(out)))
 	if len(out) > 0 {
-		emit(record.EncodeBatch(out))
+		emit(record.Batch{Recs: out})
 	}
 	return nil
 }

@@ -34,8 +34,8 @@ var (
 )
 
 func init() {
-	register.DoFn4x1[context.Context, []byte, func(string, []byte), func(string), error](&ExpectFn{})
-	register.DoFn3x1[context.Context, []byte, func(string, []byte), error](&NewSideFn{})
+	register.DoFn4x1[context.Context, record.Batch, func(string, []byte), func(string), error](&ExpectFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(string, []byte), error](&NewSideFn{})
 	register.DoFn6x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), func(string), error](&CompareFn{})
 	register.Combiner3[string, string, string](&CohortTallyFn{})
 	register.DoFn2x1[int, string, string](&ReportLineFn{})
@@ -184,11 +184,8 @@ func (f *ExpectFn) Setup() error {
 	return err
 }
 
-func (f *ExpectFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte), dead func(string)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *ExpectFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(string, []byte), dead func(string)) error {
+	recs := batch.Recs
 	for i := range recs {
 		old := recs[i]
 		c, err := f.user.Cohort(&old, f.Side.Sel.Buckets)
@@ -262,11 +259,8 @@ func (f *NewSideFn) Setup() error {
 	return nil
 }
 
-func (f *NewSideFn) ProcessElement(ctx context.Context, batch []byte, emit func(string, []byte)) error {
-	recs, err := record.DecodeBatch(batch)
-	if err != nil {
-		return err
-	}
+func (f *NewSideFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(string, []byte)) error {
+	recs := batch.Recs
 	for i := range recs {
 		got, err := f.Side.normal(&recs[i])
 		if err != nil {

@@ -69,22 +69,29 @@ import (
 	"github.com/rekeyio/rekey/internal/write/spill"
 	"github.com/rekeyio/rekey/internal/write/writeorder"
 	"github.com/rekeyio/rekey/record"
+	_ "github.com/rekeyio/rekey/transforms/batchcoder" // record.Batch's coder
 )
 
 func init() {
 	register.Function1x1(batchLen)
 	register.DoFn3x1[[]byte, func(*int64) bool, func(int, []byte), error](&shardFn{})
 	register.Emitter2[int, []byte]()
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func([]byte), error](&planFn{})
+	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func(record.Batch), error](&planFn{})
 	register.Iter1[[]byte]()
 	register.Emitter1[[]byte]()
-	register.DoFn3x1[context.Context, []byte, func([]byte), error](&localPlanFn{})
-	register.DoFn2x1[[]byte, func([]byte), error](&spillFn{})
+	register.DoFn3x1[context.Context, record.Batch, func(record.Batch), error](&localPlanFn{})
+	register.DoFn2x1[record.Batch, func([]byte), error](&spillFn{})
+	register.Function1x1(encodeBatch)
 }
 
-// Writes plans the writes of record batches (record.EncodeBatch) and
-// returns the planned batches, each of at most BatchRows records within a
-// narrow key range, in write order. It panics if opts are invalid.
+// Writes plans the writes of record batches (record.Batch) and returns
+// the planned batches, each of at most BatchRows records within a narrow
+// key range, in write order. It panics if opts are invalid.
+//
+// The local plan takes and emits record.Batch values, so a source, the
+// plan and a sink fused in one stage pass their records without encoding
+// them. The global plan shuffles them, so it encodes them first (or
+// spills them, Spill) and sends []byte through the GroupByKey.
 func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("writeplan.Writes")
 	opts = opts.WithDefaults()
@@ -99,6 +106,8 @@ func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) bea
 	}
 	if opts.Spill != "" {
 		batches = beam.ParDo(s, &spillFn{Dir: opts.Spill}, batches)
+	} else {
+		batches = beam.ParDo(s, encodeBatch, batches)
 	}
 	total := stats.Sum(s, beam.ParDo(s, batchLen, batches))
 	keyed := beam.ParDo(s, &shardFn{Opts: opts}, batches, beam.SideInput{Input: total})
@@ -119,6 +128,14 @@ func (b *buffer) add(batch []byte, limit int, full func()) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
+	b.addRecords(recs, limit, full)
+	return nil
+}
+
+// addRecords appends recs, calling full each time the buffer reaches
+// limit records. It changes neither recs nor its records (a batch's
+// records are read-only, record.Batch): the buffer sorts its own items.
+func (b *buffer) addRecords(recs []record.Record, limit int, full func()) {
 	for i := range recs {
 		start := len(b.arena)
 		b.arena = b.keyer.Append(b.arena, &recs[i])
@@ -127,8 +144,10 @@ func (b *buffer) add(batch []byte, limit int, full func()) error {
 			full()
 		}
 	}
-	return nil
 }
+
+// encodeBatch is a batch's encoding, for the global plan's shuffle.
+func encodeBatch(b record.Batch) []byte { return b.Encode() }
 
 // reset empties the buffer and lets its records go.
 func (b *buffer) reset() {
@@ -156,8 +175,8 @@ type spillFn struct {
 
 func (f *spillFn) Setup() { f.w = spill.NewWriter(f.Dir) }
 
-func (f *spillFn) ProcessElement(batch []byte, emit func([]byte)) error {
-	ref, err := f.w.Put(batch, max(record.BatchLen(batch), 0))
+func (f *spillFn) ProcessElement(batch record.Batch, emit func([]byte)) error {
+	ref, err := f.w.Put(batch.Encode(), batch.Len())
 	if err == nil {
 		err = f.w.Flush()
 	}
@@ -312,7 +331,7 @@ func (f *planFn) Setup() error {
 	return err
 }
 
-func (f *planFn) ProcessElement(ctx context.Context, key int, values func(*[]byte) bool, emit func([]byte)) error {
+func (f *planFn) ProcessElement(ctx context.Context, key int, values func(*[]byte) bool, emit func(record.Batch)) error {
 	shard, _ := splitShardKey(key)
 	if !f.phased {
 		// One phase per worker, drawn from its first shard: its buffers'
@@ -327,7 +346,7 @@ func (f *planFn) ProcessElement(ctx context.Context, key int, values func(*[]byt
 		// Under a ramp-up, the sink cuts each batch into commits sized
 		// by the rate in force as each is sent (storewrite.Pacer).
 		for _, b := range writeorder.Plan(f.items, f.Opts.BatchRows, f.phase) {
-			emit(record.EncodeBatch(b))
+			emit(record.Batch{Recs: b})
 		}
 		PlannedBuffer.Update(ctx, int64(len(f.items)))
 		f.reset()
@@ -369,20 +388,22 @@ func (f *localPlanFn) Setup() error {
 // localPlanners numbers the process's localPlanFn instances.
 var localPlanners atomic.Uint64
 
-func (f *localPlanFn) ProcessElement(ctx context.Context, batch []byte, emit func([]byte)) error {
-	return f.add(batch, f.Opts.Buffer, func() { f.flush(ctx, emit) })
+func (f *localPlanFn) ProcessElement(ctx context.Context, batch record.Batch, emit func(record.Batch)) error {
+	f.addRecords(batch.Recs, f.Opts.Buffer, func() { f.flush(ctx, emit) })
+	return nil
 }
 
-func (f *localPlanFn) FinishBundle(ctx context.Context, emit func([]byte)) {
+func (f *localPlanFn) FinishBundle(ctx context.Context, emit func(record.Batch)) {
 	f.flush(ctx, emit)
 }
 
-func (f *localPlanFn) flush(ctx context.Context, emit func([]byte)) {
+func (f *localPlanFn) flush(ctx context.Context, emit func(record.Batch)) {
 	if len(f.items) == 0 {
 		return
 	}
+	// Plan puts each planned batch in a new slice: it is its consumers'.
 	for _, b := range writeorder.Plan(f.items, f.Opts.BatchRows, f.phase) {
-		emit(record.EncodeBatch(b))
+		emit(record.Batch{Recs: b})
 	}
 	PlannedBuffer.Update(ctx, int64(len(f.items)))
 	f.reset()

@@ -77,11 +77,8 @@ func simulate(t *testing.T, o writeorder.Options, n int) [][][]byte {
 		if shard, keys := splitShardKey(k); keys != o.ShardKeys(int64(n)) || shard >= keys {
 			t.Fatalf("key %d: shard %d of %d keys, want one of %d", k, shard, keys, o.ShardKeys(int64(n)))
 		}
-		err := pf.ProcessElement(t.Context(), k, next, func(b []byte) {
-			recs, err := record.DecodeBatch(b)
-			if err != nil {
-				t.Fatal(err)
-			}
+		err := pf.ProcessElement(t.Context(), k, next, func(b record.Batch) {
+			recs := b.Recs
 			var keys [][]byte
 			for i := range recs {
 				keys = append(keys, keyer.Append(nil, &recs[i]))

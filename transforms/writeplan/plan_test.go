@@ -90,7 +90,7 @@ func entities(n int, key func(i int) rewrite.PathElement) []any {
 		k := rewrite.DatastoreKey{Path: []rewrite.PathElement{key(i)}}
 		batch = append(batch, record.Record{Table: "K", Key: &k, Fields: []record.Field{{Name: "I", Value: record.Int(int64(i))}}})
 		if len(batch) == 500 {
-			in = append(in, record.EncodeBatch(batch))
+			in = append(in, record.Batch{Recs: batch})
 			batch = nil
 		}
 	}

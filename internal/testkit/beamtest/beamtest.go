@@ -41,6 +41,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"  // registers "prism"
 
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/record"
 )
 
 // Runners are the local runners pipelines are tested on: prism (Beam's
@@ -398,12 +399,29 @@ func (c *Collector) Strings() []string {
 	return out
 }
 
-// Bytes returns the collected elements that are []byte.
+// Bytes returns the collected elements that are []byte, and those that
+// are record batches in their coder's bytes (record.EncodeBatch), which
+// record.DecodeBatch reads back.
 func (c *Collector) Bytes() [][]byte {
 	var out [][]byte
 	for _, e := range c.Elements() {
-		if b, ok := e.([]byte); ok {
+		switch b := e.(type) {
+		case []byte:
 			out = append(out, b)
+		case record.Batch:
+			out = append(out, b.Encode())
+		}
+	}
+	return out
+}
+
+// Records returns the records of the collected record batches, in
+// arrival order.
+func (c *Collector) Records() []record.Record {
+	var out []record.Record
+	for _, e := range c.Elements() {
+		if b, ok := e.(record.Batch); ok {
+			out = append(out, b.Recs...)
 		}
 	}
 	return out
