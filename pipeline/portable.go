@@ -140,8 +140,12 @@ func localPrism() (jobpb.JobServiceClient, error) {
 	return localPrismClient, errLocalPrism
 }
 
-// submitMu serialises job preparation: runnerlib.Prepare writes Beam's
-// global pipeline options from the flags.
+// submitMu serialises job preparation and staging. runnerlib.Prepare
+// writes Beam's global pipeline options from the flags; and prism's job
+// server (v2.77) stores staged artifacts in a map without a lock, so two
+// jobs staging at once crash it with "concurrent map writes". Holding the
+// lock through Stage keeps the jobs of one process apart; two processes
+// staging on one job server at the same moment are not (docs/limits.md).
 var submitMu sync.Mutex
 
 // submit translates p and submits it to the runner's job service.
@@ -232,19 +236,24 @@ func submit(ctx context.Context, runner string, p *beam.Pipeline) (_ *portableJo
 	if err := runnerlib.UpdateGoEnvironmentWorker(bin, j.pipe); err != nil {
 		return nil, err
 	}
-	submitMu.Lock()
-	prepID, artifacts, token, err := runnerlib.Prepare(ctx, j.client, j.pipe, opt)
-	submitMu.Unlock()
-	if err != nil {
+	if token, prepID, err := prepareAndStage(ctx, j.client, j.pipe, opt, bin); err != nil {
 		return nil, err
-	}
-	if token, err = runnerlib.Stage(ctx, prepID, artifacts, bin, token); err != nil {
-		return nil, err
-	}
-	if j.id, err = runnerlib.Submit(ctx, j.client, prepID, token); err != nil {
+	} else if j.id, err = runnerlib.Submit(ctx, j.client, prepID, token); err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// prepareAndStage prepares the job and stages its worker under submitMu.
+func prepareAndStage(ctx context.Context, client jobpb.JobServiceClient, pipe *pipepb.Pipeline, opt *runnerlib.JobOptions, bin string) (token, prepID string, err error) {
+	submitMu.Lock()
+	defer submitMu.Unlock()
+	prepID, artifacts, token, err := runnerlib.Prepare(ctx, client, pipe, opt)
+	if err != nil {
+		return "", "", err
+	}
+	token, err = runnerlib.Stage(ctx, prepID, artifacts, bin, token)
+	return token, prepID, err
 }
 
 // environmentURN is jobopts.GetEnvironmentUrn for envType.
