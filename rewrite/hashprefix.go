@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	farm "github.com/dgryski/go-farm"
 )
@@ -99,18 +101,48 @@ func (h *HashPrefix) Spec() Spec {
 func (h *HashPrefix) Append(dst, key []byte) []byte {
 	l, off := len(key), len(dst)
 	end := off + h.fast + l
+	if uint(l-8) > 8 || l < h.minKey || end > cap(dst) {
+		return h.appendFarm(dst, key)
+	}
+	// The common case (farm, a one-byte separator, room in dst, a key of
+	// 8 to 16 bytes) in code with no call at all: around a call the
+	// compiler saves the live registers, even on paths that do not make
+	// it, so the other cases are elsewhere. The hash is inlined
+	// (farmLen8to16); the digits go 8 at a time, and the separator and the
+	// key then overwrite those past N; the key is two overlapping 8-byte
+	// loads and stores. The stores go through at8, with no bounds checks:
+	// the test above puts them all inside dst[off:end].
+	lo, hi := binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[l-8:])
+	fp := farmLen8to16(lo, hi, uint64(l))
+	dst = dst[:end]
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), off)
+	binary.BigEndian.PutUint64(at8(p, 0), hex8(uint32(fp>>32)))
+	if h.fast > 9 {
+		binary.BigEndian.PutUint64(at8(p, 8), hex8(uint32(fp)))
+	}
+	*(*byte)(unsafe.Add(p, h.fast-1)) = h.sep
+	binary.LittleEndian.PutUint64(at8(p, h.fast), lo)
+	binary.LittleEndian.PutUint64(at8(p, h.fast+l-8), hi)
+	return dst
+}
+
+// at8 is the 8 bytes at p+i, as a slice with no bounds to check: Append's
+// stores, each within dst[off:end] by Append's first test (end <= cap(dst))
+// and the offsets it writes at (0 and 8 for the digits, at most N+1 <= 17
+// bytes with N > 8; fast-1 for the separator; fast and fast+l-8 for a key of
+// l >= 8 bytes, the last ending at end). TestHashPrefixAppendMatchesReference
+// checks the output for every N and key length and that nothing past it
+// changes.
+func at8(p unsafe.Pointer, i int) []byte { return (*[8]byte)(unsafe.Add(p, i))[:] }
+
+// appendFarm is Append for farm, a one-byte separator and room in dst with
+// a key not of 8 to 16 bytes, and hands any other case to appendGeneral.
+func (h *HashPrefix) appendFarm(dst, key []byte) []byte {
+	l, off := len(key), len(dst)
+	end := off + h.fast + l
 	if l < h.minKey || end > cap(dst) {
 		return h.appendGeneral(dst, key)
 	}
-	// The common case (farm, a one-byte separator, room in dst), in code
-	// with no call after the hash's but memmove's for a key not of 8 to
-	// 16 bytes: around a call the compiler saves the live registers, and
-	// the general path pays for such saves on the way to calls it mostly
-	// does not make (growing dst, digits one by one). The digits go 8 at
-	// a time, and the separator and the key then overwrite those past N.
-	// The 8-byte windows are three-index slices, whose capacity is the
-	// constant 8, so the compiler need not guard their pointers against a
-	// capacity of zero.
 	fp := farm.Fingerprint64(key)
 	dst = dst[:end]
 	binary.BigEndian.PutUint64(dst[off:off+8:off+8], hex8(uint32(fp>>32)))
@@ -118,8 +150,29 @@ func (h *HashPrefix) Append(dst, key []byte) []byte {
 		binary.BigEndian.PutUint64(dst[off+8:off+16:off+16], hex8(uint32(fp)))
 	}
 	dst[end-l-1] = h.sep
-	copyKey(dst[end-l:end:end], key)
+	copy(dst[end-l:end], key)
 	return dst
+}
+
+// farmLen8to16 is farm.Fingerprint64(key) for a key of l bytes, 8 to 16,
+// whose first 8 bytes are lo and last 8 hi (little-endian): farmhash's
+// hashLen0to16 (the same bits, TestFarmLen8to16), written here so that the
+// compiler inlines it into Append. farm.Fingerprint64 is
+// assembly on amd64, so a call to it takes its arguments through the stack
+// and makes Append save and reload its own around the call: about 25
+// instructions a key, as many as the hash of such a key itself.
+func farmLen8to16(lo, hi, l uint64) uint64 {
+	const k2 = 0x9ae16a3b2f90404f
+	mul := k2 + l*2
+	a, b := lo+k2, hi
+	c := bits.RotateLeft64(b, -37)*mul + a
+	d := (bits.RotateLeft64(a, -25) + b) * mul
+	// farmhash's hashLen16Mul(c, d, mul).
+	x := (c ^ d) * mul
+	x ^= x >> 47
+	y := (d ^ x) * mul
+	y ^= y >> 47
+	return y * mul
 }
 
 // copyKey copies key to dst, which has its length. For a key of 8 to 16
