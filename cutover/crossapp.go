@@ -283,7 +283,7 @@ func (x *DatastoreSpanner) Read(ctx context.Context, key record.Record) (record.
 }
 
 // read is Read's routing, Spanner's for old and new apart (see the
-// package doc, "Reads").
+// phases package doc, "Missed writes").
 func (x *DatastoreSpanner) read(c *call, key *record.Record) (*record.Record, error) {
 	r := c.route
 	readOld := func() (*record.Record, error) { return getEntity(c.ctx, x.oldC, *key.Key) }

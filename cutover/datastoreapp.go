@@ -408,7 +408,7 @@ func (d *Datastore) Read(ctx context.Context, key record.Record) (record.Record,
 	return *got, true, nil
 }
 
-// read is Read's routing (see the package doc, "Reads").
+// read is Read's routing (see the phases package doc, "Missed writes").
 func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 	r := c.route
 	switch {

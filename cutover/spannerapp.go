@@ -685,7 +685,7 @@ func (s *Spanner) Read(ctx context.Context, key record.Record) (rec record.Recor
 	return *got, true, nil
 }
 
-// read is Read's routing (see the package doc, "Reads").
+// read is Read's routing (see the phases package doc, "Missed writes").
 func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 	r := c.route
 	switch {

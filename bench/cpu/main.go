@@ -894,7 +894,8 @@ func (b *bench) profileFiles(ctx context.Context) error {
 		fmt.Printf("| `%s` | %.2f | %.1f%% |\n", e.name, e.cpu.Seconds(), 100*e.cpu.Seconds()/rp.total.Seconds())
 	}
 	if b.o.profile != "" {
-		fmt.Printf("\nprofiles kept: %s, %s (go tool pprof -top FILE)\n", rekeyProf, plainProf)
+		fmt.Printf("\nprofiles kept: %s, %s (go tool pprof -top FILE), and rekey's heap profile %s (go tool pprof -sample_index=alloc_space -top FILE)\n",
+			rekeyProf, plainProf, strings.TrimSuffix(rekeyProf, ".pprof")+".allocs.pprof")
 	}
 	return nil
 }
@@ -920,6 +921,16 @@ func profileRekey(ctx context.Context, cfgPath, prof string) error {
 	_, res, err := migration.Run(ctx, cfg, migration.Options{}, pipeline.Runner{Runner: "prism", Progress: io.Discard})
 	pprof.StopCPUProfile()
 	if err != nil {
+		return err
+	}
+	// The heap profile beside it: where the bytes allocated came from
+	// (go tool pprof -sample_index=alloc_space -top FILE).
+	a, err := os.Create(strings.TrimSuffix(prof, ".pprof") + ".allocs.pprof")
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := pprof.Lookup("allocs").WriteTo(a, 0); err != nil {
 		return err
 	}
 	if d := res.Counters[migration.DeadLettered]; d > 0 {
