@@ -186,7 +186,17 @@ func (rk *Rekeyer) Adds() int {
 
 // Rewrite rewrites rec in place. On error rec is unchanged where it
 // matters: the caller dead-letters the original.
-func (rk *Rekeyer) Rewrite(rec *record.Record) error {
+func (rk *Rekeyer) Rewrite(rec *record.Record) error { return rk.RewriteIn(rec, nil) }
+
+// Scratch holds the key values a rewrite works with, for a caller that
+// rewrites many records in one goroutine to reuse (RewriteIn): a Spanner
+// row's old and new key, two allocations a row otherwise. The zero value
+// is ready; a Scratch is not safe for concurrent use. Nothing a rewritten
+// record holds points into it.
+type Scratch struct{ old, new []rewrite.Value }
+
+// RewriteIn is Rewrite with s's buffers (nil: new ones).
+func (rk *Rekeyer) RewriteIn(rec *record.Record, s *Scratch) error {
 	if rk.o.SourceStore == record.Datastore && rk.o.TargetStore == record.Spanner {
 		if err := rk.entityToRow(rec); err != nil {
 			return err
@@ -198,12 +208,15 @@ func (rk *Rekeyer) Rewrite(rec *record.Record) error {
 		}
 	}
 	if rk.o.TargetStore == record.Spanner {
-		return rk.rewriteRow(rec)
+		if s == nil {
+			s = &Scratch{}
+		}
+		return rk.rewriteRow(rec, s)
 	}
 	return rk.rewriteEntity(rec)
 }
 
-func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
+func (rk *Rekeyer) rewriteRow(rec *record.Record, s *Scratch) error {
 	in, out := rk.o.Key, rk.sp.Out()
 	parent := 0
 	main := rec.Table == "" || strings.EqualFold(rec.Table, rk.o.Table)
@@ -214,15 +227,16 @@ func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
 		}
 		in, out, parent = c.in, c.out, c.parent
 	}
-	old, err := keyValues(rec, in)
+	old, err := appendKeyValues(s.old[:0], rec, in)
 	if err != nil {
 		return err
 	}
+	s.old = old
 	var newKey []rewrite.Value
 	if main {
-		newKey, err = rk.sp.Rewrite(nil, old)
+		newKey, err = rk.sp.Rewrite(s.new[:0], old)
 	} else {
-		newKey, err = rk.sp.Rewrite(nil, old[:parent])
+		newKey, err = rk.sp.Rewrite(s.new[:0], old[:parent])
 		if err == nil {
 			newKey = append(newKey, old[parent:]...)
 			err = rewrite.ValidateSpannerKey(out, newKey)
@@ -231,6 +245,7 @@ func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
 	if err != nil {
 		return err
 	}
+	s.new = newKey
 	if rk.o.KeepOriginalKey != "" {
 		rec.Set(rk.o.KeepOriginalKey, record.String(rewrite.FormatKey(old, len(old) == 1)))
 	}
@@ -247,8 +262,12 @@ func (rk *Rekeyer) rewriteRow(rec *record.Record) error {
 
 // keyValues reads the values of the key columns of s from a row.
 func keyValues(rec *record.Record, s rewrite.KeySchema) ([]rewrite.Value, error) {
-	vals := make([]rewrite.Value, len(s.Columns))
-	for i, c := range s.Columns {
+	return appendKeyValues(make([]rewrite.Value, 0, len(s.Columns)), rec, s)
+}
+
+// appendKeyValues appends the values of the key columns of s in rec to dst.
+func appendKeyValues(dst []rewrite.Value, rec *record.Record, s rewrite.KeySchema) ([]rewrite.Value, error) {
+	for _, c := range s.Columns {
 		v, ok := rec.Get(c.Name)
 		if !ok {
 			return nil, fmt.Errorf("row has no key column %s", c.Name)
@@ -257,9 +276,9 @@ func keyValues(rec *record.Record, s rewrite.KeySchema) ([]rewrite.Value, error)
 		if err != nil {
 			return nil, fmt.Errorf("key column %s: %w", c.Name, err)
 		}
-		vals[i] = kv
+		dst = append(dst, kv)
 	}
-	return vals, nil
+	return dst, nil
 }
 
 func (rk *Rekeyer) rewriteEntity(rec *record.Record) error {

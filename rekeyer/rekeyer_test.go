@@ -2,6 +2,7 @@ package rekeyer
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -384,6 +385,62 @@ func TestAdds(t *testing.T) {
 			}
 			if got := len(c.rec.Fields) - before; got != c.want {
 				t.Errorf("the rewrite appended %d fields, want %d (Adds)", got, c.want)
+			}
+		})
+	}
+}
+
+// TestRewriteInSharesNothing: rows rewritten one after another with one
+// Scratch (parents, interleaved children, a row that fails) come out as
+// Rewrite makes them, and a later rewrite leaves the earlier rows' values
+// alone: nothing a rewritten row holds points into the scratch.
+func TestRewriteInSharesNothing(t *testing.T) {
+	for _, name := range []string{"hashprefix", "uuid", "swap", "shard"} {
+		t.Run(name, func(t *testing.T) {
+			p := rewrite.Params{}
+			switch name {
+			case "swap":
+				p["order"] = "Name, SingerId"
+			case "uuid":
+				p["keep"] = true
+			}
+			rk, err := New(Options{
+				Strategy: strategy(t, name, p), SourceStore: record.Spanner, TargetStore: record.Spanner,
+				Table: "Singers", Key: schema(t, "Singers", "SingerId STRING(MAX), Name STRING(MAX)"),
+				Children: map[string]rewrite.KeySchema{"Albums": schema(t, "Albums", "SingerId STRING(MAX), Name STRING(MAX), AlbumId INT64")},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := func(i int) record.Record {
+				id := record.String("singer-" + strings.Repeat("x", i%5) + string(rune('a'+i%26)))
+				if i%3 == 2 {
+					return record.Record{Table: "Albums", Fields: []record.Field{{Name: "SingerId", Value: id}, {Name: "Name", Value: record.String("n")}, {Name: "AlbumId", Value: record.Int(int64(i))}}}
+				}
+				if i%7 == 6 { // no key column Name: refused
+					return record.Record{Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: id}}}
+				}
+				return record.Record{Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: id}, {Name: "Name", Value: record.String("n" + string(rune('a'+i%26)))}}}
+			}
+			var scratch Scratch
+			var got, want []record.Record
+			var gotErr, wantErr []bool
+			for i := range 40 {
+				g, w := row(i), row(i)
+				ge, we := rk.RewriteIn(&g, &scratch), rk.Rewrite(&w)
+				got, want = append(got, g), append(want, w)
+				gotErr, wantErr = append(gotErr, ge != nil), append(wantErr, we != nil)
+			}
+			for i := range got {
+				if gotErr[i] != wantErr[i] {
+					t.Fatalf("row %d: RewriteIn failed %v, Rewrite failed %v", i, gotErr[i], wantErr[i])
+				}
+				if !gotErr[i] && !got[i].Equal(&want[i]) {
+					t.Errorf("row %d after 40 rewrites with one scratch: %s, want %s", i, got[i].Describe(), want[i].Describe())
+				}
+			}
+			if !slices.Contains(wantErr, true) {
+				t.Fatal("no row was refused: the test lost its failing case")
 			}
 		})
 	}

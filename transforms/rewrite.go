@@ -115,6 +115,7 @@ func rewriteBatch(ctx context.Context, rk *rekeyer.Rekeyer, keepOld bool, spare 
 	fields := make([]record.Field, 0, n)
 	out := make([]record.Record, 0, len(recs))
 	unmapped := 0
+	var scratch rekeyer.Scratch
 	for i := range recs {
 		orig := recs[i]
 		rec := recs[i]
@@ -134,7 +135,7 @@ func rewriteBatch(ctx context.Context, rk *rekeyer.Rekeyer, keepOld bool, spare 
 			// hold it, where __names__ are reserved.
 			rec.Fields = withoutPlanFields(rec.Fields)
 		}
-		if err := rk.Rewrite(&rec); err != nil {
+		if err := rk.RewriteIn(&rec, &scratch); err != nil {
 			CountDeadLettered(ctx, 1)
 			dead(record.NewDeadLetter(record.StageRewrite, orig.Table, &orig, err))
 			continue

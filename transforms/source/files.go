@@ -2,6 +2,7 @@ package source
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -680,7 +681,7 @@ var errLineTooLong = fmt.Errorf("line longer than %d bytes", maxLine)
 // readLine returns the next line without its newline ("" for blank lines).
 func readLine(br *bufio.Reader) ([]byte, error) {
 	chunk, err := readRawLine(br)
-	if len(strings.TrimSpace(string(chunk))) == 0 {
+	if len(bytes.TrimSpace(chunk)) == 0 {
 		chunk = nil
 	}
 	return chunk, err
