@@ -52,7 +52,7 @@ type filesKind struct{ avro bool }
 
 func (filesKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCollection, []beam.PCollection, error) {
 	cfg := filesConfig(j)
-	cfg.Interleave, cfg.Positions = o.interleave, o.positions
+	cfg.Interleave, cfg.Positions, cfg.SpareFields = o.interleave, o.positions, o.spare
 	b, d := source.Files(s, cfg)
 	return b, []beam.PCollection{d}, nil
 }

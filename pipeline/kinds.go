@@ -71,6 +71,9 @@ type readOptions struct {
 	filter string
 	// positions gives file records their positions (a plan).
 	positions bool
+	// spare is room for more fields a source gives each record where it
+	// can (source.FilesConfig.SpareFields): the fields the rewrite adds.
+	spare int
 	// keysOnly reads only what a delete needs (a cleanup): a Spanner
 	// row's key and user id columns.
 	keysOnly bool

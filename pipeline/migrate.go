@@ -38,7 +38,11 @@ func migrate(s beam.Scope, j *migration.Job, b *phases.Backfill) error {
 		if b != nil {
 			cohorts = b.Cohorts()
 		}
-		if batches, readDead, err = readSource(s, j, readOptions{interleave: w.interleave(), cohorts: cohorts}); err != nil {
+		spare, err := spareFields(j)
+		if err != nil {
+			return err
+		}
+		if batches, readDead, err = readSource(s, j, readOptions{interleave: w.interleave(), cohorts: cohorts, spare: spare}); err != nil {
 			return err
 		}
 		deads = append(deads, readDead...)
@@ -48,7 +52,8 @@ func migrate(s beam.Scope, j *migration.Job, b *phases.Backfill) error {
 			deads = append(deads, other)
 		}
 	}
-	rewritten, rewriteDead := transforms.Rewrite(s, j.Spec, batches)
+	// batches has no other consumer: the rewrite may change its records.
+	rewritten, rewriteDead := transforms.RewriteOwning(s, j.Spec, batches)
 	deads = append(deads, rewriteDead)
 	if j.RedriveFrom != "" {
 		rewritten = beam.Flatten(s, rewritten, redriven)
@@ -68,6 +73,17 @@ func migrate(s beam.Scope, j *migration.Job, b *phases.Backfill) error {
 	deads = append(deads, writeDead...)
 	sink.Lines(s, j.DeadLetterPath, beam.Flatten(s, deads...))
 	return nil
+}
+
+// spareFields is how many fields the job's rewrite may add to a record
+// (Rekeyer.Adds): the room a source that can gives each record, for the
+// rewrite to add them in place (transforms.RewriteOwning).
+func spareFields(j *migration.Job) (int, error) {
+	rk, err := j.Spec.Build()
+	if err != nil {
+		return 0, err
+	}
+	return rk.Adds(), nil
 }
 
 // readSource reads the job's source (sourceKind.read).

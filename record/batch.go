@@ -36,6 +36,12 @@ package record
 //     commits in flight do). Sources start a new slice for each batch.
 //   - Records in emitted batches may share Fields arrays, strings and keys
 //     with the input batch they came from, under the first rule.
+//   - The one exception to the first rule is a DoFn the graph's builder
+//     makes the only consumer of its input (transforms.RewriteOwning): it
+//     may change the input's records in place, and append to a record's
+//     Fields within their capacity. So no record's Fields may reach, within
+//     their capacity, the fields of another record: where records are
+//     carved from one array, their Fields are three-index slices.
 type Batch struct {
 	Recs []Record
 }

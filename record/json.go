@@ -40,7 +40,12 @@ const (
 )
 
 // ParseJSON parses one JSON Lines record.
-func ParseJSON(line []byte) (Record, error) {
+func ParseJSON(line []byte) (Record, error) { return ParseJSONCap(line, 8) }
+
+// ParseJSONCap is ParseJSON with room for fieldsCap fields in the record's
+// Fields before they grow: a reader that knows the shape of its records
+// sizes each once, with room for the fields a rewrite will add to it.
+func ParseJSONCap(line []byte, fieldsCap int) (Record, error) {
 	p := parser{b: line}
 	p.space()
 	if p.i >= len(p.b) || p.b[p.i] != '{' {
@@ -90,7 +95,7 @@ func ParseJSON(line []byte) (Record, error) {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		if r.Fields == nil {
-			r.Fields = make([]Field, 0, 8)
+			r.Fields = make([]Field, 0, max(fieldsCap, 1))
 		}
 		r.Fields = append(r.Fields, Field{Name: name, Value: v, NoIndex: noIndex})
 		return nil

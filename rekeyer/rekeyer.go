@@ -185,7 +185,11 @@ func (rk *Rekeyer) Adds() int {
 }
 
 // Rewrite rewrites rec in place. On error rec is unchanged where it
-// matters: the caller dead-letters the original.
+// matters (the caller dead-letters the original), and nothing has been
+// written into the array of rec.Fields: every check comes before the first
+// write to it, so a caller that rewrites records in place
+// (transforms.RewriteOwning) still holds the record as it was
+// (TestFailedRewriteWritesNoField).
 func (rk *Rekeyer) Rewrite(rec *record.Record) error { return rk.RewriteIn(rec, nil) }
 
 // Scratch holds the key values a rewrite works with, for a caller that

@@ -445,3 +445,47 @@ func TestRewriteInSharesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedRewriteWritesNoField: a row whose rewrite fails has nothing
+// written into its fields' array, up to its capacity, so a caller that
+// rewrites rows in place (transforms.RewriteOwning) dead-letters the row
+// as it was read. The failures: a key column missing, a key value of the
+// wrong type, a new key over Spanner's size limit, an interleaved child
+// whose parent key does not rewrite, a row of an unknown table.
+func TestFailedRewriteWritesNoField(t *testing.T) {
+	rk, err := New(Options{
+		Strategy: strategy(t, "hashprefix", rewrite.Params{"n": 4}), SourceStore: record.Spanner, TargetStore: record.Spanner,
+		Table: "Singers", Key: schema(t, "Singers", "SingerId STRING(MAX)"),
+		Children:        map[string]rewrite.KeySchema{"Albums": schema(t, "Albums", "SingerId STRING(MAX), AlbumId INT64")},
+		KeepOriginalKey: "OldKey",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := record.String(strings.Repeat("k", 8190))
+	rows := map[string]record.Record{
+		"no key column":  {Table: "Singers", Fields: []record.Field{{Name: "Name", Value: record.String("Ann")}}},
+		"wrong key type": {Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: record.Float(1.5)}, {Name: "Name", Value: record.String("Ann")}}},
+		"key too long":   {Table: "Singers", Fields: []record.Field{{Name: "SingerId", Value: long}}},
+		"child too long": {Table: "Albums", Fields: []record.Field{{Name: "SingerId", Value: long}, {Name: "AlbumId", Value: record.Int(1)}}},
+		"unknown table":  {Table: "Songs", Fields: []record.Field{{Name: "SingerId", Value: record.String("s")}}},
+	}
+	for name, r := range rows {
+		r.Fields = append(make([]record.Field, 0, len(r.Fields)+3), r.Fields...)
+		before := slices.Clone(r.Fields[:cap(r.Fields)])
+		in := r
+		if err := rk.Rewrite(&in); err == nil {
+			t.Errorf("%s: rewritten, want an error", name)
+			continue
+		}
+		for i, f := range r.Fields[:cap(r.Fields)] {
+			if f.Name != before[i].Name || !f.Value.Equal(before[i].Value) {
+				t.Errorf("%s: field %d of the array is %s=%v after the failed rewrite, was %s=%v", name, i, f.Name, f.Value, before[i].Name, before[i].Value)
+			}
+		}
+	}
+	ok := record.Record{Table: "Singers", Fields: append(make([]record.Field, 0, 4), record.Field{Name: "SingerId", Value: record.String("s")})}
+	if err := rk.Rewrite(&ok); err != nil || len(ok.Fields) != 2 {
+		t.Fatalf("the control row: %v, fields %v (want SingerId and OldKey)", err, ok.Fields)
+	}
+}

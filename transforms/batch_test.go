@@ -8,6 +8,7 @@ import (
 
 	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/record"
+	keyrewrite "github.com/rekeyio/rekey/rewrite"
 )
 
 // roomyBatches is records 0..n-1 (numbered) in batches of size, each
@@ -144,5 +145,106 @@ func TestRewriteLeavesItsInput(t *testing.T) {
 		}
 		checkUntouched(t, n, in)
 		checkRewritten(t, n, out, keepOld)
+	}
+}
+
+// RewriteOwning rewrites in place the records that have room for what the
+// rewrite adds, and copies the others as Rewrite does: shard appends
+// ShardId, so records with room keep their fields' arrays (the rewritten
+// record's first field is the input's) and the others get new ones,
+// leaving the input as it was. Either way the output is Rewrite's, on
+// prism and on direct as well as called directly.
+func TestRewriteOwningRewritesInPlace(t *testing.T) {
+	spec := bitreverseSpec
+	spec.Strategy = keyrewrite.StepConfig{Strategy: "shard", Params: map[string]any{"n": 8, "mode": "abs"}}
+	spec.Key = "I INT64"
+	rk, err := spec.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rk.Adds() != 1 {
+		t.Fatalf("shard adds %d fields, the test wants 1", rk.Adds())
+	}
+	const n = 1100
+	want := map[int64]record.Record{}
+	for i := range n {
+		r := numbered(i)
+		if err := rk.Rewrite(&r); err != nil {
+			t.Fatal(err)
+		}
+		want[int64(i)] = r
+	}
+	check := func(t *testing.T, out []record.Record) {
+		t.Helper()
+		if len(out) != n {
+			t.Fatalf("%d records out, want %d", len(out), n)
+		}
+		for _, r := range out {
+			v, _ := r.Get("I")
+			if w := want[v.Int]; !r.Equal(&w) {
+				t.Fatalf("rewritten %v, want %v", r.Fields, w.Fields)
+			}
+		}
+	}
+	t.Run("called", func(t *testing.T) {
+		roomy := roomyBatches(n/2, BatchSize)
+		var exact []record.Batch
+		for _, b := range numberedFrom(n/2, n-n/2, BatchSize) {
+			exact = append(exact, b.(record.Batch))
+		}
+		f := &rewriteFn{Spec: spec.Text(), Owned: true}
+		if err := f.Setup(); err != nil {
+			t.Fatal(err)
+		}
+		var out []record.Record
+		inPlace, copied := 0, 0
+		for _, b := range append(slices.Clone(roomy), exact...) {
+			firsts := map[int64]*record.Field{}
+			for i := range b.Recs {
+				v, _ := b.Recs[i].Get("I")
+				firsts[v.Int] = &b.Recs[i].Fields[0]
+			}
+			err := f.ProcessElement(t.Context(), b, func(o record.Batch) {
+				for i := range o.Recs {
+					v, _ := o.Recs[i].Get("I")
+					if &o.Recs[i].Fields[0] == firsts[v.Int] {
+						inPlace++
+					} else {
+						copied++
+					}
+				}
+				out = append(out, o.Recs...)
+			}, func(d string) { t.Fatalf("dead letter %s", d) })
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, out)
+		if inPlace != n/2 || copied != n-n/2 {
+			t.Errorf("%d records rewritten in place and %d copied, want %d (those with room) and %d", inPlace, copied, n/2, n-n/2)
+		}
+		for _, b := range exact { // copied, so left as they were
+			for _, r := range b.Recs {
+				v, _ := r.Get("I")
+				if w := numbered(int(v.Int)); !r.Equal(&w) {
+					t.Fatalf("an input record without room changed: %v, want %v", r.Fields, w.Fields)
+				}
+			}
+		}
+	})
+	for _, runner := range beamtest.Runners {
+		t.Run(runner, func(t *testing.T) {
+			got := beamtest.NewCollector(t)
+			beamtest.Run(t, runner, func(s beam.Scope) {
+				var in []record.Batch
+				in = append(in, roomyBatches(n/2, BatchSize)...)
+				for _, b := range numberedFrom(n/2, n-n/2, BatchSize) {
+					in = append(in, b.(record.Batch))
+				}
+				rewritten, _ := RewriteOwning(s, spec, beam.CreateList(s, in))
+				got.Collect(s, rewritten)
+			})
+			check(t, got.Records())
+		})
 	}
 }

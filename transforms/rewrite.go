@@ -21,7 +21,21 @@ func init() {
 // key cannot be rewritten becomes a dead letter ("rewrite") with the reason;
 // the others go on, in batches.
 func Rewrite(s beam.Scope, spec rekeyer.Spec, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
-	return rewrite(s.Scope("Rewrite"), spec, false, batches)
+	return beam.ParDo2(s.Scope("Rewrite"), &rewriteFn{Spec: spec.Text()}, batches)
+}
+
+// RewriteOwning is Rewrite for batches that nothing but it consumes (the
+// caller built the graph and knows): it rewrites their records in place
+// instead of copying their fields first, where a record has room for the
+// fields the rewrite adds (Rekeyer.Adds; a source gives it, as
+// source.FilesConfig.SpareFields does; a record without it is copied as
+// Rewrite copies). A batch's records and their fields then belong to the
+// rewritten batch: the input, which Beam hands to its one consumer as it
+// was emitted (in a fused stage) or decodes anew for it, is not read
+// again. With another consumer of batches this would change what that
+// consumer sees: use Rewrite.
+func RewriteOwning(s beam.Scope, spec rekeyer.Spec, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
+	return beam.ParDo2(s.Scope("Rewrite"), &rewriteFn{Spec: spec.Text(), Owned: true}, batches)
 }
 
 // OldField is the field RewriteKeepingOld adds to every rewritten record:
@@ -33,7 +47,7 @@ const OldField = "__rekey_old__"
 // one record can be compared after the write planning. Nothing is
 // written from it.
 func RewriteKeepingOld(s beam.Scope, spec rekeyer.Spec, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
-	return rewrite(s.Scope("RewriteKeepingOld"), spec, true, batches)
+	return beam.ParDo2(s.Scope("RewriteKeepingOld"), &rewriteFn{Spec: spec.Text(), KeepOld: true}, batches)
 }
 
 // TakeOld removes OldField from rec and returns the record it holds.
@@ -68,15 +82,13 @@ func withoutPlanFields(fs []record.Field) []record.Field {
 	return out
 }
 
-func rewrite(s beam.Scope, spec rekeyer.Spec, keepOld bool, batches beam.PCollection) (rewritten, deadLetters beam.PCollection) {
-	return beam.ParDo2(s, &rewriteFn{Spec: spec.Text(), KeepOld: keepOld}, batches)
-}
-
 // rewriteFn rewrites each record of a batch by its spec.
 type rewriteFn struct {
 	Spec    rekeyer.Text `json:"spec"`
 	KeepOld bool         `json:"keep_old,omitempty"`
-	rk      *rekeyer.Rekeyer
+	// Owned: the input batches are this DoFn's alone (RewriteOwning).
+	Owned bool `json:"owned,omitempty"`
+	rk    *rekeyer.Rekeyer
 }
 
 func (f *rewriteFn) Setup() error {
@@ -93,7 +105,7 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch record.Batch, emit
 	if f.KeepOld {
 		spare++
 	}
-	out := rewriteBatch(ctx, f.rk, f.KeepOld, spare, batch.Recs, dead)
+	out := rewriteBatch(ctx, f.rk, f.KeepOld, f.Owned && !f.KeepOld, spare, batch.Recs, dead)
 	if len(out) > 0 {
 		emit(record.Batch{Recs: out})
 	}
@@ -101,25 +113,35 @@ func (f *rewriteFn) ProcessElement(ctx context.Context, batch record.Batch, emit
 }
 
 // rewriteBatch rewrites recs into new records, dead-lettering those whose
-// key it cannot rewrite, and returns the others. recs is read-only (see
-// record.Batch: the batch may have other consumers): each new record gets
-// a copy of its fields, carved from one array for the whole batch with
-// room for spare more fields each (the fields the rewrite adds), so that
-// the rewrite sets and appends fields without touching recs and without
-// growing a slice (BenchmarkRewriteBatch).
-func rewriteBatch(ctx context.Context, rk *rekeyer.Rekeyer, keepOld bool, spare int, recs []record.Record, dead func(string)) []record.Record {
+// key it cannot rewrite, and returns the others. Unless owned, recs is
+// read-only (see record.Batch: the batch may have other consumers): each
+// new record gets a copy of its fields, carved from one array for the
+// whole batch with room for spare more fields each (the fields the
+// rewrite adds), so that the rewrite sets and appends fields without
+// touching recs and without growing a slice (BenchmarkRewriteBatch).
+// Owned (RewriteOwning), a record with room for spare more fields is
+// rewritten in place, and only the others are copied. A rewrite that fails
+// has written nothing into the record's fields (Rekeyer.Rewrite), so the
+// dead letter holds the record as it was read either way.
+func rewriteBatch(ctx context.Context, rk *rekeyer.Rekeyer, keepOld, owned bool, spare int, recs []record.Record, dead func(string)) []record.Record {
+	inPlace := func(r *record.Record) bool { return owned && cap(r.Fields)-len(r.Fields) >= spare }
 	n := 0
 	for i := range recs {
-		n += len(recs[i].Fields) + spare
+		if !inPlace(&recs[i]) {
+			n += len(recs[i].Fields) + spare
+		}
 	}
-	fields := make([]record.Field, 0, n)
+	var fields []record.Field
+	if n > 0 {
+		fields = make([]record.Field, 0, n)
+	}
 	out := make([]record.Record, 0, len(recs))
 	unmapped := 0
 	var scratch rekeyer.Scratch
 	for i := range recs {
 		orig := recs[i]
 		rec := recs[i]
-		if len(rec.Fields) > 0 { // nil stays nil: appending to it copies
+		if len(rec.Fields) > 0 && !inPlace(&rec) { // nil stays nil: appending to it copies
 			start := len(fields)
 			fields = append(fields, rec.Fields...)
 			rec.Fields = fields[start : len(fields) : len(fields)+spare]

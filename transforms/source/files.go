@@ -54,6 +54,11 @@ type FilesConfig struct {
 	// Positions gives every record where it was read, in PosField, for
 	// `rekey plan`'s read-order analysis. Not with Interleave.
 	Positions bool `json:"positions,omitempty"`
+	// SpareFields is room for more fields that each JSON Lines record
+	// gets beyond its own (the fields the rewrite adds, which it then
+	// adds in place: transforms.RewriteOwning), sized from the record
+	// before it in the file.
+	SpareFields int `json:"spare_fields,omitempty"`
 }
 
 // PosField is the field FilesConfig.Positions adds: the index of the
@@ -323,7 +328,7 @@ func (f *readFilesFn) readFile(ctx context.Context, fr fileRange, emit func(reco
 	default:
 		var r io.Reader = rc
 		if r, err = seekRange(rc, fr); err == nil {
-			err = readJSONL(r, ok, bad)
+			err = readJSONL(r, f.Cfg.SpareFields, ok, bad)
 		}
 	}
 	if err != nil {
@@ -507,7 +512,7 @@ func (c *cursor) next(ctx context.Context, ok func(record.Record), dead func(str
 			if err != nil {
 				return false, err
 			}
-			c.lines = &lines{br: bufio.NewReaderSize(r, interleavedBuffer)}
+			c.lines = &lines{br: bufio.NewReaderSize(r, interleavedBuffer), spare: f.Cfg.SpareFields}
 			c.bad = f.bad(ctx, fr, dead)
 		}
 		before := c.lines.bytes
@@ -636,8 +641,8 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 // JSON with base64 bytes is larger).
 const maxLine = 64 << 20
 
-func readJSONL(r io.Reader, ok func(record.Record), bad func(int, string, error)) error {
-	l := lines{br: bufio.NewReaderSize(r, 1<<20)}
+func readJSONL(r io.Reader, spare int, ok func(record.Record), bad func(int, string, error)) error {
+	l := lines{br: bufio.NewReaderSize(r, 1<<20), spare: spare}
 	for {
 		more, err := l.next(ok, bad)
 		if err != nil || !more {
@@ -651,6 +656,8 @@ type lines struct {
 	br    *bufio.Reader
 	n     int   // lines read
 	bytes int64 // about the bytes of the lines read (less \r)
+	spare int   // room for more fields in each record (FilesConfig.SpareFields)
+	last  int   // the fields of the last record parsed
 }
 
 // next reads the next line: a record to ok, a line that cannot be parsed
@@ -660,9 +667,10 @@ func (l *lines) next(ok func(record.Record), bad func(int, string, error)) (bool
 	line, err := readLine(l.br)
 	l.bytes += int64(len(line)) + 1
 	if len(line) > 0 {
-		if rec, perr := record.ParseJSON(line); perr != nil {
+		if rec, perr := record.ParseJSONCap(line, cmp.Or(l.last, 8)+l.spare); perr != nil {
 			bad(l.n, string(line), perr)
 		} else {
+			l.last = len(rec.Fields)
 			ok(rec)
 		}
 	}

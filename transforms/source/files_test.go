@@ -46,7 +46,7 @@ func TestRangesReadEveryLineOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = readJSONL(rr, func(rec record.Record) {
+				err = readJSONL(rr, 0, func(rec record.Record) {
 					v, _ := rec.Get("i")
 					seen[v.Int]++
 				}, func(line int, raw string, err error) {

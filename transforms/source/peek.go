@@ -64,7 +64,7 @@ func PeekFiles(ctx context.Context, cfg FilesConfig, n int) ([]record.Record, er
 	default:
 		var r io.Reader
 		if r, err = seekRange(io.LimitReader(rc, peekBytes), fileRange{Name: files[0], End: -1}); err == nil {
-			err = readJSONL(r, ok, skip)
+			err = readJSONL(r, 0, ok, skip)
 		}
 	}
 	if len(out) > 0 {
