@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/testkit/beamtest"
 	"github.com/rekeyio/rekey/migration"
@@ -214,10 +215,10 @@ func openWhenRead(t *testing.T, fifo string, readerDone <-chan struct{}) *os.Fil
 // process: nothing the test process holds is there.
 //
 // The staged cutover runs on the pool in poolShapes, not in all seven
-// shapes (each costs about two minutes there): those three take both
+// shapes, and in two stages (poolStages), not four: those three take both
 // stores' readers and writers through every cohort job, with the
 // children of interleaved tables, references rewritten, and entities
-// turned into rows and back.
+// turned into rows and back. In CI only the first runs (-full: all three).
 func TestOnWorkerPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: every job on the worker pool")
@@ -234,7 +235,7 @@ func TestOnWorkerPool(t *testing.T) {
 		{"datastore to datastore", TestMigrateDatastoreToDatastore},
 		{"dry run", TestDryRunWritesNothing},
 		{"redrive", TestRedriveAfterFixingTheTarget},
-		{"staged cutover", func(t *testing.T) { stagedEndToEnd(t, poolShapesOf()) }},
+		{"staged cutover", func(t *testing.T) { stagedEndToEnd(t, poolShapesOf(), poolStages) }},
 		{"load", TestPhaseAwareLoad},
 	} {
 		before := len(pool.Workers(t))
@@ -256,6 +257,13 @@ func poolShapesOf() []stagedShape {
 	}
 	return poolShapes[:1]
 }
+
+// poolStages are the stages of the staged cutover on the worker pool:
+// half the cohorts, then the rest. Every kind of job still runs on the
+// pool's workers (backfill, repair, verify --mark, the reverse backfill,
+// cleanup), with half the jobs of TestStagedMigrationEndToEnd's four
+// stages, which each take a worker pool's staging and start.
+var poolStages = [][]cohort.Range{{{First: 0, Last: 49}}, {{First: 50, Last: 99}}}
 
 // poolShapes are the staged shapes TestOnWorkerPool runs with -full.
 var poolShapes = []stagedShape{

@@ -230,13 +230,24 @@ func (a *simApp) wanted() map[string]string {
 // verify --mark is clean; at the end new, authoritative, holds exactly
 // every acknowledged write and no deleted record.
 func TestStagedMigrationEndToEnd(t *testing.T) {
-	stagedEndToEnd(t, stagedShapes)
+	stagedEndToEnd(t, stagedShapes, stagedStages)
 }
 
-// stagedEndToEnd runs the end-to-end test over shapes: those that run
+// stagedStages are the end-to-end test's stages on prism: 1%, then 10%,
+// 50% and 100% of the cohorts.
+var stagedStages = [][]cohort.Range{{{First: 0, Last: 0}}, {{First: 1, Last: 9}}, {{First: 10, Last: 49}}, {{First: 50, Last: 99}}}
+
+// stagedEndToEnd runs the end-to-end test over shapes, moving the cohorts
+// through every phase in stages (at least two): those shapes that run
 // alone one after another, then the others side by side (a shape spends
-// most of its time waiting for the phase caches to turn).
-func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
+// most of its time waiting for the phase caches to turn). One cohort of
+// the last stage but one rolls back from read_new, one of the last from
+// new_only.
+func stagedEndToEnd(t *testing.T, shapes []stagedShape, stages [][]cohort.Range) {
+	back, reverse := len(stages)-2, len(stages)-1
+	inStage := func(c, i int) bool {
+		return slices.ContainsFunc(stages[i], func(r cohort.Range) bool { return c >= r.First && c <= r.Last })
+	}
 	for _, se := range shapes {
 		t.Run(se.name, func(t *testing.T) {
 			if !se.alone {
@@ -246,15 +257,14 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 			e := se.make(t)
 			const seqs = 3
 			users, _ := stagedSeed(t, e, "e2e-user", 40, seqs)
-			stages := [][]cohort.Range{{{First: 0, Last: 0}}, {{First: 1, Last: 9}}, {{First: 10, Last: 49}}, {{First: 50, Last: 99}}}
-			// The cohorts rolled back: one of stage 3 from read_new, one of
-			// stage 4 from new_only; each with users.
+			// The cohorts rolled back: one of the last stage but one from
+			// read_new, one of the last from new_only; each with users.
 			var fromReadNew, fromNewOnly = -1, -1
 			for _, u := range users {
 				switch c := cohortOf(u); {
-				case c >= 10 && c <= 49 && fromReadNew < 0:
+				case inStage(c, back) && fromReadNew < 0:
 					fromReadNew = c
-				case c >= 50 && fromNewOnly < 0:
+				case inStage(c, reverse) && fromNewOnly < 0:
 					fromNewOnly = c
 				}
 			}
@@ -353,7 +363,7 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 				// application's write of a child of one fails in read_new
 				// (docs/limits.md).
 				repairMissed(rs)
-				if i == 2 { // one cohort back from read_new, and forward again
+				if i == back { // one cohort back from read_new, and forward again
 					x := one(fromReadNew)
 					e.move(t, x, phases.DualWrite)
 					waitHold()
@@ -364,7 +374,7 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 				}
 				e.move(t, rs, phases.NewOnly)
 				waitHold()
-				if i == 3 { // one cohort back from new_only: the reverse backfill
+				if i == reverse { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
 					if _, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
 						t.Fatalf("reverse backfill of cohort %d: %v%s", fromNewOnly, err, deadLetters(e.cfg.DeadLetter))
@@ -401,7 +411,7 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape) {
 			// application goes on (done neither reads nor writes old).
 			_, res, a, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
-				t.Fatalf("cleanup: %v", err)
+				t.Fatalf("cleanup: %v%s", err, deadLetters(e.cfg.DeadLetter))
 			}
 			t.Logf("cleanup: %s; audit %s by %s", res.Counters, a.Action, a.Who)
 			if old := e.oldPages(t); len(old) != 0 {
