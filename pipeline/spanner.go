@@ -39,9 +39,12 @@ func (spannerKind) read(s beam.Scope, j *migration.Job, o readOptions) (beam.PCo
 		b, d := source.Spanner(s, spannerKeys(j, filter))
 		return b, []beam.PCollection{d}, nil
 	}
-	batches, dead := source.Spanner(s, spannerSource(j, filter))
+	main := spannerSource(j, filter)
+	main.SpareFields = o.spare
+	batches, dead := source.Spanner(s, main)
 	all, deads := []beam.PCollection{batches}, []beam.PCollection{dead}
 	for _, cfg := range spannerChildren(j) {
+		cfg.SpareFields = o.spare
 		if len(o.cohorts) > 0 {
 			// The cohorts' rows of each child: its rows carry the user id
 			// column of the main table's key (cutover.NewSpanner).

@@ -36,6 +36,10 @@ type SpannerConfig struct {
 	// it was then); zero is a strong read at the moment the read starts.
 	// Reads of several tables at one ReadTime see one snapshot.
 	ReadTime time.Time `json:"read_time,omitzero"`
+	// SpareFields is room for more fields that each record gets beyond
+	// its columns (the fields the rewrite adds, which it then adds in
+	// place: transforms.RewriteOwning).
+	SpareFields int `json:"spare_fields,omitempty"`
 }
 
 // bound is the timestamp bound of cfg's read.
@@ -312,7 +316,7 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func(record.
 	txn := f.client.BatchReadOnlyTransactionFromID(tid)
 	defer txn.Close()
 	source := "spanner:" + f.Cfg.DatabasePath() + "/" + p.Table
-	if err := convertRows(ctx, txn.Execute(ctx, &part).Do, p.Table, source, emit, dead); err != nil {
+	if err := convertRows(ctx, txn.Execute(ctx, &part).Do, p.Table, source, f.Cfg.SpareFields, emit, dead); err != nil {
 		// The rows emitted so far are lost with the failed bundle; the
 		// runner retries the whole partition.
 		return fmt.Errorf("spanner source: read partition of %s: %w%s", p.Table, err, f.Cfg.readTimeHint(err))
@@ -323,7 +327,7 @@ func (f *readSpannerFn) read(ctx context.Context, p partition, emit func(record.
 // convertRows converts the rows rows yields into records of table and
 // emits them in batches of at most transforms.BatchSize; a row that does
 // not convert is dead-lettered. Both count as read.
-func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error, table, source string, emit func(record.Batch), dead func(string)) error {
+func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error, table, source string, spare int, emit func(record.Batch), dead func(string)) error {
 	t := &spannerdb.Table{Name: table}
 	batch := make([]record.Record, 0, transforms.BatchSize)
 	flush := func() {
@@ -335,7 +339,7 @@ func convertRows(ctx context.Context, rows func(func(*spanner.Row) error) error,
 		}
 	}
 	err := rows(func(row *spanner.Row) error {
-		rec, err := spannerdb.RowToRecord(row, t)
+		rec, err := spannerdb.RowToRecordSpare(row, t, spare)
 		if err != nil {
 			dead(record.NewDeadLetter(record.StageRead, source, &rec, err))
 			transforms.CountRead(ctx, 1)

@@ -36,7 +36,7 @@ func TestConvertRowsBatchesAndDeadLetters(t *testing.T) {
 	}
 	var batches []record.Batch
 	var dead []string
-	err := convertRows(context.Background(), rows, "T", "spanner:db/T", func(b record.Batch) { batches = append(batches, b) }, func(s string) { dead = append(dead, s) })
+	err := convertRows(context.Background(), rows, "T", "spanner:db/T", 0, func(b record.Batch) { batches = append(batches, b) }, func(s string) { dead = append(dead, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestConvertRowsBatchesAndDeadLetters(t *testing.T) {
 
 	// An error of the read itself fails the partition.
 	failing := func(f func(*spanner.Row) error) error { return context.DeadlineExceeded }
-	if err := convertRows(context.Background(), failing, "T", "", func(record.Batch) {}, func(string) {}); err == nil {
+	if err := convertRows(context.Background(), failing, "T", "", 0, func(record.Batch) {}, func(string) {}); err == nil {
 		t.Error("read error swallowed")
 	}
 }

@@ -33,7 +33,13 @@ import (
 // error naming it; the record returned with the error holds the columns
 // that did convert, so a dead letter can show them.
 func RowToRecord(row *spanner.Row, t *Table) (record.Record, error) {
-	rec := record.Record{Table: t.Name, Fields: make([]record.Field, 0, row.Size())}
+	return RowToRecordSpare(row, t, 0)
+}
+
+// RowToRecordSpare is RowToRecord with room in the record's fields for
+// spare more (the fields a rewrite adds in place: transforms.RewriteOwning).
+func RowToRecordSpare(row *spanner.Row, t *Table, spare int) (record.Record, error) {
+	rec := record.Record{Table: t.Name, Fields: make([]record.Field, 0, row.Size()+spare)}
 	var firstErr error
 	for i := range row.Size() {
 		name := row.ColumnName(i)
