@@ -271,12 +271,15 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape, stages [][]cohort.Range)
 			if fromReadNew < 0 || fromNewOnly < 0 {
 				t.Fatal("no users in the rolled-back cohorts' stages")
 			}
-			// faults sets what the tap injects into writes of LogsV2:
-			// none, transient ones only (Unavailable, which every writer
-			// retries), or those and permanent ones (PermissionDenied: an
-			// application's second write fails and goes to the repair
-			// log; a backfill's or a repair's would fail it by design, so
-			// those run under transient faults only).
+			// faults sets what the tap injects into writes of new's data
+			// tables (e.faultTables; in the interleaved shape old's tables
+			// have the same names, and the jobs' clients of old go through
+			// the tap too): none, transient ones only (Unavailable, which
+			// every writer retries), or those and permanent ones
+			// (PermissionDenied: an application's second write fails and
+			// goes to the repair log; a backfill's, a repair's, a reverse
+			// backfill's or a cleanup's would fail it by design, so those
+			// run under transient faults only).
 			const (
 				noFaults = iota
 				transientFaults
@@ -376,7 +379,10 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape, stages [][]cohort.Range)
 				waitHold()
 				if i == reverse { // one cohort back from new_only: the reverse backfill
 					y := one(fromNewOnly)
-					if _, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner}); err != nil {
+					faultsMode(transientFaults)
+					_, res, _, err := operator.Reverse(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: y, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
+					faults(true)
+					if err != nil {
 						t.Fatalf("reverse backfill of cohort %d: %v%s", fromNewOnly, err, deadLetters(e.cfg.DeadLetter))
 					} else {
 						t.Logf("reverse backfill of cohort %d: %s", fromNewOnly, res.Counters)
@@ -409,7 +415,9 @@ func stagedEndToEnd(t *testing.T, shapes []stagedShape, stages [][]cohort.Range)
 			waitHold()
 			// Every cohort is done: the old records go, while the
 			// application goes on (done neither reads nor writes old).
+			faultsMode(transientFaults)
 			_, res, a, err := operator.Cleanup(ctx, e.cfg, operator.CohortOptions{Migration: e.migration, Cohorts: []cohort.Range{{First: 0, Last: stagedBuckets - 1}}, Who: "e2e"}, pipeline.Runner{Runner: cohortRunner})
+			faults(true)
 			if err != nil {
 				t.Fatalf("cleanup: %v%s", err, deadLetters(e.cfg.DeadLetter))
 			}

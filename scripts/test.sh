@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs `go test ./... "$@"` against local Google emulators and a Beam job
-# server.
+# server (the integration package after the others, by itself: see below).
 #
 # Starts the Cloud Spanner emulator and the Firestore emulator in Datastore
 # mode on two free loopback ports, exports SPANNER_EMULATOR_HOST,
@@ -274,14 +274,23 @@ for a in "$@"; do
 	break
 done
 
-# Test packages run one at a time (-p 1) unless the arguments say
-# otherwise: the ramp-up and interrupt tests measure time against the
-# emulators, and other test binaries sharing the cores skew those
-# measurements (a ramp-up second once got 350 rows against 300 so).
+# The integration package runs alone (-p 1): its ramp-up and interrupt
+# tests measure time against the emulators, and other test binaries
+# sharing the cores skew those measurements (a ramp-up second once got 350
+# rows against 300 so). With the default packages (./...) and no -p in the
+# arguments, the other packages run first, two at a time (-p 2: none
+# measures time against a store), then the integration package by
+# itself; with packages named, they run one at a time unless the
+# arguments say.
 par=(-p 1)
 for a in "$@"; do
 	case "$a" in -p | -p=*) par=() ;; esac
 done
+integration=github.com/rekeyio/rekey/integration
+split=0
+if [[ ${#pkgs[@]} -eq 1 && "${pkgs[0]}" == ./... && ${#par[@]} -gt 0 ]]; then
+	split=1
+fi
 
 # The integration package runs the cutover soaks and the staged
 # end-to-end test in seven shapes, on prism and on the worker pool: about
@@ -294,14 +303,31 @@ for a in "$@"; do
 	case "$a" in -timeout | -timeout=*) tmo=() ;; esac
 done
 
-log "go test ${par[*]-} ${tmo[*]-} ${pkgs[*]-} $*"
-setsid go test "${par[@]+"${par[@]}"}" "${tmo[@]+"${tmo[@]}"}" "${pkgs[@]+"${pkgs[@]}"}" "$@" &
-GO_PID=$!
-set +e
-wait "$GO_PID"
-status=$?
-set -e
-GO_PID=
+# run_go_test runs go test with its arguments in a process group of its
+# own (GO_PID, which an interrupt stops) and returns its status.
+run_go_test() {
+	log "go test $*"
+	setsid go test "$@" &
+	GO_PID=$!
+	set +e
+	wait "$GO_PID"
+	local st=$?
+	set -e
+	GO_PID=
+	return "$st"
+}
+
+status=0
+if [[ $split -eq 1 ]]; then
+	mapfile -t others < <(go list ./... | grep -vx "$integration")
+	run_go_test -p 2 "${tmo[@]+"${tmo[@]}"}" "${others[@]}" "$@" || status=$?
+	run_go_test -p 1 "${tmo[@]+"${tmo[@]}"}" ./integration/ "$@" || {
+		st=$?
+		[[ $status -ne 0 ]] || status=$st
+	}
+else
+	run_go_test "${par[@]+"${par[@]}"}" "${tmo[@]+"${tmo[@]}"}" "${pkgs[@]+"${pkgs[@]}"}" "$@" || status=$?
+fi
 if [[ $status -ne 0 ]]; then
 	log "go test failed with status $status"
 fi
