@@ -200,9 +200,14 @@ func appendRepeated(dst []uint64, typ protowire.Type, v []byte, x uint64) []uint
 	return dst
 }
 
-// category is a kind of work in a profile: a sample belongs to the first
-// category (in the order of categories) any of whose functions is on its
-// stack.
+// category is a kind of work in a profile. A sample belongs to the first
+// of the record-work categories (categories[:recordWork]) any of whose
+// functions is on its stack; failing that, to the category of the
+// innermost function on its stack that one of the others names (the rest
+// of the work of rekey's stages, prism, the Beam SDK, the collector), the
+// Go runtime last: a DoFn's own code runs under the SDK's frames, and the
+// SDK's plumbing between DoFns under a DoFn's emit, so the innermost
+// owner says whose work a sample is.
 type category struct {
 	name string
 	re   *regexp.Regexp
@@ -211,7 +216,7 @@ type category struct {
 // categories are the kinds of work the summary tells apart, the record
 // work both sides do first, then what only a pipeline does.
 var categories = []category{
-	{"JSON Lines parse (record.ParseJSON)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.ParseJSON$`)},
+	{"JSON Lines parse (record.ParseJSON, ParseJSONCap)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.ParseJSON(Cap)?$`)},
 	{"key rewrite (rewrite, rekeyer; the plain program's rowRewriter)", regexp.MustCompile(`^(github\.com/rekeyio/rekey/(rewrite|rekeyer)\.|main\.\(\*rowRewriter\)\.)`)},
 	{"JSON Lines encode (record.AppendJSON)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.AppendJSON$`)},
 	{"record batches between stages (record.EncodeBatch, DecodeBatch)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.(EncodeBatch|DecodeBatch|AppendRecord|BatchLen)$`)},
@@ -221,17 +226,33 @@ var categories = []category{
 	{"prism runner", regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism/`)},
 	{"Beam SDK (harness, element execution, coders)", regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/`)},
 	{"garbage collector (background marking)", regexp.MustCompile(`^runtime\.gcBgMarkWorker$`)},
-	{"other rekey code", regexp.MustCompile(`^github\.com/rekeyio/rekey/`)},
+	{"other rekey code (the stages' own: sources, field copies, sinks, counters)", regexp.MustCompile(`^github\.com/rekeyio/rekey/`)},
 	{"Go runtime (scheduler, allocation, other)", regexp.MustCompile(`^runtime\.`)},
 }
+
+// recordWork is how many of categories are the record work both sides do
+// (matched anywhere on a stack, in order).
+const recordWork = 7
 
 // byCategory is each category's CPU time in p, "other" last.
 func byCategory(p *cpuProfile) []time.Duration {
 	out := make([]time.Duration, len(categories)+1)
+	runtime := len(categories) - 1
 	for _, s := range p.samples {
-		i := slices.IndexFunc(categories, func(c category) bool {
+		i := slices.IndexFunc(categories[:recordWork], func(c category) bool {
 			return slices.ContainsFunc(s.stack, c.re.MatchString)
 		})
+		for _, fn := range s.stack { // innermost first
+			if i >= 0 {
+				break
+			}
+			if j := slices.IndexFunc(categories[recordWork:runtime], func(c category) bool { return c.re.MatchString(fn) }); j >= 0 {
+				i = recordWork + j
+			}
+		}
+		if i < 0 && slices.ContainsFunc(s.stack, categories[runtime].re.MatchString) {
+			i = runtime
+		}
 		if i < 0 {
 			i = len(categories)
 		}
