@@ -25,13 +25,16 @@
 // alternate which goes first, -reps times per path; the report gives the
 // medians, the ratios of the medians and whether the goals were met.
 //
-// Then one more run of each side on files-files writes a CPU profile: the
-// plain program's with -cpuprofile, rekey's from a child of this command
-// that runs the same config through migration.Run, as `rekey run` does,
-// under runtime/pprof (the CLI has no profiling flag). The report splits
-// both profiles into kinds of work and lists rekey's busiest functions.
+// Then one more run of each side on each path of -profile-paths (by
+// default files-files) writes a CPU profile: the plain program's with
+// -cpuprofile, rekey's from a child of this command that runs the same
+// config through migration.Run, as `rekey run` does, under runtime/pprof
+// (the CLI has no profiling flag). The report splits both profiles into
+// kinds of work and lists rekey's busiest functions. The emulators run in
+// processes of their own, so their CPU is in neither profile. -reps 0
+// measures nothing and only profiles.
 //
-//	go run ./bench/cpu [-files-n 200000] [-store-n 100000] [-datastore-n 20000] [-reps 3] [-paths files-files,...] [-profile DIR] [-v]
+//	go run ./bench/cpu [-files-n 200000] [-store-n 100000] [-datastore-n 20000] [-reps 3] [-paths files-files,...] [-profile-paths files-files,...] [-profile DIR] [-v]
 //
 // datastore-datastore moves fewer records by default, each run on a new
 // Firestore emulator (freshDatastore): rekey's Datastore source reads a
@@ -93,7 +96,7 @@ var allPaths = []string{"files-files", "files-spanner", "files-datastore", "span
 // options are the command's flags.
 type options struct {
 	filesN, storeN, dsN, reps int
-	paths                     []string
+	paths, profilePaths       []string
 	profile                   string
 	verbose                   bool
 }
@@ -106,7 +109,8 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 3, "runs of each side per path (the report gives medians)")
 	paths := flag.String("paths", strings.Join(allPaths, ","), "the paths to measure, comma-separated")
 	flag.BoolVar(&o.verbose, "v", false, "copy every run's output to standard error")
-	flag.StringVar(&o.profile, "profile", "", "keep the files-files CPU profiles in this folder (rekey.pprof, plain.pprof)")
+	profilePaths := flag.String("profile-paths", "files-files", "the paths to profile after the measurements, comma-separated (empty: none)")
+	flag.StringVar(&o.profile, "profile", "", "keep the CPU profiles in this folder (PATH.rekey.pprof, PATH.plain.pprof)")
 	mode := flag.String("mode", "", "internal: profile (run -config through migration.Run under a CPU profile)")
 	cfgPath := flag.String("config", "", "internal: the config of -mode profile")
 	cpuProfile := flag.String("cpuprofile", "", "internal: the CPU profile of -mode profile")
@@ -118,15 +122,12 @@ func main() {
 	if *mode == "profile" {
 		err = profileRekey(ctx, *cfgPath, *cpuProfile)
 	} else {
-		for _, p := range strings.Split(*paths, ",") {
-			if p = strings.TrimSpace(p); !slices.Contains(allPaths, p) {
-				err = fmt.Errorf("-paths: %q is not one of %s", p, strings.Join(allPaths, ", "))
-				break
-			}
-			o.paths = append(o.paths, p)
+		o.paths, err = pathList("-paths", *paths)
+		if err == nil {
+			o.profilePaths, err = pathList("-profile-paths", *profilePaths)
 		}
-		if err == nil && (o.filesN < 1 || o.storeN < 1 || o.dsN < 1 || o.reps < 1) {
-			err = errors.New("-files-n, -store-n, -datastore-n and -reps must be at least 1")
+		if err == nil && (o.filesN < 1 || o.storeN < 1 || o.dsN < 1 || o.reps < 0) {
+			err = errors.New("-files-n, -store-n and -datastore-n must be at least 1, -reps at least 0")
 		}
 		if err == nil {
 			err = run(ctx, o)
@@ -137,6 +138,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cpu:", err)
 		os.Exit(1)
 	}
+}
+
+// pathList parses the comma-separated paths of flag.
+func pathList(flag, list string) ([]string, error) {
+	var paths []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(allPaths, p) {
+			return nil, fmt.Errorf("%s: %q is not one of %s", flag, p, strings.Join(allPaths, ", "))
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
 }
 
 // bench is one run of the benchmark: its folder, binaries, emulators and
@@ -176,7 +192,8 @@ type result struct {
 }
 
 // run builds both sides, starts the emulators, fills the sources,
-// measures every path of o, prints the report and profiles files-files.
+// measures every path of o, prints the report and profiles the paths of
+// o.profilePaths.
 func run(ctx context.Context, o options) (err error) {
 	b := &bench{o: o, project: emulator.DefaultProject, instance: emulator.DefaultInstance}
 	if b.dir, err = os.MkdirTemp("", "rekey-bench-cpu-"); err != nil {
@@ -187,7 +204,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	needs := func(s string) bool {
-		return slices.ContainsFunc(o.paths, func(p string) bool { return strings.Contains(p, s) })
+		return slices.ContainsFunc(slices.Concat(o.paths, o.profilePaths), func(p string) bool { return strings.Contains(p, s) })
 	}
 	if needs("spanner") || needs("datastore") {
 		if b.emulators, err = startEmulators(ctx, b.dir); err != nil {
@@ -220,6 +237,9 @@ func run(ctx context.Context, o options) (err error) {
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	var results []*result
 	for _, p := range o.paths {
+		if o.reps == 0 {
+			break
+		}
 		r, err := b.measure(ctx, p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -227,9 +247,9 @@ func run(ctx context.Context, o options) (err error) {
 		results = append(results, r)
 	}
 	report(results)
-	if slices.Contains(o.paths, "files-files") {
-		if err := b.profileFiles(ctx); err != nil {
-			return fmt.Errorf("profile: %w", err)
+	for _, p := range o.profilePaths {
+		if err := b.profilePath(ctx, p); err != nil {
+			return fmt.Errorf("profile of %s: %w", p, err)
 		}
 	}
 	return nil
@@ -267,9 +287,9 @@ func (b *bench) prepareSources(ctx context.Context, needs func(string) bool) err
 		entities bool
 		need     bool
 	}{
-		{b.rowsFiles, b.o.filesN, false, slices.Contains(b.o.paths, "files-files")},
-		{b.rowsStore, b.o.storeN, false, slices.Contains(b.o.paths, "files-spanner")},
-		{b.entities, b.o.storeN, true, slices.Contains(b.o.paths, "files-datastore")},
+		{b.rowsFiles, b.o.filesN, false, needs("files-files")},
+		{b.rowsStore, b.o.storeN, false, needs("files-spanner")},
+		{b.entities, b.o.storeN, true, needs("files-datastore")},
 	} {
 		if !f.need {
 			continue
@@ -280,7 +300,7 @@ func (b *bench) prepareSources(ctx context.Context, needs func(string) bool) err
 		}
 		fmt.Fprintf(os.Stderr, "wrote %s: %d records, %.1f MB\n", filepath.Base(f.path), f.n, float64(size)/(1<<20))
 	}
-	if slices.Contains(b.o.paths, "spanner-spanner") {
+	if needs("spanner-spanner") {
 		var err error
 		if b.sourceDB, err = migrate.NewDatabase(ctx, "cpusrc", workload.SourceDDL); err != nil {
 			return err
@@ -292,7 +312,7 @@ func (b *bench) prepareSources(ctx context.Context, needs func(string) bool) err
 	if needs("datastore") {
 		b.sourceNS = emulator.UniqueNamespace("cpusrc")
 	}
-	if slices.Contains(b.o.paths, "files-datastore") {
+	if needs("files-datastore") {
 		// Warms the Firestore emulator's JVM up; datastore-datastore
 		// fills the source anew before each run (freshDatastore).
 		if err := b.fillDatastore(ctx); err != nil {
@@ -559,6 +579,12 @@ func (b *bench) runSide(ctx context.Context, path string, rep int, rekey bool) (
 		return sample{}, "", err
 	}
 	defer os.RemoveAll(dir)
+	return b.intoNewTarget(ctx, path, dir, func(t target) (sample, string, error) { return b.runSideInto(ctx, path, dir, t, rekey) })
+}
+
+// intoNewTarget calls run with a new empty target of path in dir and
+// drops the target after it.
+func (b *bench) intoNewTarget(ctx context.Context, path, dir string, run func(t target) (sample, string, error)) (sample, string, error) {
 	t, err := b.newTarget(ctx, path, dir)
 	if err != nil {
 		return sample{}, "", err
@@ -568,6 +594,12 @@ func (b *bench) runSide(ctx context.Context, path string, rep int, rekey bool) (
 			fmt.Fprintln(os.Stderr, "cpu: removing a run's target:", err)
 		}
 	}()
+	return run(t)
+}
+
+// runSideInto runs one side of path once into t (in dir) and returns its
+// measurements and a fingerprint of what it wrote.
+func (b *bench) runSideInto(ctx context.Context, path, dir string, t target, rekey bool) (sample, string, error) {
 	var bin string
 	var args []string
 	summary := filepath.Join(dir, "summary.json")
@@ -814,9 +846,9 @@ func report(results []*result) {
 	}
 }
 
-// profileFiles runs each side of files-files once more under a CPU
-// profile and prints where each spends its time.
-func (b *bench) profileFiles(ctx context.Context) error {
+// profilePath runs each side of path once more under a CPU profile and
+// prints where each spends its time.
+func (b *bench) profilePath(ctx context.Context, path string) error {
 	dir := b.o.profile
 	if dir == "" {
 		dir = filepath.Join(b.dir, "profiles")
@@ -828,23 +860,34 @@ func (b *bench) profileFiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runDir := filepath.Join(b.dir, "files-files-profile")
+	runDir := filepath.Join(b.dir, path+"-profile")
 	if err := os.Mkdir(runDir, 0o755); err != nil {
 		return err
 	}
 	defer os.RemoveAll(runDir)
-	out := filepath.Join(runDir, "out.jsonl")
-	cfg := filepath.Join(runDir, "rekey.yaml")
-	if err := os.WriteFile(cfg, []byte(b.rekeyConfig("files-files", target{out: out}, filepath.Join(runDir, "dead.jsonl"))), 0o644); err != nil {
-		return err
+	rekeyProf, plainProf := filepath.Join(dir, path+".rekey.pprof"), filepath.Join(dir, path+".plain.pprof")
+	// side runs one side into a new target, dropped after it.
+	side := func(run func(t target) (sample, string, error)) (sample, string, error) {
+		if path == "datastore-datastore" {
+			if err := b.freshDatastore(ctx); err != nil {
+				return sample{}, "", err
+			}
+		}
+		return b.intoNewTarget(ctx, path, runDir, run)
 	}
-	rekeyProf, plainProf := filepath.Join(dir, "rekey.pprof"), filepath.Join(dir, "plain.pprof")
-	rs, rout, err := b.child(ctx, runDir, self, "-mode", "profile", "-config", cfg, "-cpuprofile", rekeyProf)
+	rs, rout, err := side(func(t target) (sample, string, error) {
+		cfg := filepath.Join(runDir, "rekey.yaml")
+		if err := os.WriteFile(cfg, []byte(b.rekeyConfig(path, t, filepath.Join(runDir, "dead.jsonl"))), 0o644); err != nil {
+			return sample{}, "", err
+		}
+		return b.child(ctx, runDir, self, "-mode", "profile", "-config", cfg, "-cpuprofile", rekeyProf)
+	})
 	if err != nil {
 		return err
 	}
-	os.Remove(out)
-	ps, pout, err := b.child(ctx, runDir, b.plain, append(b.plainArgs("files-files", target{out: out}), "-cpuprofile", plainProf)...)
+	ps, pout, err := side(func(t target) (sample, string, error) {
+		return b.child(ctx, runDir, b.plain, append(b.plainArgs(path, t), "-cpuprofile", plainProf)...)
+	})
 	if err != nil {
 		return err
 	}
@@ -867,10 +910,13 @@ func (b *bench) profileFiles(ctx context.Context) error {
 	if rp.total == 0 || pp.total == 0 {
 		return errNoProfile
 	}
-	n := b.o.filesN
-	fmt.Printf("\nCPU profiles of files-files, %d records, one more run of each side: rekey's pipeline (migration.Run on prism, as `rekey run` runs it) used %.2f s of CPU (%.2f s sampled) and allocated %.0f bytes per record on its heap, the plain program %.2f s (%.2f s sampled) and %.0f bytes per record.\n\n",
-		n, rs.cpu().Seconds(), rp.total.Seconds(), float64(rr.Allocated)/float64(n), ps.cpu().Seconds(), pp.total.Seconds(), float64(pr.Allocated)/float64(n))
-	fmt.Println("| kind of work (a sample goes to the first kind on its stack) | rekey s | rekey share | plain s | plain share | rekey − plain, s / M records |")
+	n := b.records(path)
+	fmt.Printf("\nCPU profiles of %s, %d records, one more run of each side: rekey's pipeline (migration.Run on prism, as `rekey run` runs it) used %.2f s of CPU (%.2f s sampled) and allocated %.0f bytes per record on its heap, the plain program %.2f s (%.2f s sampled) and %.0f bytes per record.\n\n",
+		path, n, rs.cpu().Seconds(), rp.total.Seconds(), float64(rr.Allocated)/float64(n), ps.cpu().Seconds(), pp.total.Seconds(), float64(pr.Allocated)/float64(n))
+	if path != "files-files" {
+		fmt.Printf("The emulators, in processes of their own and in neither profile, used %.2f s of CPU during rekey's run and %.2f s during the plain program's.\n\n", rs.emulators.Seconds(), ps.emulators.Seconds())
+	}
+	fmt.Println("| kind of work (a sample goes to the innermost owner on its stack) | rekey s | rekey share | plain s | plain share | rekey − plain, s / M records |")
 	fmt.Println("|---|---|---|---|---|---|")
 	rc, pc := byCategory(rp), byCategory(pp)
 	for i := range rc {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -200,65 +201,86 @@ func appendRepeated(dst []uint64, typ protowire.Type, v []byte, x uint64) []uint
 	return dst
 }
 
-// category is a kind of work in a profile. A sample belongs to the first
-// of the record-work categories (categories[:recordWork]) any of whose
-// functions is on its stack; failing that, to the category of the
-// innermost function on its stack that one of the others names (the rest
-// of the work of rekey's stages, prism, the Beam SDK, the collector), the
-// Go runtime last: a DoFn's own code runs under the SDK's frames, and the
-// SDK's plumbing between DoFns under a DoFn's emit, so the innermost
-// owner says whose work a sample is.
+// category is a kind of work in a profile. A sample belongs to the
+// innermost function on its stack that a category names (re, and not
+// not): a DoFn's own code runs under the SDK's frames, the SDK's plumbing
+// between DoFns under a DoFn's emit, a sink's commits under the emit of
+// the write planning fused with it and a whole fused stage under a
+// Spanner source's row iterator, so the innermost owner says whose work a
+// sample is. Package record's helpers name no category, so their time
+// goes to their caller (the parse, the encoding, the batch codec or the
+// stage that called them). gRPC and protobuf under a client's call are the
+// client's. The Go runtime (allocation, scheduling) is a sample's
+// category only when nothing else on its stack is named.
 type category struct {
 	name string
 	re   *regexp.Regexp
+	not  *regexp.Regexp // nil: nothing excluded
+}
+
+func (c category) matches(fn string) bool {
+	return c.re.MatchString(fn) && (c.not == nil || !c.not.MatchString(fn))
 }
 
 // categories are the kinds of work the summary tells apart, the record
-// work both sides do first, then what only a pipeline does.
+// work both sides do first, then what only a pipeline does. A function
+// goes to the first category that names it.
 var categories = []category{
-	{"JSON Lines parse (record.ParseJSON, ParseJSONCap)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.ParseJSON(Cap)?$`)},
-	{"key rewrite (rewrite, rekeyer; the plain program's rowRewriter)", regexp.MustCompile(`^(github\.com/rekeyio/rekey/(rewrite|rekeyer)\.|main\.\(\*rowRewriter\)\.)`)},
-	{"JSON Lines encode (record.AppendJSON)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.AppendJSON$`)},
-	{"record batches between stages (record.EncodeBatch, DecodeBatch)", regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.(EncodeBatch|DecodeBatch|AppendRecord|BatchLen)$`)},
-	{"write planning (internal/write, transforms/writeplan)", regexp.MustCompile(`^github\.com/rekeyio/rekey/(internal/write|transforms/writeplan)/`)},
-	{"file reads and writes (os, syscall)", regexp.MustCompile(`^(os\.\(\*File\)\.(Read|Write|ReadAt)|syscall\.(read|write|pread|pwrite|Syscall6?|RawSyscall6?)|internal/poll\.\(\*FD\)\.(Read|Write|Pread))`)},
-	{"gRPC and protobuf (runner ↔ SDK worker)", regexp.MustCompile(`^(google\.golang\.org/(grpc|protobuf)|golang\.org/x/net/http2)`)},
-	{"prism runner", regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism/`)},
-	{"Beam SDK (harness, element execution, coders)", regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/`)},
-	{"garbage collector (background marking)", regexp.MustCompile(`^runtime\.gcBgMarkWorker$`)},
-	{"other rekey code (the stages' own: sources, field copies, sinks, counters)", regexp.MustCompile(`^github\.com/rekeyio/rekey/`)},
-	{"Go runtime (scheduler, allocation, other)", regexp.MustCompile(`^runtime\.`)},
+	{name: "JSON Lines parse (record.ParseJSON, ParseJSONCap)", re: regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.ParseJSON(Cap)?$`)},
+	{name: "key rewrite (rewrite, rekeyer; the plain program's rowRewriter)", re: regexp.MustCompile(`^(github\.com/rekeyio/rekey/(rewrite|rekeyer)\.|main\.\(\*rowRewriter\)\.)`)},
+	{name: "JSON Lines encode (record.AppendJSON)", re: regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.AppendJSON$`)},
+	{name: "record batches between stages (record.EncodeBatch, DecodeBatch)", re: regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.(EncodeBatch|DecodeBatch(Spare)?|DecodeToBatch|AppendRecord|BatchLen)$`)},
+	{name: "write planning (internal/write, transforms/writeplan)", re: regexp.MustCompile(`^github\.com/rekeyio/rekey/(internal/write|transforms/writeplan)[/.]`)},
+	{name: "file reads and writes (os.File; sockets are gRPC's)", re: regexp.MustCompile(`^os\.\(\*File\)\.(Read|Write|ReadAt|WriteString)$`)},
+	{name: "Spanner and Datastore clients (cloud.google.com/go, the gRPC of their calls included)", re: regexp.MustCompile(`^cloud\.google\.com/go/`)},
+	{name: "gRPC and protobuf (runner ↔ SDK worker; the clients' connections)", re: regexp.MustCompile(`^(google\.golang\.org/(grpc|protobuf)|golang\.org/x/net/http2)`)},
+	{name: "prism runner", re: regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism/`)},
+	{name: "Beam SDK (harness, element execution, coders)", re: regexp.MustCompile(`^github\.com/apache/beam/sdks/v2/go/pkg/beam/`)},
+	{name: "garbage collector (background marking)", re: regexp.MustCompile(`^runtime\.gcBgMarkWorker$`)},
+	{name: "other rekey code (the stages' own: sources, field copies, sinks, counters)", re: regexp.MustCompile(`^github\.com/rekeyio/rekey/`), not: regexp.MustCompile(`^github\.com/rekeyio/rekey/record\.`)},
+	{name: "Go runtime (scheduler, allocation, other)", re: regexp.MustCompile(`^runtime\.`)},
 }
 
-// recordWork is how many of categories are the record work both sides do
-// (matched anywhere on a stack, in order).
-const recordWork = 7
+// The categories byCategory treats apart.
+var (
+	clientCat  = slices.IndexFunc(categories, func(c category) bool { return strings.HasPrefix(c.name, "Spanner and Datastore clients") })
+	grpcCat    = slices.IndexFunc(categories, func(c category) bool { return strings.HasPrefix(c.name, "gRPC") })
+	runtimeCat = len(categories) - 1
+)
 
 // byCategory is each category's CPU time in p, "other" last.
 func byCategory(p *cpuProfile) []time.Duration {
 	out := make([]time.Duration, len(categories)+1)
-	runtime := len(categories) - 1
 	for _, s := range p.samples {
-		i := slices.IndexFunc(categories[:recordWork], func(c category) bool {
-			return slices.ContainsFunc(s.stack, c.re.MatchString)
-		})
-		for _, fn := range s.stack { // innermost first
-			if i >= 0 {
-				break
-			}
-			if j := slices.IndexFunc(categories[recordWork:runtime], func(c category) bool { return c.re.MatchString(fn) }); j >= 0 {
-				i = recordWork + j
-			}
-		}
-		if i < 0 && slices.ContainsFunc(s.stack, categories[runtime].re.MatchString) {
-			i = runtime
-		}
-		if i < 0 {
-			i = len(categories)
-		}
-		out[i] += s.cpu
+		out[owner(s.stack)] += s.cpu
 	}
 	return out
+}
+
+// owner is the category of a sample with stack (innermost first), or
+// len(categories) when none names it.
+func owner(stack []string) int {
+	grpc := false
+	for _, fn := range stack {
+		i := slices.IndexFunc(categories[:runtimeCat], func(c category) bool { return c.matches(fn) })
+		switch {
+		case i < 0:
+			continue
+		case i == grpcCat:
+			grpc = true // the client's, if a client's call is the next owner out
+			continue
+		case grpc && i != clientCat:
+			return grpcCat
+		}
+		return i
+	}
+	if grpc {
+		return grpcCat
+	}
+	if slices.ContainsFunc(stack, categories[runtimeCat].matches) {
+		return runtimeCat
+	}
+	return len(categories)
 }
 
 // topFlat is the n functions with the most CPU time of their own (the leaf
