@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rekeyio/rekey/rewrite"
@@ -19,15 +20,25 @@ import (
 const batchVersion = 1
 
 // EncodeBatch encodes records into one byte slice.
+//
+// The slice is sized from the first record's encoding (the records of a
+// batch are mostly alike, give or take an eighth), so that a batch is
+// mostly encoded without growing its slice: growing by doubling
+// allocated about twice the batch's size again and copied it.
 func EncodeBatch(recs []Record) []byte {
-	b := make([]byte, 0, 64*len(recs)+8)
+	b := make([]byte, 0, 256+16)
 	b = append(b, batchVersion)
-	return appendRecords(b, recs)
-}
-
-func appendRecords(b []byte, recs []Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for i := range recs {
+	if len(recs) == 0 {
+		return b
+	}
+	head := len(b)
+	b = AppendRecord(b, &recs[0])
+	if rest := len(recs) - 1; rest > 0 {
+		one := len(b) - head
+		b = slices.Grow(b, rest*one+rest*one/8)
+	}
+	for i := 1; i < len(recs); i++ {
 		b = AppendRecord(b, &recs[i])
 	}
 	return b
