@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/rekeyio/rekey/rewrite"
 )
@@ -91,6 +92,48 @@ func DecodeBatchSpare(b []byte, spare int) ([]Record, error) {
 		return nil, d.err
 	}
 	return recs, nil
+}
+
+// AppendBatchHeader appends the header of a batch of n records (what
+// EncodeBatch writes before them). The n records' encodings must follow
+// it: AppendRecord's, or the raw encodings EachRaw gives.
+func AppendBatchHeader(dst []byte, n int) []byte {
+	dst = append(dst, batchVersion)
+	return binary.AppendUvarint(dst, uint64(n))
+}
+
+// EachRaw calls fn with each record of a batch from EncodeBatch: the
+// record's encoding within b (what AppendRecord wrote; a batch of such
+// encodings after AppendBatchHeader decodes to the same records) and the
+// record decoded without copying. That record, its fields, strings and
+// bytes are valid only during the call: they point into b, and the fields
+// into a slice reused for the next record. It is for reading each
+// record's key and passing the records on still encoded (the write
+// plan's shuffle), without a decode and an encode of every record.
+func EachRaw(b []byte, fn func(raw []byte, rec *Record) error) error {
+	d, n, err := openBatch(b)
+	if err != nil {
+		return err
+	}
+	d.view = true
+	var rec Record
+	var fields []Field
+	for range n {
+		start := d.i
+		rec = Record{Table: d.str()}
+		if d.byte() == 1 {
+			rec.Key = d.key()
+		}
+		fields = d.fieldsInto(fields[:0])
+		rec.Fields = fields
+		if d.err != nil {
+			return d.err
+		}
+		if err := fn(d.b[start:d.i:d.i], &rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AppendRecord appends one encoded record.
@@ -180,6 +223,9 @@ type decoder struct {
 	spare int
 	// prev is the previous record's fields.
 	prev []Field
+	// view: strings and bytes point into b instead of being copied
+	// (EachRaw).
+	view bool
 }
 
 func (d *decoder) fail() {
@@ -230,7 +276,22 @@ func (d *decoder) raw() []byte {
 	return s
 }
 
-func (d *decoder) str() string { return string(d.raw()) }
+func (d *decoder) str() string {
+	s := d.raw()
+	if d.view {
+		return unsafe.String(unsafe.SliceData(s), len(s))
+	}
+	return string(s)
+}
+
+// bytes is a BYTES value: a copy of its bytes, or them in b with view.
+func (d *decoder) bytes() []byte {
+	s := d.raw()
+	if d.view {
+		return s[:len(s):len(s)]
+	}
+	return append([]byte{}, s...)
+}
 
 func (d *decoder) u64() uint64 {
 	if len(d.b)-d.i < 8 {
@@ -275,6 +336,22 @@ func (d *decoder) fields(spare int) []Field {
 	return fs
 }
 
+// fieldsInto decodes a field list into dst's room (EachRaw).
+func (d *decoder) fieldsInto(dst []Field) []Field {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return dst
+	}
+	for range n {
+		f := Field{Name: d.str()}
+		f.NoIndex = d.byte() == 1
+		f.Value = d.value()
+		dst = append(dst, f)
+	}
+	return dst
+}
+
 // fieldList decodes a field list with room for spare more, taking the
 // names of prev where they are the same.
 func (d *decoder) fieldList(spare int, prev []Field) []Field {
@@ -310,7 +387,7 @@ func (d *decoder) value() Value {
 	case KindString, KindNumeric, KindJSON:
 		v.Str = d.str()
 	case KindBytes:
-		v.Bytes = append([]byte{}, d.raw()...)
+		v.Bytes = d.bytes()
 	case KindTimestamp:
 		sec := d.varint()
 		v.Time = time.Unix(sec, int64(d.uvarint())).UTC()

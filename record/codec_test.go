@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"testing"
 	"unsafe"
 )
@@ -78,5 +79,46 @@ func TestDecodeBatchNames(t *testing.T) {
 	}
 	if unsafe.StringData(got[1].Fields[0].Name) != unsafe.StringData(got[0].Fields[0].Name) {
 		t.Error("record 1's A is a string of its own, want record 0's")
+	}
+}
+
+func TestEachRaw(t *testing.T) {
+	recs := sampleRecords()
+	recs = append(recs, Record{Table: "Empty"}, Record{Table: "Bytes", Fields: []Field{{Name: "B", Value: Bytes([]byte{0, 1, 2})}, {Name: "N", NoIndex: true, Value: Int(-3)}}})
+	b := EncodeBatch(recs)
+	// The records in reverse order, still encoded, make a batch that
+	// decodes to them in that order.
+	var raws [][]byte
+	i := 0
+	err := EachRaw(b, func(raw []byte, rec *Record) error {
+		if !rec.Equal(&recs[i]) {
+			t.Errorf("record %d: %s, want %s", i, rec.Describe(), recs[i].Describe())
+		}
+		raws = append(raws, append([]byte{}, raw...))
+		i++
+		return nil
+	})
+	if err != nil || i != len(recs) {
+		t.Fatalf("EachRaw: %d records, %v", i, err)
+	}
+	out := AppendBatchHeader(nil, len(raws))
+	for j := len(raws) - 1; j >= 0; j-- {
+		out = append(out, raws[j]...)
+	}
+	got, err := DecodeBatch(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range got {
+		if want := &recs[len(recs)-1-j]; !got[j].Equal(want) {
+			t.Errorf("re-batched record %d: %s, want %s", j, got[j].Describe(), want.Describe())
+		}
+	}
+	if err := EachRaw(b[:len(b)-3], func([]byte, *Record) error { return nil }); err == nil {
+		t.Error("EachRaw of a cut batch: no error")
+	}
+	stop := errors.New("stop")
+	if err := EachRaw(b, func([]byte, *Record) error { return stop }); err != stop {
+		t.Errorf("EachRaw returned %v, want fn's error", err)
 	}
 }

@@ -91,7 +91,10 @@ func init() {
 // The local plan takes and emits record.Batch values, so a source, the
 // plan and a sink fused in one stage pass their records without encoding
 // them. The global plan shuffles them, so it encodes them first (or
-// spills them, Spill) and sends []byte through the GroupByKey.
+// spills them, Spill) and sends []byte through the GroupByKey; dealing
+// them to shard keys reads each record's key in place (record.EachRaw)
+// and passes the records on still encoded, so a record is encoded once
+// before the shuffle and decoded once after it.
 func Writes(s beam.Scope, opts writeorder.Options, batches beam.PCollection) beam.PCollection {
 	s = s.Scope("writeplan.Writes")
 	opts = opts.WithDefaults()
@@ -119,6 +122,8 @@ type buffer struct {
 	keyer *writeorder.Keyer
 	items []writeorder.Item
 	arena []byte
+	// raws holds the encodings of the items of addRaw.
+	raws []byte
 }
 
 // add decodes batch and appends its records, calling full each time the
@@ -146,13 +151,35 @@ func (b *buffer) addRecords(recs []record.Record, limit int, full func()) {
 	}
 }
 
+// addRaw appends batch's records still encoded (record.EachRaw), calling
+// full each time the buffer reaches limit records: what only passes the
+// records on to the shuffle reads their keys and copies their bytes
+// instead of decoding and encoding them again.
+func (b *buffer) addRaw(batch []byte, limit int, full func()) error {
+	err := record.EachRaw(batch, func(raw []byte, rec *record.Record) error {
+		start := len(b.arena)
+		b.arena = b.keyer.Append(b.arena, rec)
+		at := len(b.raws)
+		b.raws = append(b.raws, raw...)
+		b.items = append(b.items, writeorder.Item{Key: b.arena[start:len(b.arena):len(b.arena)], Raw: b.raws[at:len(b.raws):len(b.raws)]})
+		if len(b.items) >= limit {
+			full()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	return nil
+}
+
 // encodeBatch is a batch's encoding, for the global plan's shuffle.
 func encodeBatch(b record.Batch) []byte { return b.Encode() }
 
 // reset empties the buffer and lets its records go.
 func (b *buffer) reset() {
 	clear(b.items)
-	b.items, b.arena = b.items[:0], b.arena[:0]
+	b.items, b.arena, b.raws = b.items[:0], b.arena[:0], b.raws[:0]
 }
 
 // batchLen is the number of records in a batch, read from its header or
@@ -246,7 +273,7 @@ func (f *shardFn) ProcessElement(batch []byte, totals func(*int64) bool, emit fu
 	return f.reader.Each(batch, func(batch []byte) error {
 		f.hash.Write(batch)
 		var ferr error
-		err := f.add(batch, f.Opts.Buffer, func() { ferr = errors.Join(ferr, f.flush(emit)) })
+		err := f.addRaw(batch, f.Opts.Buffer, func() { ferr = errors.Join(ferr, f.flush(emit)) })
 		return errors.Join(err, ferr)
 	})
 }
@@ -282,11 +309,11 @@ func (f *shardFn) flush(emit func(int, []byte)) error {
 	// same way.
 	rng := rand.New(rand.NewPCG(uint64(f.Opts.Seed), f.hash.Sum64()^uint64(len(f.items))))
 	writeorder.Sort(f.items)
-	for shard, recs := range writeorder.Deal(f.items, f.keys, rng) {
-		if len(recs) == 0 {
+	for shard, raws := range writeorder.DealBy(f.items, f.keys, rng, func(it *writeorder.Item) []byte { return it.Raw }) {
+		if len(raws) == 0 {
 			continue
 		}
-		b := record.EncodeBatch(recs)
+		b := encodeRaws(raws)
 		if f.writer == nil {
 			emit(shardKey(shard, f.keys), b)
 			continue
@@ -298,11 +325,24 @@ func (f *shardFn) flush(emit func(int, []byte)) error {
 		for len(f.spills) <= shard {
 			f.spills = append(f.spills, spilled{})
 		}
-		f.spills[shard].n += len(recs)
+		f.spills[shard].n += len(raws)
 		f.spills[shard].segs = append(f.spills[shard].segs, seg)
 	}
 	f.reset()
 	return nil
+}
+
+// encodeRaws is the batch of the records encoded in raws.
+func encodeRaws(raws [][]byte) []byte {
+	size := 16
+	for _, r := range raws {
+		size += len(r)
+	}
+	b := record.AppendBatchHeader(make([]byte, 0, size), len(raws))
+	for _, r := range raws {
+		b = append(b, r...)
+	}
+	return b
 }
 
 // shardKey is the GroupByKey key of shard key shard of keys: both in one

@@ -20,10 +20,13 @@ import (
 )
 
 // Item is a record with its key in the store's order (a Keyer's
-// encoding): items sort by Key with bytes.Compare.
+// encoding): items sort by Key with bytes.Compare. The record is either
+// decoded (Rec) or still encoded (Raw, a record's bytes from
+// record.EachRaw).
 type Item struct {
 	Key []byte
 	Rec record.Record
+	Raw []byte
 }
 
 // Keyer computes records' keys in the target store's order: Spanner
@@ -99,7 +102,13 @@ func (k *Keyer) Append(dst []byte, rec *record.Record) []byte {
 // sorted batches line up with the store's ranges as evenly as possible (a
 // last, partial run goes to a uniformly random subset of the shards).
 func Deal(items []Item, n int, rng *rand.Rand) [][]record.Record {
-	shards := make([][]record.Record, n)
+	return DealBy(items, n, rng, func(it *Item) record.Record { return it.Rec })
+}
+
+// DealBy is Deal giving what of each item (Deal gives Rec): the same
+// draws, so the same shards.
+func DealBy[T any](items []Item, n int, rng *rand.Rand, what func(*Item) T) [][]T {
+	shards := make([][]T, n)
 	perm := make([]int, n)
 	for i := range perm {
 		perm[i] = i
@@ -109,7 +118,7 @@ func Deal(items []Item, n int, rng *rand.Rand) [][]record.Record {
 		if j == 0 {
 			rng.Shuffle(n, func(a, b int) { perm[a], perm[b] = perm[b], perm[a] })
 		}
-		shards[perm[j]] = append(shards[perm[j]], items[i].Rec)
+		shards[perm[j]] = append(shards[perm[j]], what(&items[i]))
 	}
 	return shards
 }

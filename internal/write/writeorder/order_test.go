@@ -316,6 +316,16 @@ func TestDeal(t *testing.T) {
 	if fmt.Sprint(Deal(items[:50], 4, rng(5))) != fmt.Sprint(Deal(items[:50], 4, rng(5))) {
 		t.Error("Deal differs for one seed")
 	}
+	// DealBy deals the same: each item's id in the shard Deal gave its
+	// record.
+	ids5 := DealBy(items[:50], 4, rng(5), func(it *Item) int64 { return idOf(it.Rec) })
+	for s, recs := range Deal(items[:50], 4, rng(5)) {
+		for i, r := range recs {
+			if ids5[s][i] != idOf(r) {
+				t.Fatalf("DealBy put %d at shard %d, place %d; Deal %d", ids5[s][i], s, i, idOf(r))
+			}
+		}
+	}
 	// Where record 0 goes: uniform over 8 shards.
 	where := map[int]int{}
 	for seed := range uint64(8000) {
