@@ -13,9 +13,12 @@ import (
 	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/gctune"
 )
 
 func main() {
+	gctune.Tune()
 	if isWorker(os.Args[1:]) {
 		// Started by a runner (Dataflow, a portable job server) as a worker:
 		// Beam's hook runs the worker harness.
