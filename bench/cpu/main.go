@@ -34,7 +34,7 @@
 // processes of their own, so their CPU is in neither profile. -reps 0
 // measures nothing and only profiles.
 //
-//	go run ./bench/cpu [-files-n 1000000] [-store-n 100000] [-datastore-n 20000] [-reps 3] [-paths files-files,...] [-profile-paths files-files,...] [-profile DIR] [-v]
+//	go run ./bench/cpu [-files-n 1000000] [-store-n 100000] [-datastore-n 20000] [-reps 3] [-paths files-files,...] [-profile-paths files-files,...] [-profile DIR] [-write YAML] [-v]
 //
 // datastore-datastore moves fewer records by default, each run on a new
 // Firestore emulator (freshDatastore): rekey's Datastore source reads a
@@ -98,7 +98,7 @@ var allPaths = []string{"files-files", "files-spanner", "files-datastore", "span
 type options struct {
 	filesN, storeN, dsN, reps int
 	paths, profilePaths       []string
-	profile                   string
+	profile, write            string
 	verbose                   bool
 }
 
@@ -110,6 +110,7 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 3, "runs of each side per path (the report gives medians)")
 	paths := flag.String("paths", strings.Join(allPaths, ","), "the paths to measure, comma-separated")
 	flag.BoolVar(&o.verbose, "v", false, "copy every run's output to standard error")
+	flag.StringVar(&o.write, "write", "", "rekey's write settings as YAML, e.g. '{shuffle: never}' (empty: the defaults); for investigating, the plain program does not change")
 	profilePaths := flag.String("profile-paths", "files-files", "the paths to profile after the measurements, comma-separated (empty: none)")
 	flag.StringVar(&o.profile, "profile", "", "keep the CPU profiles in this folder (PATH.rekey.pprof, PATH.plain.pprof)")
 	mode := flag.String("mode", "", "internal: profile (run -config through migration.Run under a CPU profile)")
@@ -503,7 +504,11 @@ func (b *bench) rekeyConfig(path string, t target, dead string) string {
 	default:
 		dst = fmt.Sprintf("{type: datastore, project: %s, namespace: %s, kind: %s}", b.project, t.ns, workload.Kind)
 	}
-	return fmt.Sprintf("source: %s\ntarget: %s\nrewrite: %s\nramp: {profile: none}\ndead_letter: %q\n", src, dst, rw, dead)
+	cfg := fmt.Sprintf("source: %s\ntarget: %s\nrewrite: %s\nramp: {profile: none}\ndead_letter: %q\n", src, dst, rw, dead)
+	if b.o.write != "" {
+		cfg += "write: " + b.o.write + "\n"
+	}
+	return cfg
 }
 
 // plainArgs are the plain program's arguments for a run of path into t.
@@ -630,11 +635,20 @@ func (b *bench) runSideInto(ctx context.Context, path, dir string, t target, rek
 		return s, "", err
 	}
 	n := b.records(path)
-	if written != int64(n) {
-		return s, "", fmt.Errorf("wrote %d records, want %d", written, n)
-	}
 	fp, err := b.fingerprint(ctx, t)
-	return s, fp, err
+	if err != nil {
+		return s, "", err
+	}
+	if written != int64(n) {
+		if !rekey || !strings.HasPrefix(fp, fmt.Sprintf("%d ", n)) {
+			return s, "", fmt.Errorf("wrote %d records, want %d (the target: %s)", written, n, fp)
+		}
+		// prism can drop the counts of bundles that finish at once
+		// (docs/limits.md); the target, whose fingerprint every run must
+		// match, holds them all.
+		fmt.Fprintf(os.Stderr, "cpu: %s: rekey's summary counted %d records written, the target holds %d (prism's counts, docs/limits.md)\n", path, written, n)
+	}
+	return s, fp, nil
 }
 
 // child runs bin with args in dir and measures it; the emulators' CPU
