@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/cutover/phases"
+	"github.com/rekeyio/rekey/migration/config"
+	"github.com/rekeyio/rekey/pipeline"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -40,7 +44,7 @@ func TestSpannerConcurrentCutover(t *testing.T) {
 			}
 			defer second.Close()
 			concurrentCutover(t, fixture{
-				libs: []app{e.lib, second}, store: e.store, migration: e.migration, row: logRow, key: logKey,
+				libs: []app{e.lib, second}, store: e.store, migration: e.migration, row: logRow, key: logKey, configPath: e.configPath,
 				seed: func(recs []record.Record) error {
 					var ms []*spanner.Mutation
 					for _, r := range recs {
@@ -91,6 +95,12 @@ type fixture struct {
 	key       func(user string, seq int64) record.Record
 	seed      func([]record.Record) error
 	oldRows   func(users []string) ([]record.Record, error)
+	// configPath is the migration's config, for the operator's repair.
+	configPath string
+	// faultsOff, if set, ends the faults injected into new's data
+	// commits before the repair in read_new, which then must have
+	// repair-log entries to repair.
+	faultsOff func()
 }
 
 func concurrentCutover(t *testing.T, f fixture) {
@@ -246,6 +256,33 @@ func concurrentCutover(t *testing.T, f fixture) {
 		}
 		return copied, skipped
 	}
+	// repairMissed is the operator's repair in read_new of what new missed
+	// while old was authoritative. Apart, under load, a second write can
+	// fail, or a first's response be lost (its deadline passes while the
+	// emulator, one transaction at a time, is busy): the call is logged
+	// for repair, and new_only refuses the cohorts until a repair
+	// (package phases, "Missed writes").
+	repaired := 0
+	repairMissed := func() {
+		t.Helper()
+		entries, err := operator.RepairsOf(ctx, f.store, f.migration)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 0 {
+			return
+		}
+		cfg, err := config.LoadFile(f.configPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res, err := operator.Repair(ctx, cfg, operator.RepairOptions{Migration: f.migration, Cohorts: cohorts, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "operator"}, pipeline.Runner{Runner: "prism"})
+		if err != nil {
+			t.Fatalf("repair in read_new of %d repair-log entries (the first: %v): %v", len(entries), entries[0], err)
+		}
+		repaired = len(entries)
+		t.Logf("repair in read_new of %d repair-log entries (the first: %v): %s", len(entries), entries[0], res.Counters)
+	}
 	time.Sleep(300 * time.Millisecond)
 	move(phases.DualWrite)
 	time.Sleep(hold.DualWriteHold)
@@ -256,6 +293,10 @@ func concurrentCutover(t *testing.T, f fixture) {
 	time.Sleep(1500 * time.Millisecond)
 	move(phases.ReadNew)
 	time.Sleep(hold.DualWriteHold + 300*time.Millisecond)
+	if f.faultsOff != nil {
+		f.faultsOff()
+	}
+	repairMissed()
 	move(phases.NewOnly)
 	time.Sleep(1500 * time.Millisecond)
 	close(stop)
@@ -270,8 +311,8 @@ func concurrentCutover(t *testing.T, f fixture) {
 	for i, l := range libs {
 		st[i] = l.Stats()
 	}
-	t.Logf("%d calls (%d retried); backfill copied %d, skipped %d; instance stats: shadow reads %d+%d, fallbacks %d+%d, repairs %d+%d",
-		total, retries, copied, skipped, st[0].ShadowReads, st[1].ShadowReads, st[0].Fallbacks, st[1].Fallbacks, st[0].Repairs, st[1].Repairs)
+	t.Logf("%d calls (%d retried); backfill copied %d, skipped %d; repaired in read_new %d; instance stats: shadow reads %d+%d (awaiting repair %d+%d), fallbacks %d+%d, repairs %d+%d",
+		total, retries, copied, skipped, repaired, st[0].ShadowReads, st[1].ShadowReads, st[0].ShadowPending, st[1].ShadowPending, st[0].Fallbacks, st[1].Fallbacks, st[0].Repairs, st[1].Repairs)
 	for _, f := range failures {
 		t.Error(f)
 	}
@@ -279,6 +320,9 @@ func concurrentCutover(t *testing.T, f fixture) {
 		if s.ShadowMismatches != 0 || s.Unrepaired != 0 {
 			t.Errorf("instance %d: %d shadow mismatches (%q), %d unrepaired; want none", i, s.ShadowMismatches, s.MismatchSamples, s.Unrepaired)
 		}
+	}
+	if f.faultsOff != nil && repaired == 0 {
+		t.Errorf("the faults in new's commits left nothing in the repair log: the repair in read_new went untested")
 	}
 	if total < 200 {
 		t.Errorf("only %d calls were made: the test did not exercise the library", total)

@@ -328,7 +328,7 @@ func (x *DatastoreSpanner) read(c *call, key *record.Record) (*record.Record, er
 			oldRec, oerr = readOld()
 		}
 		if r.shadow && oerr == nil {
-			x.shadowCompare(c, oldRec, newRec)
+			x.shadowCompare(c, oldRec, newRec, m.behind)
 		}
 		if behind {
 			// A write new took and old missed while new was

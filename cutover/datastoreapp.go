@@ -424,7 +424,7 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.shadowCompare(c, oldRec, newRec)
+		d.shadowCompare(c, oldRec, newRec, m.behind)
 		if r.consult && !d.same && m.behind == oldSide.String() {
 			d.stats.redirect()
 			return newRec, nil

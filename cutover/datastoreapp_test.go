@@ -60,8 +60,8 @@ func newDSEnvIn(t *testing.T, newDB string, beforeOpen func()) *dsEnv {
 source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: Log}
 target: {type: datastore, project: %[1]s, database: %[4]q, namespace: %[3]s, kind: Log}
 rewrite: {strategy: hashprefix}
-cohort: {user: User}
-`, emulator.DatastoreProject(), e.oldNS, e.newNS, newDB)), 0o644); err != nil {
+cohort: {user: User, %[5]s}
+`, emulator.DatastoreProject(), e.oldNS, e.newNS, newDB, envCohortTiming)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if beforeOpen != nil {
@@ -175,7 +175,7 @@ func datastoreConcurrentCutover(t *testing.T, e *dsEnv) {
 	}
 	defer second.Close()
 	concurrentCutover(t, fixture{
-		libs: []app{e.lib, second}, store: e.store, migration: e.migration, row: e.entity, key: e.key,
+		libs: []app{e.lib, second}, store: e.store, migration: e.migration, row: e.entity, key: e.key, configPath: e.configPath,
 		seed: func(recs []record.Record) error {
 			_, err := datastoredb.NewWriter(e.c).Write(ctx, recs)
 			return err
@@ -190,7 +190,8 @@ func datastoreConcurrentCutover(t *testing.T, e *dsEnv) {
 // application's write succeeds on old, and the miss goes to the repair
 // log in new's database; a read_new read of that entity sees the pending
 // repair and reads old; in read_new, where new is authoritative, the
-// write fails and old is not written.
+// write fails and old is not written. In shadow the difference is
+// counted as awaiting repair, not as a mismatch.
 func TestDatastoreSecondWriteFailure(t *testing.T) {
 	ctx := context.Background()
 	var tap *committap.Tap
@@ -232,10 +233,22 @@ func TestDatastoreSecondWriteFailure(t *testing.T) {
 		t.Errorf("repairs %d, unrepaired %d; want 1, 0", st.Repairs, st.Unrepaired)
 	}
 
+	// In shadow, before a repair, a read returns old's entity, and the
+	// difference from new is counted as awaiting that repair (the
+	// touched mark says new missed a write), not as a mismatch.
+	e.setPhase(t, dual, phases.Shadow)
+	got, found, err := e.lib.Read(ctx, e.key(dual, 1))
+	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "v1" {
+		t.Errorf("shadow read of the entity new missed: %s, %v, %v; want v1 from old", got.Describe(), found, err)
+	}
+	if st := e.lib.Stats(); st.ShadowReads != 1 || st.ShadowMismatches != 0 || st.ShadowPending != 1 {
+		t.Errorf("shadow reads %d, mismatches %d (%q), awaiting repair %d; want 1, 0, 1", st.ShadowReads, st.ShadowMismatches, st.MismatchSamples, st.ShadowPending)
+	}
+
 	// The cohort moves on before a repair: read_new reads old for the
 	// entity new missed (its touched mark says so), counted as redirected.
 	e.setPhase(t, dual, phases.ReadNew)
-	got, found, err := e.lib.Read(ctx, e.key(dual, 1))
+	got, found, err = e.lib.Read(ctx, e.key(dual, 1))
 	if v, _ := got.Get("Page"); err != nil || !found || v.Str != "v1" {
 		t.Errorf("read_new read of the entity new missed: %s, %v, %v; want v1 from old", got.Describe(), found, err)
 	}

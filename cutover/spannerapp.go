@@ -702,7 +702,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.shadowCompare(c, oldRec, newRec)
+		s.shadowCompare(c, oldRec, newRec, "")
 		return oldRec, nil
 	case r.shadow:
 		// The mark and new at the mark's snapshot, then old (the mark
@@ -720,7 +720,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.shadowCompare(c, oldRec, newRec)
+		s.shadowCompare(c, oldRec, newRec, m.behind)
 		if m.behind == oldSide.String() {
 			s.stats.redirect()
 			return newRec, nil

@@ -18,10 +18,13 @@ import (
 	"github.com/rekeyio/rekey/record"
 )
 
-// The library's cache timing in these tests.
+// The library's cache timing in these tests, in Options and, for the
+// operator's jobs (a repair opens the library too), in the configs.
 const (
 	envTTL  = 2 * time.Second
 	envSkew = 500 * time.Millisecond
+	// envCohortTiming is envTTL and envSkew as the config's cohort keys.
+	envCohortTiming = "cache_ttl: 2s, skew: 500ms"
 )
 
 const (
@@ -77,8 +80,8 @@ func newSpannerEnvVia(t *testing.T, sameDB bool, newDDL, oldVia, newVia string) 
 source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: Logs}
 target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[4]s, table: LogsV2}
 rewrite: {strategy: shard, params: {n: 8, mode: abs}}
-cohort: {user: UserId}
-`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC))
+cohort: {user: UserId, %[5]s}
+`, emulator.SpannerProject(), emulator.SpannerInstance(), dbID(oldC), dbID(newC), envCohortTiming)
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}

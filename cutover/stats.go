@@ -19,10 +19,12 @@ type Stats struct {
 	// SwitchWaits the calls that waited for their cohort's switch of
 	// authority (see package phases); ShadowReads the shadow reads, ShadowMismatches those where old
 	// and new differed, with the first of them in MismatchSamples (the old
-	// key and how new differs).
-	Fallbacks, Redirected, SwitchWaits int64
-	ShadowReads, ShadowMismatches      int64
-	MismatchSamples                    []string
+	// key and how new differs). ShadowPending counts the shadow reads
+	// where they differed on a key whose touched mark said a store missed
+	// a write: the repair log holds it, and a repair puts it right.
+	Fallbacks, Redirected, SwitchWaits           int64
+	ShadowReads, ShadowMismatches, ShadowPending int64
+	MismatchSamples                              []string
 	// Repairs counts records written to the repair log (a second write
 	// that failed); Unrepaired those whose repair entry failed too.
 	Repairs, Unrepaired int64
@@ -105,6 +107,12 @@ func (st *stats) mismatch(key string) {
 	}
 	st.mu.Unlock()
 	otelCounters.mismatches.Add(context.Background(), 1, metric.WithAttributes(st.migration))
+}
+
+func (st *stats) shadowPending() {
+	st.mu.Lock()
+	st.s.ShadowPending++
+	st.mu.Unlock()
 }
 
 func (st *stats) repair(logged bool) {

@@ -190,6 +190,9 @@
 // shadow it reads the mark (with new at its snapshot), and returns new's
 // record if Behind = "old" (old missed a write new took while it was
 // authoritative, before a rollback); else it reads old, after the mark.
+// A shadow read that finds old and new differ on a key whose mark has a
+// Behind counts the difference as awaiting repair (Stats.ShadowPending),
+// not as a mismatch: the repair log holds the write one store missed.
 // So a delete that reached new and not old (or whose response was lost)
 // is not undone by a read, and a read never returns what the
 // authoritative store replaced.
