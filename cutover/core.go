@@ -300,20 +300,33 @@ func notApplied(err error) bool {
 	return status.Code(err) == codes.Aborted || spanner.ErrCode(err) == codes.Aborted
 }
 
+// shadowRecheckAfter is how long a shadow read that found old and new
+// differ waits before it compares them again (see shadowCompare).
+const shadowRecheckAfter = 100 * time.Millisecond
+
 // shadowCompare counts a shadow read's mismatch between old's record
 // and new's (each nil when absent). behind is the Behind of the key's
 // touched mark as the read found it ("" with none, or in one database):
 // when it names a store, a write that store missed is in the repair log,
 // and a difference is counted as awaiting that repair, not as a mismatch.
-func (r *router) shadowCompare(c *call, oldRec, newRec *record.Record, behind string) {
-	var d string
-	switch {
-	case oldRec == nil && newRec != nil:
-		d = "only in new"
-	case oldRec != nil && newRec == nil:
-		d = "only in old"
-	case oldRec != nil:
-		d = record.Diff(newRec, oldRec)
+//
+// Apart, old and new are not read at one moment: a write of the key
+// from another call can land between the two reads (old written, new a
+// moment later), and they differ for as long as that write is in flight.
+// So a difference with no Behind is looked at again, after
+// shadowRecheckAfter, through again (the same reads, mark first; nil
+// where one read-only transaction reads both stores, which no write
+// straddles), and counted as a mismatch only if it is still there; if it
+// is gone it is counted as settled. A call with too little time left for
+// the second look counts the first.
+func (r *router) shadowCompare(c *call, oldRec, newRec *record.Record, behind string, again func() (oldRec, newRec *record.Record, behind string, err error)) {
+	d := shadowDiff(oldRec, newRec)
+	if d != "" && behind == "" && again != nil && waitRecheck(c.ctx) {
+		if o, n, b, err := again(); err == nil {
+			if d, behind = shadowDiff(o, n), b; d == "" {
+				r.stats.shadowSettled()
+			}
+		}
 	}
 	switch {
 	case d == "":
@@ -321,6 +334,35 @@ func (r *router) shadowCompare(c *call, oldRec, newRec *record.Record, behind st
 		r.stats.shadowPending()
 	default:
 		r.stats.mismatch(c.key + ": " + d)
+	}
+}
+
+// shadowDiff says how new's record differs from old's ("": they agree).
+func shadowDiff(oldRec, newRec *record.Record) string {
+	switch {
+	case oldRec == nil && newRec != nil:
+		return "only in new"
+	case oldRec != nil && newRec == nil:
+		return "only in old"
+	case oldRec != nil:
+		return record.Diff(newRec, oldRec)
+	}
+	return ""
+}
+
+// waitRecheck waits shadowRecheckAfter, and reports whether ctx leaves
+// time for a second look after that.
+func waitRecheck(ctx context.Context) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 3*shadowRecheckAfter {
+		return false
+	}
+	t := time.NewTimer(shadowRecheckAfter)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -328,7 +328,14 @@ func (x *DatastoreSpanner) read(c *call, key *record.Record) (*record.Record, er
 			oldRec, oerr = readOld()
 		}
 		if r.shadow && oerr == nil {
-			x.shadowCompare(c, oldRec, newRec, m.behind)
+			x.shadowCompare(c, oldRec, newRec, m.behind, func() (*record.Record, *record.Record, string, error) {
+				newRec, m, err := x.readNewMarked(c, key)
+				if err != nil {
+					return nil, nil, "", err
+				}
+				oldRec, err := readOld()
+				return oldRec, newRec, m.behind, err
+			})
 		}
 		if behind {
 			// A write new took and old missed while new was

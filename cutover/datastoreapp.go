@@ -424,7 +424,14 @@ func (d *Datastore) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.shadowCompare(c, oldRec, newRec, m.behind)
+		d.shadowCompare(c, oldRec, newRec, m.behind, func() (*record.Record, *record.Record, string, error) {
+			newRec, m, err := d.readNewMarked(c, key)
+			if err != nil {
+				return nil, nil, "", err
+			}
+			oldRec, err := d.readOld(c.ctx, key)
+			return oldRec, newRec, m.behind, err
+		})
 		if r.consult && !d.same && m.behind == oldSide.String() {
 			d.stats.redirect()
 			return newRec, nil

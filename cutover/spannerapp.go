@@ -702,7 +702,7 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.shadowCompare(c, oldRec, newRec, "")
+		s.shadowCompare(c, oldRec, newRec, "", nil)
 		return oldRec, nil
 	case r.shadow:
 		// The mark and new at the mark's snapshot, then old (the mark
@@ -720,7 +720,14 @@ func (s *Spanner) read(c *call, key *record.Record) (*record.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.shadowCompare(c, oldRec, newRec, m.behind)
+		s.shadowCompare(c, oldRec, newRec, m.behind, func() (*record.Record, *record.Record, string, error) {
+			newRec, m, err := s.readNewMarked(c, key, nk)
+			if err != nil {
+				return nil, nil, "", err
+			}
+			oldRec, err := s.readOld(c.ctx, s.oldC.Single(), key)
+			return oldRec, newRec, m.behind, err
+		})
 		if m.behind == oldSide.String() {
 			s.stats.redirect()
 			return newRec, nil

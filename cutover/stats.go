@@ -17,14 +17,17 @@ type Stats struct {
 	// old; Redirected the reads that went to the other store because the
 	// key's touched mark said the one the phase reads missed a write;
 	// SwitchWaits the calls that waited for their cohort's switch of
-	// authority (see package phases); ShadowReads the shadow reads, ShadowMismatches those where old
-	// and new differed, with the first of them in MismatchSamples (the old
-	// key and how new differs). ShadowPending counts the shadow reads
-	// where they differed on a key whose touched mark said a store missed
-	// a write: the repair log holds it, and a repair puts it right.
-	Fallbacks, Redirected, SwitchWaits           int64
-	ShadowReads, ShadowMismatches, ShadowPending int64
-	MismatchSamples                              []string
+	// authority (see package phases); ShadowReads the shadow reads,
+	// ShadowMismatches those where old and new differed and still did on
+	// a second look, with the first of them in MismatchSamples (the old
+	// key and how new differs). ShadowSettled counts the differences gone
+	// on that second look (a write of the key in flight between the
+	// reads), ShadowPending those on a key whose touched mark said a store
+	// missed a write: the repair log holds it, and a repair puts it right.
+	Fallbacks, Redirected, SwitchWaits int64
+	ShadowReads, ShadowMismatches      int64
+	ShadowSettled, ShadowPending       int64
+	MismatchSamples                    []string
 	// Repairs counts records written to the repair log (a second write
 	// that failed); Unrepaired those whose repair entry failed too.
 	Repairs, Unrepaired int64
@@ -108,6 +111,12 @@ func (st *stats) mismatch(key string) {
 	}
 	st.mu.Unlock()
 	otelCounters.mismatches.Add(context.Background(), 1, metric.WithAttributes(st.migration))
+}
+
+func (st *stats) shadowSettled() {
+	st.mu.Lock()
+	st.s.ShadowSettled++
+	st.mu.Unlock()
 }
 
 func (st *stats) shadowPending() {

@@ -734,7 +734,7 @@ func (s *soak) check(t *testing.T) {
 	t.Logf("%s: %d calls (%d failed, %d of them on stale phases), %d keys; %d operator steps", s.name, calls, failed, stale, len(byKey), len(s.events))
 	for i, app := range s.apps {
 		st := app.Stats()
-		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d, phase refreshes %d (%d failed)", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches, st.Refreshes, st.RefreshErrors)
+		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d (settled on a second look %d, awaiting repair %d), phase refreshes %d (%d failed)", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches, st.ShadowSettled, st.ShadowPending, st.Refreshes, st.RefreshErrors)
 	}
 	steps := map[string]int{}
 	for _, e := range s.events {

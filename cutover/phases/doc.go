@@ -193,6 +193,10 @@
 // A shadow read that finds old and new differ on a key whose mark has a
 // Behind counts the difference as awaiting repair (Stats.ShadowPending),
 // not as a mismatch: the repair log holds the write one store missed.
+// Apart, any other difference is looked at again a moment later (a write
+// of the key can land between the read of new and the read of old), and
+// counted as a mismatch only if it is still there (else
+// Stats.ShadowSettled).
 // So a delete that reached new and not old (or whose response was lost)
 // is not undone by a read, and a read never returns what the
 // authoritative store replaced.
