@@ -43,7 +43,7 @@ const maxSamples = 20
 var meter = otel.Meter("github.com/rekeyio/rekey/cutover")
 
 type counters struct {
-	calls, fallbacks, mismatches, pending, repairs, refreshes metric.Int64Counter
+	calls, fallbacks, mismatches, settled, pending, repairs, refreshes metric.Int64Counter
 }
 
 var otelCounters = func() counters {
@@ -51,6 +51,7 @@ var otelCounters = func() counters {
 	c.calls, _ = meter.Int64Counter("rekey_cutover_calls", metric.WithDescription("application calls by migration, phase and operation (read, write, delete, shadow_read)"))
 	c.fallbacks, _ = meter.Int64Counter("rekey_cutover_read_fallbacks", metric.WithDescription("read_new reads that found no new record and read old"))
 	c.mismatches, _ = meter.Int64Counter("rekey_cutover_shadow_mismatches", metric.WithDescription("shadow reads where old and new differed"))
+	c.settled, _ = meter.Int64Counter("rekey_cutover_shadow_settled", metric.WithDescription("shadow reads where old and new differed and agreed on a second look (a write in flight between the reads)"))
 	c.pending, _ = meter.Int64Counter("rekey_cutover_shadow_pending", metric.WithDescription("shadow reads where old and new differed on a key whose missed write is in the repair log"))
 	c.repairs, _ = meter.Int64Counter("rekey_cutover_repairs", metric.WithDescription("second writes that failed, by outcome (logged, unrepaired)"))
 	c.refreshes, _ = meter.Int64Counter("rekey_cutover_phase_refreshes", metric.WithDescription("phase cache reads, by outcome (ok, error)"))
@@ -117,6 +118,7 @@ func (st *stats) shadowSettled() {
 	st.mu.Lock()
 	st.s.ShadowSettled++
 	st.mu.Unlock()
+	otelCounters.settled.Add(context.Background(), 1, metric.WithAttributes(st.migration))
 }
 
 func (st *stats) shadowPending() {

@@ -35,6 +35,8 @@ func TestStatsReachOpenTelemetry(t *testing.T) {
 	st.mismatch("k1")
 	st.mismatch("k2")
 	st.shadowPending()
+	st.shadowSettled()
+	st.shadowSettled()
 	st.fallback()
 	st.repair(true)
 	st.repair(false)
@@ -85,6 +87,7 @@ func TestStatsReachOpenTelemetry(t *testing.T) {
 		{"rekey_cutover_calls", nil, 5},
 		{"rekey_cutover_shadow_mismatches", nil, 2},
 		{"rekey_cutover_shadow_pending", nil, 1},
+		{"rekey_cutover_shadow_settled", nil, 2},
 		{"rekey_cutover_read_fallbacks", nil, 1},
 		{"rekey_cutover_repairs", []attribute.KeyValue{attribute.String("outcome", "logged")}, 1},
 		{"rekey_cutover_repairs", []attribute.KeyValue{attribute.String("outcome", "unrepaired")}, 1},
@@ -96,7 +99,7 @@ func TestStatsReachOpenTelemetry(t *testing.T) {
 		}
 	}
 	s := st.snapshot()
-	if s.Writes[DualWrite] != 3 || s.ShadowMismatches != 2 || s.ShadowPending != 1 || s.Repairs != 1 || s.Unrepaired != 1 || s.RefreshErrors != 1 {
+	if s.Writes[DualWrite] != 3 || s.ShadowMismatches != 2 || s.ShadowPending != 1 || s.ShadowSettled != 2 || s.Repairs != 1 || s.Unrepaired != 1 || s.RefreshErrors != 1 {
 		t.Errorf("Stats %+v disagree with what was counted", s)
 	}
 }
