@@ -735,6 +735,9 @@ func (s *soak) check(t *testing.T) {
 	for i, app := range s.apps {
 		st := app.Stats()
 		t.Logf("instance %d: redirected %d, fallbacks %d, switch waits %d, repairs %d, unrepaired %d, shadow mismatches %d (settled on a second look %d, awaiting repair %d), phase refreshes %d (%d failed)", i, st.Redirected, st.Fallbacks, st.SwitchWaits, st.Repairs, st.Unrepaired, st.ShadowMismatches, st.ShadowSettled, st.ShadowPending, st.Refreshes, st.RefreshErrors)
+		if len(st.MismatchSamples) > 0 {
+			t.Logf("instance %d: shadow mismatches: %q", i, st.MismatchSamples)
+		}
 	}
 	steps := map[string]int{}
 	for _, e := range s.events {
