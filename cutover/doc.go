@@ -147,8 +147,22 @@
 // then deletes the child there. A cohort backfill carries the tables: it
 // reads each table's rows of the cohorts and writes a level only once
 // the level above is written, so a child it writes finds its parent in
-// new (copied, written by the application, or a placeholder), unless
-// the parent was deleted, which marked the child. A cleanup deletes the
+// new (copied, written by the application, or a placeholder), unless an
+// application call on the parent since the cohort's Since kept the
+// backfill from copying it or took it out of new. The delete's marks of
+// the children come with its second half, in new, after old's: a
+// backfill's commit of a child in between finds neither the parent nor
+// a mark (the end-to-end test met it, old's delete landed while new's
+// was being retried). While old is authoritative such a child is
+// skipped, counted with the rows the marks stop
+// (operator.SpannerBackfill reads the parents in the commit's
+// transaction once new refuses one): if old lacks it, old lost it with
+// its parent and skipping it is the copy; if old still holds it (a write
+// of the parent that missed new, in the repair log), new lacks it, and
+// the verify that must pass before shadow finds it missing and the
+// repair copies it after its parent. In read_new (a repair of the log,
+// new authoritative) the refusal stands and fails the repair, which
+// keeps the entry (TestSpannerBackfillChildOfGoneParent). A cleanup deletes the
 // main table's rows of done cohorts and their children go with them (ON
 // DELETE CASCADE, which operator.CheckCleanup requires): nothing reads or
 // writes old for a done cohort, whatever the table. Verify and repair

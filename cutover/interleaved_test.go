@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rekeyio/rekey/cutover"
+	"github.com/rekeyio/rekey/cutover/operator"
 	"github.com/rekeyio/rekey/cutover/phases"
 	"github.com/rekeyio/rekey/internal/store/emulator"
+	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
 	"github.com/rekeyio/rekey/record"
 )
@@ -330,5 +332,49 @@ func TestSpannerInterleavedChildOfMissedParent(t *testing.T) {
 	}
 	if got := rows(t, e.new, "Customers"); got[fmt.Sprint(rev(gone))] != "" || len(got) != 1 {
 		t.Errorf("new's customers %v after the refused order, want only %d", got, rev(id))
+	}
+}
+
+// TestSpannerBackfillChildOfGoneParent: a cohort backfill's commit of an
+// Orders row whose customer new lacks, as when the application's delete
+// of the customer reached old (taking the order with it) and its second
+// half, with the order's mark, has not reached new yet. While old is
+// authoritative the row is skipped and counted; the others of its batch
+// are written. In read_new (a repair of the log) new's refusal stands.
+func TestSpannerBackfillChildOfGoneParent(t *testing.T) {
+	ctx := context.Background()
+	e, err := newCustomersEnv(t, "CustomerId")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := spannerdb.ReadTable(ctx, e.new, "Orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kept, gone = 21, 22
+	if _, err := e.new.Apply(ctx, []*spanner.Mutation{spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{rev(kept), "ada"})}); err != nil {
+		t.Fatal(err)
+	}
+	newOrder := func(id, n int64) spannerdb.Row {
+		r := order(rev(id), n, fmt.Sprintf("%d/%d", id, n))
+		return spannerdb.Row{Record: &r}
+	}
+	b := func(p phases.Phase) phases.Backfill {
+		return phases.Backfill{Migration: e.migration, Spans: []phases.BackfillSpan{{First: 0, Last: 1 << 30, Phase: p, Since: time.Now().Add(-time.Minute)}}}
+	}
+	skipped, err := operator.SpannerBackfill(e.new, orders, b(phases.DualWrite))(ctx, []spannerdb.Row{newOrder(kept, 1), newOrder(gone, 1), newOrder(kept, 2)})
+	if err != nil || skipped != 1 {
+		t.Fatalf("dual_write: backfill of two orders and one whose customer new lacks: %d skipped, %v; want 1, nil", skipped, err)
+	}
+	want := map[string]string{fmt.Sprintf("%d/1", rev(kept)): "21/1", fmt.Sprintf("%d/2", rev(kept)): "21/2"}
+	if got := rows(t, e.new, "Orders"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("new's orders %v, want %v", got, want)
+	}
+	if got := rows(t, e.new, "Customers"); len(got) != 1 {
+		t.Errorf("new's customers %v, want only %d (no placeholder)", got, rev(kept))
+	}
+	_, err = operator.SpannerBackfill(e.new, orders, b(phases.ReadNew))(ctx, []spannerdb.Row{newOrder(gone, 2)})
+	if spanner.ErrCode(err) != codes.NotFound {
+		t.Errorf("read_new: repair of an order whose customer new lacks: %v, want NotFound", err)
 	}
 }
