@@ -19,6 +19,8 @@ import (
 	"github.com/rekeyio/rekey/internal/store/emulator"
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/internal/testkit/committap"
+	"github.com/rekeyio/rekey/migration"
+	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
 )
 
@@ -376,5 +378,61 @@ func TestSpannerBackfillChildOfGoneParent(t *testing.T) {
 	_, err = operator.SpannerBackfill(e.new, orders, b(phases.ReadNew))(ctx, []spannerdb.Row{newOrder(gone, 2)})
 	if spanner.ErrCode(err) != codes.NotFound {
 		t.Errorf("read_new: repair of an order whose customer new lacks: %v, want NotFound", err)
+	}
+}
+
+// TestSpannerReverseOneMutationAKey: a reverse backfill reads a record
+// from both stores, so a batch can hold a key twice. Its commit writes
+// the key once, as new holds it: were one of the two deleted before the
+// other was written, the customer's delete would take its orders in old
+// with it (ON DELETE CASCADE), and an order the copy does not carry
+// (written after it read its rows) would be lost.
+func TestSpannerReverseOneMutationAKey(t *testing.T) {
+	ctx := context.Background()
+	e, err := newCustomersEnv(t, "CustomerId")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = 31
+	for _, side := range []struct {
+		c  *spanner.Client
+		id int64
+	}{{e.old, id}, {e.new, rev(id)}} {
+		if _, err := side.c.Apply(ctx, []*spanner.Mutation{
+			spanner.Insert("Customers", []string{"CustomerId", "Name"}, []any{side.id, "ada"}),
+			spanner.Insert("Orders", []string{"CustomerId", "OrderId", "Note"}, []any{side.id, int64(1), "one"}),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.LoadFile(e.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := migration.Resolve(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := operator.ReverseFor(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	customers, err := spannerdb.ReadTable(ctx, e.old, "Customers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := operator.SpannerReverse(ctx, e.old, e.new, customers, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := customer(id, "ada"), customer(id, "ada")
+	if deleted, err := commit(ctx, []spannerdb.Row{{Record: &a}, {Record: &b}}); err != nil || deleted != 0 {
+		t.Errorf("reverse commit of a customer twice: %d deleted, %v; want 0, nil", deleted, err)
+	}
+	if got := rows(t, e.old, "Orders"); got["31/1"] != "one" {
+		t.Errorf("old's orders after the reverse commit %v, want 31/1 = one (kept)", got)
+	}
+	if got := rows(t, e.old, "Customers"); got["31"] != "ada" {
+		t.Errorf("old's customers after the reverse commit %v, want 31 = ada", got)
 	}
 }

@@ -273,7 +273,9 @@
 // transaction.
 //
 // The copy also reads old's records of the cohorts and puts them through
-// the same transaction, which deletes from old those new does not hold:
+// the same transaction (a key read from both is written once: a delete
+// of one of the two would take, in Spanner, the rows interleaved under
+// it), which deletes from old those new does not hold:
 // a delete in new_only whose second half (old's) failed is not logged
 // (new_only keeps no marks), and without this old would give the record
 // back once authoritative. The wait H is measured from the cohorts'
