@@ -45,7 +45,11 @@ func outside(t *testing.T, extra map[string]string) (string, error) {
 	for to, text := range extra {
 		write(t, filepath.Join(dir, to), text)
 	}
-	write(t, filepath.Join(dir, "go.mod"), fmt.Sprintf("module example.test/outside\n\ngo 1.24\n\nrequire github.com/rekeyio/rekey v0.0.0\n\nreplace github.com/rekeyio/rekey => %s\n", root))
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "go.mod"), fmt.Sprintf("module example.test/outside\n\n%s\nrequire github.com/rekeyio/rekey v0.0.0\n\nreplace github.com/rekeyio/rekey => %s\n", requirements(string(mod)), root))
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +63,30 @@ func outside(t *testing.T, extra map[string]string) (string, error) {
 		return "", fmt.Errorf("%v\n%s", err, out)
 	}
 	return filepath.Join(dir, "bin"), nil
+}
+
+// requirements returns the go line and the require directives of the
+// go.mod text mod. The outside module requires what rekey does, at the
+// same versions: with rekey alone, Go would walk rekey's dependencies'
+// own requirements, and need go.mod files of versions no build of rekey
+// downloads (which, offline, a fresh module cache lacks).
+func requirements(mod string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(mod, "\n") {
+		l := strings.TrimSpace(line)
+		switch {
+		case in:
+			b.WriteString(line + "\n")
+			in = l != ")"
+		case strings.HasPrefix(l, "require ("):
+			b.WriteString(line + "\n")
+			in = true
+		case strings.HasPrefix(l, "go "), strings.HasPrefix(l, "require "):
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 func write(t *testing.T, path, text string) {
