@@ -54,7 +54,7 @@ func newCmdCohort(f *factory, runID func(*CohortIDOptions) error) *cobra.Command
 		},
 	}
 	cmd.SuggestionsMinimumDistance = 2
-	cmd.AddCommand(newCmdCohortID(f, runID), newCmdCohortStatus(f), newCmdCohortLog(f), newCmdCohortMove(f, false), newCmdCohortMove(f, true), newCmdCohortCleanup(f, nil))
+	cmd.AddCommand(newCmdCohortID(f, runID), newCmdCohortPrepare(f), newCmdCohortStatus(f), newCmdCohortLog(f), newCmdCohortMove(f, false), newCmdCohortMove(f, true), newCmdCohortCleanup(f, nil))
 	return cmd
 }
 

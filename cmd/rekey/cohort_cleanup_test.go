@@ -128,6 +128,9 @@ cohort: {user: UserId, buckets: 100}
 		code := exitCode(err, &errb)
 		return out.String() + errb.String(), code
 	}
+	if out, code := cli("cohort", "prepare"); code != 0 {
+		t.Fatalf("prepare: exit %d\n%s", code, out)
+	}
 	if out, code := cli("cohort", "advance", "--cohorts", done, "--to", "done", "--force"); code != 0 {
 		t.Fatalf("advance: exit %d\n%s", code, out)
 	}

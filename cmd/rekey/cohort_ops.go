@@ -37,10 +37,9 @@ type CohortOpsOptions struct {
 	Dwell     time.Duration
 }
 
-// phaseStore opens the phase store at the config's target (creating its
-// Spanner tables where missing when create is set: a first move needs
-// them) and returns it with the config.
-func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (phases.Store, *config.Config, func(), error) {
+// phaseStore opens the phase store at the config's target ('rekey
+// cohort prepare' creates it) and returns it with the config.
+func phaseStore(ctx context.Context, o *CohortOpsOptions) (phases.Store, *config.Config, func(), error) {
 	if o.Config == "" || o.Migration == "" {
 		return nil, nil, nil, usagef("-c FILE and --migration NAME are required")
 	}
@@ -51,7 +50,7 @@ func phaseStore(ctx context.Context, o *CohortOpsOptions, create bool) (phases.S
 	if t := cfg.Target.Type; !operator.KeepsPhases(t) {
 		return nil, nil, nil, usagef("%v; this config's target is %s", operator.ErrNoPhaseStoreKind, t)
 	}
-	st, done, err := operator.OpenStore(ctx, cfg.Target, create)
+	st, done, err := operator.OpenStore(ctx, cfg.Target, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -71,7 +70,7 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 		Short: "print the cohorts' phases, contiguous cohorts merged into ranges",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, cfg, done, err := phaseStore(cmd.Context(), o, false)
+			st, cfg, done, err := phaseStore(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -91,7 +90,7 @@ func newCmdCohortStatus(f *factory) *cobra.Command {
 // loadMap reads the migration's phase map; a phase store that does not
 // exist yet (no move was ever made at the target) is an empty map, every
 // cohort old, as a Datastore store without the migration's entities.
-// Nothing is created: the first move does that.
+// Nothing is created: rekey cohort prepare does that.
 func loadMap(ctx context.Context, st phases.Store, migration string) (*phases.Map, error) {
 	m, err := st.Load(ctx, migration)
 	if errors.Is(err, phases.ErrNoPhaseStore) {
@@ -189,7 +188,7 @@ func newCmdCohortLog(f *factory) *cobra.Command {
 		Short: "print the audit of the migration's phase moves (and cleanups), oldest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, _, done, err := phaseStore(cmd.Context(), o, false)
+			st, _, done, err := phaseStore(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -237,7 +236,13 @@ there move until at least P% are; if P% are there already, nothing moves.
 The share at --to or beyond may at most double in one step
 (--max-growth), a first step takes at most 1%, and a step waits --dwell
 after the last move to --to. The move is one transaction at the phase
-store (created at the target on the first move) with its audit record.`
+store with its audit record.
+
+Before it moves anything, advance checks that the migration is ready for
+its users to be on new: the phase store at the target is whole (phase
+map, audit, repair log, touched marks) and the application library opens
+on the migration (old's and new's tables, new's with the rewritten key).
+What is missing is named; 'rekey cohort prepare' makes it.`
 
 const cohortRollbackLong = `Moves cohorts back to dual_write (default) or old, by the rules: from
 read_new only to dual_write, once read_new has been held for the config's
@@ -286,11 +291,19 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 					return usagef("--percent: want more than 0 and at most 100, got %g", o.Percent)
 				}
 			}
-			st, cfg, done, err := phaseStore(cmd.Context(), o, true)
+			st, cfg, done, err := phaseStore(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			defer done()
+			if !rollback {
+				// Forward moves put the cohorts' users on new: what
+				// the phases need must be there (a rollback needs no
+				// more than the move that came before it).
+				if err := operator.Ready(cmd.Context(), cfg, o.Migration); err != nil {
+					return err
+				}
+			}
 			buckets := cfg.Cohort.Buckets
 			if o.Cohorts != "" {
 				if asked, err = cohort.Parse(o.Cohorts, buckets); err != nil {

@@ -15,11 +15,12 @@ import (
 // TestCohortOps moves cohorts with `rekey cohort advance` and `rollback`
 // on the Spanner emulator, and reads them back with status and log.
 func TestCohortOps(t *testing.T) {
-	c := emulator.TestDB(t, phases.SpannerDDL...)
+	ddl := append([]string{"CREATE TABLE S (Id INT64 NOT NULL) PRIMARY KEY (Id)", "CREATE TABLE T (Id INT64 NOT NULL) PRIMARY KEY (Id)"}, phases.SpannerDDL...)
+	c := emulator.TestDB(t, ddl...)
 	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
 	cfg := writeTestConfig(t, fmt.Sprintf(`
-source: {type: jsonl, path: in.jsonl, key: "Id INT64"}
-target: {type: spanner, project: %s, instance: %s, database: %s, table: T}
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: S}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: T}
 rewrite: {strategy: none}
 cohort: {user: Id, buckets: 100}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), db))

@@ -16,28 +16,29 @@ import (
 	"github.com/rekeyio/rekey/internal/store/emulator"
 )
 
-// phaseStoreConfigs writes a config for each phase store, a Spanner
-// database without the phase store's tables and a fresh Datastore
-// namespace, with extra appended to its cohort section; the Spanner
-// database's client comes along.
+// phaseStoreConfigs writes a config for each phase store: a Spanner
+// migration in one database (source table S, whose rows the test writes;
+// new table T and the phase store's tables not yet created) and a
+// Datastore migration between two fresh namespaces, with extra appended
+// to its cohort section; the Spanner database's client comes along.
 func phaseStoreConfigs(t *testing.T, extra string) (cfgs map[string]string, c *spanner.Client) {
 	t.Helper()
-	c = emulator.TestDB(t)
+	c = emulator.TestDB(t, "CREATE TABLE S (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)")
 	db := c.DatabaseName()[strings.LastIndex(c.DatabaseName(), "/")+1:]
 	emulator.RequireDatastore(t)
 	return map[string]string{
 		"spanner": writeTestConfig(t, fmt.Sprintf(`
-source: {type: jsonl, path: in.jsonl, key: "Id INT64"}
-target: {type: spanner, project: %s, instance: %s, database: %s, table: T}
-rewrite: {strategy: none}
-cohort: {user: Id%s}
+source: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: S}
+target: {type: spanner, project: %[1]s, instance: %[2]s, database: %[3]s, table: T}
+rewrite: {strategy: bitreverse}
+cohort: {user: Id%[4]s}
 `, emulator.SpannerProject(), emulator.SpannerInstance(), db, extra)),
 		"datastore": writeTestConfig(t, fmt.Sprintf(`
-source: {type: jsonl, path: in.jsonl}
-target: {type: datastore, project: %s, namespace: %s, kind: K}
-rewrite: {strategy: none}
-cohort: {user: Id%s}
-`, emulator.DatastoreProject(), emulator.UniqueNamespace(t.Name()), extra)),
+source: {type: datastore, project: %[1]s, namespace: %[2]s, kind: K}
+target: {type: datastore, project: %[1]s, namespace: %[3]s, kind: K}
+rewrite: {strategy: hashprefix}
+cohort: {user: "key:K"%[4]s}
+`, emulator.DatastoreProject(), emulator.UniqueNamespace(t.Name()+"old"), emulator.UniqueNamespace(t.Name()+"new"), extra)),
 	}, c
 }
 
@@ -64,7 +65,7 @@ func hasPhaseStore(t *testing.T, c *spanner.Client) bool {
 
 // Before the first move `cohort status` shows every cohort old on either
 // store, without creating the phase store; `cohort log` shows no move;
-// the first advance creates it. No message names a Go function.
+// prepare creates it. No message names a Go function.
 func TestCohortStatusBeforeFirstMove(t *testing.T) {
 	cfgs, c := phaseStoreConfigs(t, ", buckets: 100")
 	outs := map[string]string{}
@@ -90,15 +91,52 @@ func TestCohortStatusBeforeFirstMove(t *testing.T) {
 	}
 	// A library read of the missing store says so, naming no function.
 	_, err := phases.SpannerStore{Client: c}.Load(context.Background(), "m")
-	if !errors.Is(err, phases.ErrNoPhaseStore) || !strings.Contains(err.Error(), "rekey cohort advance") || regexp.MustCompile(`[A-Z][a-z]+[A-Z]\w*Tables`).MatchString(err.Error()) {
+	if !errors.Is(err, phases.ErrNoPhaseStore) || !strings.Contains(err.Error(), "rekey cohort prepare") || regexp.MustCompile(`[A-Z][a-z]+[A-Z]\w*Tables`).MatchString(err.Error()) {
 		t.Errorf("loading a missing phase store: %v", err)
 	}
+}
+
+// A staged cutover cannot start half-ready: before 'rekey cohort
+// prepare', an advance to dual_write is refused, naming what is missing
+// (the phase store's tables, the new table) and the command that makes
+// it, and moves nothing; prepare creates the new table and the phase
+// store and says the migration is ready (again: nothing more to do);
+// then the advance moves. A new table dropped later stops the next
+// advance, while a rollback still goes.
+func TestCohortAdvanceRefusedUntilPrepared(t *testing.T) {
+	cfgs, c := phaseStoreConfigs(t, ", buckets: 100")
 	rekey := cohortCLI(cfgs["spanner"])
-	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from old to dual_write (version 1)") {
-		t.Fatalf("first advance: %v\n%s", err, out)
+	out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write")
+	for _, want := range []string{"not ready", "table RekeyCutover", "table RekeyRepair", "table RekeyTouched", "the application library does not open", "table T not found", "rekey cohort prepare -c CONFIG --migration m"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("advance before prepare: %v; want it refused saying %q\n%s", err, want, out)
+		}
 	}
-	if !hasPhaseStore(t, c) {
-		t.Error("the first advance did not create the phase store's tables")
+	if hasPhaseStore(t, c) {
+		t.Fatal("a refused advance created the phase store")
+	}
+	out, err = rekey("cohort", "prepare")
+	if err != nil || !strings.Contains(out, "CREATE TABLE T") || !strings.Contains(out, "created the phase store: table RekeyCutover") || !strings.Contains(out, "migration m is ready") {
+		t.Fatalf("prepare: %v\n%s", err, out)
+	}
+	if out, err = rekey("cohort", "prepare"); err != nil || strings.Contains(out, "created the phase store") || !strings.Contains(out, "migration m is ready") {
+		t.Errorf("prepare again: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from old to dual_write (version 1)") {
+		t.Fatalf("advance after prepare: %v\n%s", err, out)
+	}
+	if err := spannerDDL(context.Background(), c.DatabaseName(), []string{"DROP TABLE T"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rekey("cohort", "advance", "--cohorts", "10-19", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "the application library does not open") || strings.Contains(out, "moved") {
+		t.Errorf("advance without the new table: %v\n%s", err, out)
+	}
+	if out, err := rekey("cohort", "rollback", "--cohorts", "0-9", "--to", "old"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from dual_write to old") {
+		t.Errorf("rollback without the new table: %v\n%s", err, out)
+	}
+	// The Datastore migration needs nothing created; prepare says it is ready.
+	if out, err := cohortCLI(cfgs["datastore"])("cohort", "prepare"); err != nil || !strings.Contains(out, "migration m is ready") {
+		t.Errorf("prepare on Datastore: %v\n%s", err, out)
 	}
 }
 
@@ -112,6 +150,9 @@ func TestCohortWalkThroughWithPercent(t *testing.T) {
 	for _, store := range []string{"spanner", "datastore"} {
 		t.Run(store, func(t *testing.T) {
 			rekey := cohortCLI(cfgs[store])
+			if out, err := rekey("cohort", "prepare"); err != nil {
+				t.Fatalf("prepare: %v\n%s", err, out)
+			}
 			step := func(want string, args ...string) string {
 				t.Helper()
 				out, err := rekey(append([]string{"cohort"}, args...)...)

@@ -112,29 +112,9 @@ type SpannerStore struct {
 // the columns that tables made by an earlier version lack; it returns
 // the statements it ran.
 func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]string, error) {
-	have := map[string]bool{}
-	err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT TABLE_NAME, COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = ''"}).Do(func(r *spanner.Row) error {
-		var table, column string
-		if err := r.Columns(&table, &column); err != nil {
-			return err
-		}
-		have[strings.ToLower(table)] = true
-		have[strings.ToLower(table+"."+column)] = true
-		return nil
-	})
+	missing, err := MissingSpannerDDL(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("reading the tables of %s: %w", db, err)
-	}
-	var missing []string
-	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTouchedTable} {
-		if !have[strings.ToLower(name)] {
-			missing = append(missing, SpannerDDL[i])
-		}
-	}
-	for _, ac := range spannerAddedColumns {
-		if have[strings.ToLower(ac.table)] && !have[strings.ToLower(ac.table+"."+ac.column)] {
-			missing = append(missing, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", ac.table, ac.column, ac.def))
-		}
 	}
 	if len(missing) == 0 {
 		return nil, nil
@@ -154,10 +134,41 @@ func CreateSpannerTables(ctx context.Context, c *spanner.Client, db string) ([]s
 	return missing, nil
 }
 
+// MissingSpannerDDL is what CreateSpannerTables would run in c's
+// database: the phase store's tables it lacks (the phase map, the audit,
+// the repair log, the touched marks) and the columns its tables lack.
+func MissingSpannerDDL(ctx context.Context, c *spanner.Client) ([]string, error) {
+	have := map[string]bool{}
+	err := c.Single().Query(ctx, spanner.Statement{SQL: "SELECT TABLE_NAME, COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_SCHEMA = ''"}).Do(func(r *spanner.Row) error {
+		var table, column string
+		if err := r.Columns(&table, &column); err != nil {
+			return err
+		}
+		have[strings.ToLower(table)] = true
+		have[strings.ToLower(table+"."+column)] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for i, name := range []string{SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, SpannerRepairTable, SpannerTouchedTable} {
+		if !have[strings.ToLower(name)] {
+			missing = append(missing, SpannerDDL[i])
+		}
+	}
+	for _, ac := range spannerAddedColumns {
+		if have[strings.ToLower(ac.table)] && !have[strings.ToLower(ac.table+"."+ac.column)] {
+			missing = append(missing, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", ac.table, ac.column, ac.def))
+		}
+	}
+	return missing, nil
+}
+
 // noSpannerStore is the error of a read of a database without the phase
 // store's tables (err: Spanner's).
 func noSpannerStore(err error) error {
-	return fmt.Errorf("%w: the database has no tables %s, %s, %s yet (the first 'rekey cohort advance' creates them): %w", ErrNoPhaseStore, SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
+	return fmt.Errorf("%w: the database has no tables %s, %s, %s yet ('rekey cohort prepare' creates them): %w", ErrNoPhaseStore, SpannerMigrationTable, SpannerPhaseTable, SpannerAuditTable, err)
 }
 
 // spannerReader is what Load and Move read through.

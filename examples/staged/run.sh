@@ -36,6 +36,9 @@ C=examples/staged/migration.yaml
 M="logs-v2-$run"
 HOLD=4 # cohort.cache_ttl + cohort.skew, and a second more
 
+step "prepare the target and the phase store (before the application is deployed)"
+rekey cohort prepare -c "$C" --migration "$M"
+
 step "the application writes its users' logs (every cohort is old: old keys only)"
 "$work/app" -c "$C" -migration "$M" -namespace "$REKEY_SOURCE_NAMESPACE" -users 300 -seed
 "$work/app" -c "$C" -migration "$M" -namespace "$REKEY_SOURCE_NAMESPACE" -users 300 >"$work/app.json" &
