@@ -10,10 +10,10 @@ import (
 	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/internal/earlysignal"
 	"github.com/rekeyio/rekey/internal/gctune"
 )
 
@@ -21,7 +21,9 @@ func main() {
 	gctune.Tune()
 	if isWorker(os.Args[1:]) {
 		// Started by a runner (Dataflow, a portable job server) as a worker:
-		// Beam's hook runs the worker harness.
+		// Beam's hook runs the worker harness, and a signal ends it as
+		// the runner expects.
+		earlysignal.Release()
 		flag.Parse()
 		beam.Init()
 		return
@@ -56,16 +58,16 @@ func (h quietWhenStopping) WithGroup(name string) slog.Handler {
 }
 
 // interruptible returns a context cancelled by the first SIGINT or
-// SIGTERM, and a function that says which one came (nil: none). A second
-// signal is not caught: it ends the process at once.
+// SIGTERM, and a function that says which one came (nil: none). The
+// signals are caught from the process's start (earlysignal): one that
+// came before main ran cancels the context at once. A second signal is
+// not caught: it ends the process at once.
 func interruptible() (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	got := make(chan os.Signal, 1)
 	go func() {
-		s := <-sigs
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		s := <-earlysignal.C
+		signal.Reset(earlysignal.Signals...)
 		stopping.Store(true)
 		got <- s
 		cancel()

@@ -12,18 +12,25 @@ import (
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/earlysignal"
 )
 
 // TestMain serves as a job's SDK worker when a worker pool starts this
 // test binary as one (beamtest.UseWorkerPool: the job stages the
 // launching binary, as rekey's own main does), and runs the tests
 // otherwise.
+//
+// The signals rekey catches from the start (earlysignal) keep their
+// default action in the test binary.
 func TestMain(m *testing.M) {
 	if isWorker(os.Args[1:]) {
+		earlysignal.Release()
 		flag.Parse()
 		beam.Init() // runs the worker harness and exits
 		return
 	}
+	earlysignal.Release()
 	os.Exit(m.Run())
 }
 
