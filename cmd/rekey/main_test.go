@@ -21,8 +21,10 @@ import (
 // launching binary, as rekey's own main does), and runs the tests
 // otherwise.
 //
-// The signals rekey catches from the start (earlysignal) keep their
-// default action in the test binary.
+// With GO_TEST_REKEY_MAIN=1 it is the rekey command itself, its
+// arguments the process's, through main: with main's signal handling and
+// exit codes (interruptAt). Otherwise the signals rekey catches from the
+// start (earlysignal) keep their default action.
 func TestMain(m *testing.M) {
 	if isWorker(os.Args[1:]) {
 		earlysignal.Release()
@@ -30,9 +32,16 @@ func TestMain(m *testing.M) {
 		beam.Init() // runs the worker harness and exits
 		return
 	}
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		return
+	}
 	earlysignal.Release()
 	os.Exit(m.Run())
 }
+
+// mainEnv makes the test binary run rekey's main (TestMain).
+const mainEnv = "GO_TEST_REKEY_MAIN"
 
 // rekey runs the CLI in-process and returns stdout, stderr and the exit code.
 func rekey(t *testing.T, stdin string, args ...string) (string, string, int) {
