@@ -21,7 +21,7 @@ import (
 
 // TestInterruptSaysWhatWasDone stops `rekey run` with SIGINT at several
 // moments: before its job starts (while it reads the target's schema),
-// as the job is submitted, while it reads (JSON Lines to Spanner with a
+// as the job is submitted and its worker starts, while it reads (JSON Lines to Spanner with a
 // global shuffle, whose writes wait for the whole input) and while it
 // writes. Each time rekey exits 130 saying that it was stopped, prints
 // the counters of what it did, and writes its --summary with status
@@ -64,6 +64,20 @@ dead_letter: "%%s/dead.jsonl"`, in)
 	t.Run("jsonl/submit", func(t *testing.T) {
 		interruptAt(t, writeTestConfig(t, files), nil, func(s string) bool { return strings.Contains(s, "with hashprefix on prism") })
 	})
+	// Just after, while prism starts the job's worker (which it asks
+	// rekey's loopback server for): a few moments a few milliseconds
+	// apart, as the stop meets the worker's start at one of them.
+	for _, after := range []time.Duration{5, 10, 15, 20, 25, 30} {
+		t.Run(fmt.Sprintf("jsonl/worker+%dms", after), func(t *testing.T) {
+			var seen time.Time
+			interruptAt(t, writeTestConfig(t, files), nil, func(s string) bool {
+				if seen.IsZero() && strings.Contains(s, "with hashprefix on prism") {
+					seen = time.Now()
+				}
+				return !seen.IsZero() && time.Since(seen) >= after*time.Millisecond
+			})
+		})
+	}
 	// Before the job, while rekey reads the target table's schema: from a
 	// Spanner "emulator" that takes connections and answers nothing. The
 	// first connection is the check that it can be reached, the second
@@ -142,7 +156,7 @@ wait:
 			t.Fatalf("the run ended before the moment to stop it:\n%s", output())
 		case <-deadline:
 			t.Fatalf("no moment to stop the run within a minute:\n%s", output())
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 			continue wait
 		}
 	}
