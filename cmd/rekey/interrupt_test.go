@@ -134,6 +134,53 @@ write: {%s}`, in, emulator.SpannerProject(), emulator.SpannerInstance(), filepat
 // and checks what a stopped run must say and write.
 func interruptAt(t *testing.T, cfg string, env []string, moment func(output string) bool) {
 	t.Helper()
+	text, state, summary := stopAt(t, cfg, env, moment, 1)
+	if code := state.ExitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130", code)
+	}
+	for _, want := range []string{"rekey: stopped by SIGINT", "rekey: read="} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	b, err := os.ReadFile(summary)
+	var s runSummary
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil || s.Status != "interrupted" || s.Stopped == "" {
+		t.Errorf("summary (%v): status %q, stopped %q, want interrupted and what was stopped:\n%s", err, s.Status, s.Stopped, b)
+	}
+}
+
+// A second SIGINT, a moment after the first, ends the run at once, by
+// the signal as its default action does, and says so; unless the first
+// stop was over by then, which says what it did. Either way something
+// is said.
+func TestInterruptTwiceSaysSo(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "logs.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Repeat(`{"Id": "a"}`+"\n", 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeTestConfig(t, fmt.Sprintf(`
+source: {type: jsonl, path: %q, table: Logs, key: "Id STRING(MAX)"}
+target: {type: jsonl, path: "%%s/out.jsonl"}
+rewrite: {strategy: hashprefix}
+dead_letter: "%%s/dead.jsonl"`, in))
+	text, state, _ := stopAt(t, cfg, nil, func(s string) bool { return strings.Contains(s, "with hashprefix on prism") }, 2)
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	killed := strings.Contains(text, "rekey: a second SIGINT: stopped at once") && ws.Signaled() && ws.Signal() == syscall.SIGINT
+	stopped := strings.Contains(text, "rekey: stopped by SIGINT") && strings.Contains(text, "rekey: read=") && state.ExitCode() == 130
+	if !killed && !stopped {
+		t.Errorf("%v, want killed by SIGINT saying so, or exit 130 saying what was done:\n%s", state, text)
+	}
+}
+
+// stopAt runs `rekey run -c cfg --summary FILE` as interruptAt says and
+// sends it n SIGINTs at the moment, and returns what it printed, how it
+// ended and the summary's path.
+func stopAt(t *testing.T, cfg string, env []string, moment func(output string) bool, n int) (string, *os.ProcessState, string) {
+	t.Helper()
 	summary := filepath.Join(filepath.Dir(cfg), "summary.json")
 	cmd := exec.Command(os.Args[0], "run", "-c", cfg, "--summary", summary)
 	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
@@ -160,8 +207,13 @@ wait:
 			continue wait
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
+	for i := range n {
+		if i > 0 {
+			time.Sleep(time.Millisecond) // two signals at once are one
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil && i == 0 {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case <-done:
@@ -170,22 +222,7 @@ wait:
 	}
 	text := output()
 	t.Logf("stopped:\n%s", text[max(0, len(text)-800):])
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit code %d, want 130", code)
-	}
-	for _, want := range []string{"rekey: stopped by SIGINT", "rekey: read="} {
-		if !strings.Contains(text, want) {
-			t.Errorf("output lacks %q:\n%s", want, text)
-		}
-	}
-	b, err := os.ReadFile(summary)
-	var s runSummary
-	if err == nil {
-		err = json.Unmarshal(b, &s)
-	}
-	if err != nil || s.Status != "interrupted" || s.Stopped == "" {
-		t.Errorf("summary (%v): status %q, stopped %q, want interrupted and what was stopped:\n%s", err, s.Status, s.Stopped, b)
-	}
+	return text, cmd.ProcessState, summary
 }
 
 type writerFunc func(p []byte) (int, error)

@@ -5,11 +5,13 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -60,17 +62,23 @@ func (h quietWhenStopping) WithGroup(name string) slog.Handler {
 // interruptible returns a context cancelled by the first SIGINT or
 // SIGTERM, and a function that says which one came (nil: none). The
 // signals are caught from the process's start (earlysignal): one that
-// came before main ran cancels the context at once. A second signal is
-// not caught: it ends the process at once.
+// came before main ran cancels the context at once. A second signal
+// ends the process at once, as the signal's default action does, saying
+// first that nothing more will be said or written.
 func interruptible() (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan os.Signal, 1)
 	go func() {
 		s := <-earlysignal.C
-		signal.Reset(earlysignal.Signals...)
 		stopping.Store(true)
 		got <- s
 		cancel()
+		again := <-earlysignal.C
+		fmt.Fprintf(os.Stderr, "\nrekey: a second %s: stopped at once, without waiting for the job to stop; its counters are not printed and no --summary is written\n", signalName(again))
+		signal.Reset(earlysignal.Signals...)
+		if n, ok := again.(syscall.Signal); ok {
+			_ = syscall.Kill(os.Getpid(), n)
+		}
 	}()
 	return ctx, func() os.Signal {
 		select {
