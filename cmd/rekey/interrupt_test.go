@@ -21,12 +21,14 @@ import (
 
 // TestInterruptSaysWhatWasDone stops `rekey run` with SIGINT at several
 // moments: before its job starts (while it reads the target's schema),
-// as the job is submitted and its worker starts, while it reads (JSON Lines to Spanner with a
-// global shuffle, whose writes wait for the whole input) and while it
-// writes. Each time rekey exits 130 saying that it was stopped, prints
-// the counters of what it did, and writes its --summary with status
-// "interrupted". Each moment is found from what rekey does or prints
-// (its connections, its progress lines), not guessed from a delay.
+// as the job is submitted and its worker starts, while it reads (JSON
+// Lines to Spanner with a global shuffle, whose writes wait for the
+// whole input) and while it writes. Each time rekey exits 130 saying
+// that it was stopped, prints the counters of what it did, and writes
+// its --summary with status "interrupted". Each moment is found from
+// what rekey does or prints (its connections, the line before its job
+// starts, its progress lines), not guessed from the time since its
+// start.
 func TestInterruptSaysWhatWasDone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a large input")
