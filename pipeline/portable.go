@@ -194,7 +194,16 @@ func submit(ctx context.Context, runner string, p *beam.Pipeline) (_ *portableJo
 		if err != nil {
 			return nil, err
 		}
-		cleanups = append(cleanups, func() { _ = srv.Stop(context.Background()) })
+		cleanups = append(cleanups, func() {
+			// A job stopped by its context may not have started its
+			// worker yet: prism (v2.77) then still asks this server for
+			// one, and panics, ending the process with nothing said, when
+			// the server is gone or refuses. The server of a stopped run
+			// is left to the process's exit.
+			if ctx.Err() == nil {
+				_ = srv.Stop(context.Background())
+			}
+		})
 		getEnvConfig = srv.EnvironmentConfig
 	}
 	xlangx.ResolveArtifacts(ctx, edges, nil)

@@ -54,13 +54,20 @@ func exitCode(err error, stderr io.Writer) int {
 // shell's exit code for it: 128 + the signal's number (130 for SIGINT, 143
 // for SIGTERM).
 func exitInterrupted(sig os.Signal, stderr io.Writer) int {
-	name := "SIGINT"
 	code := 128 + int(syscall.SIGINT)
 	if sig == syscall.SIGTERM {
-		name, code = "SIGTERM", 128+int(syscall.SIGTERM)
+		code = 128 + int(syscall.SIGTERM)
 	}
-	fmt.Fprintf(stderr, "rekey: stopped by %s: what was committed stays, unfinished files were removed; a re-run of the same config converges (upserts rewrite the same values, inserts recognise their own earlier writes)\n", name)
+	fmt.Fprintf(stderr, "rekey: stopped by %s: what was committed stays, unfinished files were removed; a re-run of the same config converges (upserts rewrite the same values, inserts recognise their own earlier writes)\n", signalName(sig))
 	return code
+}
+
+// signalName is SIGTERM for SIGTERM, SIGINT for the others caught.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
 
 type stdio struct {

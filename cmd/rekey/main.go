@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/rekeyio/rekey/internal/earlysignal"
 	"github.com/rekeyio/rekey/internal/gctune"
 )
 
@@ -21,7 +23,9 @@ func main() {
 	gctune.Tune()
 	if isWorker(os.Args[1:]) {
 		// Started by a runner (Dataflow, a portable job server) as a worker:
-		// Beam's hook runs the worker harness.
+		// Beam's hook runs the worker harness, and a signal ends it as
+		// the runner expects.
+		earlysignal.Release()
 		flag.Parse()
 		beam.Init()
 		return
@@ -56,19 +60,25 @@ func (h quietWhenStopping) WithGroup(name string) slog.Handler {
 }
 
 // interruptible returns a context cancelled by the first SIGINT or
-// SIGTERM, and a function that says which one came (nil: none). A second
-// signal is not caught: it ends the process at once.
+// SIGTERM, and a function that says which one came (nil: none). The
+// signals are caught from the process's start (earlysignal): one that
+// came before main ran cancels the context at once. A second signal
+// ends the process at once, as the signal's default action does, saying
+// first that nothing more will be said or written.
 func interruptible() (context.Context, func() os.Signal) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	got := make(chan os.Signal, 1)
 	go func() {
-		s := <-sigs
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		s := <-earlysignal.C
 		stopping.Store(true)
 		got <- s
 		cancel()
+		again := <-earlysignal.C
+		fmt.Fprintf(os.Stderr, "\nrekey: a second %s: stopped at once, without waiting for the job to stop; its counters are not printed and no --summary is written\n", signalName(again))
+		signal.Reset(earlysignal.Signals...)
+		if n, ok := again.(syscall.Signal); ok {
+			_ = syscall.Kill(os.Getpid(), n)
+		}
 	}()
 	return ctx, func() os.Signal {
 		select {

@@ -12,20 +12,36 @@ import (
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/rekeyio/rekey/internal/earlysignal"
 )
 
 // TestMain serves as a job's SDK worker when a worker pool starts this
 // test binary as one (beamtest.UseWorkerPool: the job stages the
 // launching binary, as rekey's own main does), and runs the tests
 // otherwise.
+//
+// With GO_TEST_REKEY_MAIN=1 it is the rekey command itself, its
+// arguments the process's, through main: with main's signal handling and
+// exit codes (interruptAt). Otherwise the signals rekey catches from the
+// start (earlysignal) keep their default action.
 func TestMain(m *testing.M) {
 	if isWorker(os.Args[1:]) {
+		earlysignal.Release()
 		flag.Parse()
 		beam.Init() // runs the worker harness and exits
 		return
 	}
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		return
+	}
+	earlysignal.Release()
 	os.Exit(m.Run())
 }
+
+// mainEnv makes the test binary run rekey's main (TestMain).
+const mainEnv = "GO_TEST_REKEY_MAIN"
 
 // rekey runs the CLI in-process and returns stdout, stderr and the exit code.
 func rekey(t *testing.T, stdin string, args ...string) (string, string, int) {

@@ -254,17 +254,22 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 	var job *migration.Job
 	var res *migration.Result
 	var b beamRun
+	started := time.Now()
+	early := false // stopped before the job started (stoppedEarly)
 	if o.Summary != "" {
 		if st, serr := os.Stat(filepath.Dir(o.Summary)); serr != nil || !st.IsDir() {
 			return usagef("--summary %s: its folder does not exist", o.Summary)
 		}
-		started := time.Now()
 		defer func() {
 			command := "run"
 			if o.From != "" {
 				command = "redrive"
 			}
-			if werr := writeSummary(o.Summary, newSummary(command, o, job, res, err, started, b.dryRun)); werr != nil && err == nil {
+			s := newSummary(command, o, job, res, err, started, b.dryRun, ctx.Err() != nil)
+			if early {
+				s.Stopped = notStarted
+			}
+			if werr := writeSummary(o.Summary, s); werr != nil && err == nil {
 				err = werr
 			}
 		}()
@@ -291,11 +296,16 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 	} else {
 		job, res, err = migration.Run(ctx, cfg, mo, runner)
 	}
+	if ctx.Err() != nil {
+		early = res == nil
+		res, err = stoppedEarly(io, res, err, started)
+	}
 	if stop, err := printRun(io, o, job, res, err, translateOnly, migration.WouldWrite, "written"); stop {
 		return err
 	}
 	if res != nil {
-		if note := countsNote(o.Runner, o.Cohorts != "", res.Counters); note != "" {
+		// A stopped run's counts do not add up: records were in flight.
+		if note := countsNote(o.Runner, o.Cohorts != "", res.Counters); note != "" && ctx.Err() == nil {
 			fmt.Fprintln(io.out, note)
 		}
 		if n := res.Counters[migration.ReferencesUnmapped]; n > 0 {
@@ -312,6 +322,24 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 		return fmt.Errorf("%d records were dead-lettered (see %s): %w", n, job.DeadLetterPath, errPartial)
 	}
 	return nil
+}
+
+// stoppedEarly is, for a run stopped by a signal (its context
+// cancelled), the result and error to report: a run stopped before its
+// job started (while it checked the stores, read their schemas or
+// prepared the target) has no result, and is given one with no counts,
+// so that it says, as every stopped run does, what was done; it says
+// that the job had not started. An error the stop caused is never taken
+// for one of the config's (exit 2).
+func stoppedEarly(io stdio, res *migration.Result, err error, started time.Time) (*migration.Result, error) {
+	if migration.IsConfigError(err) {
+		err = fmt.Errorf("%v: %w", err, context.Canceled)
+	}
+	if res == nil {
+		fmt.Fprintln(io.err, "rekey: "+notStarted)
+		res = &migration.Result{Counters: migration.Counters{}, Elapsed: time.Since(started)}
+	}
+	return res, err
 }
 
 // nothingRead is what a run that read no record says: plainly that its
@@ -341,7 +369,7 @@ func printRun(io stdio, o *RunOptions, job *migration.Job, res *migration.Result
 		fmt.Fprintf(io.err, "rekey: dry run: the %s job was translated (its JSON on standard output) and not submitted\n", o.Runner)
 		return true, nil
 	}
-	if res != nil && job.DryRun {
+	if res != nil && job != nil && job.DryRun {
 		printDryRun(io.out, job, res, wouldPrefix, done)
 	}
 	if res != nil && res.Stop != nil {

@@ -57,21 +57,32 @@ type reasonCount struct {
 
 const maxReasons = 20
 
+// notStarted is what the summary of a run stopped before its job
+// started says of the stop.
+const notStarted = "the run was stopped before its job started: no record was read or written"
+
 // newSummary is the summary of a run of command that started at started
-// and ended with res and err.
-func newSummary(command string, o *RunOptions, job *migration.Job, res *migration.Result, err error, started time.Time, dryRun bool) runSummary {
+// and ended with res and err; interrupted says that a signal stopped it
+// (its context was cancelled), whatever error the stop caused (a store's
+// client may report it as its own "Canceled").
+func newSummary(command string, o *RunOptions, job *migration.Job, res *migration.Result, err error, started time.Time, dryRun, interrupted bool) runSummary {
 	s := runSummary{Command: command, Config: o.Config, Runner: o.Runner, DryRun: dryRun, Status: "ok",
 		Started: started.UTC(), Finished: time.Now().UTC(), Counters: map[string]int64{}}
 	s.ElapsedSeconds = s.Finished.Sub(s.Started).Seconds()
 	switch {
-	case errors.Is(err, errPartial):
-		s.Status = "partial"
-	case errors.Is(err, context.Canceled):
+	case interrupted || errors.Is(err, context.Canceled):
 		s.Status = "interrupted"
 		s.Stopped = "the run was stopped before its end; what was committed stays and a re-run of the same config converges"
-		if res != nil && res.Stop != nil {
+		switch {
+		case err == nil || errors.Is(err, errPartial):
+			s.Stopped = "the stop came as the run ended: its job had finished"
+		case res == nil:
+			s.Stopped = notStarted
+		case res.Stop != nil:
 			s.Stopped = res.Stop.String() + "; " + s.Stopped
 		}
+	case errors.Is(err, errPartial):
+		s.Status = "partial"
 	case err != nil:
 		s.Status, s.Error = "failed", err.Error()
 	}
