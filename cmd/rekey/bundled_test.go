@@ -23,7 +23,8 @@ import (
 )
 
 // documentedCommands are the commands a bundled config's comment tells
-// the user to run: `eval "$(rekey emulators up -c FILE --seed)"`, then
+// the user to run: `eval "$(rekey emulators up -c FILE --seed)"` (or
+// `--ddl SCHEMA.sql`), then
 // `rekey run -c FILE ...` (their arguments after "rekey").
 func documentedCommands(t *testing.T, file string) (up, run []string) {
 	t.Helper()
@@ -61,8 +62,16 @@ func TestBundledConfigsRun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			up, run := documentedCommands(t, file)
-			if want := []string{"emulators", "up", "-c", file, "--seed"}; strings.Join(up, " ") != strings.Join(want, " ") {
-				t.Errorf("documented: rekey %s, want rekey %s", strings.Join(up, " "), strings.Join(want, " "))
+			// --seed loads the samples; --ddl FILE creates one's own
+			// tables (the import config's).
+			var ddl string
+			if len(up) == 6 && up[4] == "--ddl" {
+				ddl, up = up[5], up[:4]
+			} else if len(up) == 5 && up[4] == "--seed" {
+				up = up[:4]
+			}
+			if want := []string{"emulators", "up", "-c", file}; strings.Join(up, " ") != strings.Join(want, " ") {
+				t.Errorf("documented: rekey %s, want rekey %s --seed (or --ddl FILE)", strings.Join(up, " "), strings.Join(want, " "))
 			}
 			if len(run) < 3 || run[1] != "-c" || run[2] != file {
 				t.Fatalf("documented: rekey %s, want rekey run -c %s ...", strings.Join(run, " "), file)
@@ -82,7 +91,15 @@ func TestBundledConfigsRun(t *testing.T) {
 			if err := prepareStores(ctx, cfg, &notes, true); err != nil {
 				t.Fatalf("emulators up: %v\n%s", err, notes.String())
 			}
-			if err := seedStores(ctx, cfg, &notes); err != nil {
+			if ddl != "" {
+				e, err := ddlEndpoint(cfg)
+				if err == nil {
+					err = applyDDLFile(ctx, e, ddl, &notes)
+				}
+				if err != nil {
+					t.Fatalf("emulators up --ddl %s: %v\n%s", ddl, err, notes.String())
+				}
+			} else if err := seedStores(ctx, cfg, &notes); err != nil {
 				t.Fatalf("emulators up --seed: %v\n%s", err, notes.String())
 			}
 			out, errs, code := rekey(t, "", run...)

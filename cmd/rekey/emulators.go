@@ -59,6 +59,13 @@ not created; a Spanner source's tables and rows are yours to create, and
 source). A Datastore endpoint needs nothing created (databases, namespaces
 and kinds exist once an entity is written); DATASTORE_PROJECT_ID is its project.
 
+With --ddl FILE (and -c), the GoogleSQL DDL statements of FILE (separated
+by ';'; comments allowed) run in the config's Spanner database, the
+source's if it is one, else the target's: your own tables, to fill with
+your data (a 'rekey run' with strategy none imports a JSON Lines or CSV
+file into a table as it is). A CREATE of a table, index, view or change
+stream that exists is kept, not run, so running it again changes nothing.
+
 With --seed (and -c), also what a run needs to find there: a Spanner
 source table is created (if missing) and loaded with the bundled
 access-log sample (2,000 rows keyed by LastAccess, UserId); a Datastore
@@ -98,6 +105,9 @@ type EmulatorsUpOptions struct {
 	// Seed also loads the samples into the config's source and creates
 	// the Spanner target tables rekey cannot derive (seedStores).
 	Seed bool
+	// DDL are files of GoogleSQL DDL to run in the config's Spanner
+	// database (applyDDLFile).
+	DDL []string
 }
 
 // EmulatorsDownOptions are the parsed flags of `rekey emulators down`.
@@ -126,7 +136,7 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 	opts := &EmulatorsUpOptions{IO: f.IO, Ports: map[emulator.Kind]int{}}
 	var spannerPort, datastorePort int
 	cmd := &cobra.Command{
-		Use:   "up [-c FILE [--seed]] [--spanner-port P] [--datastore-port P] [--state DIR]",
+		Use:   "up [-c FILE [--seed] [--ddl SCHEMA.sql]] [--spanner-port P] [--datastore-port P] [--state DIR]",
 		Short: "start both emulators (or reuse those running), create the config's Spanner database, print export lines",
 		Long:  emulatorsUpLong,
 		Example: `  eval "$(rekey emulators up -c migration.yaml)"
@@ -142,6 +152,9 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 			if opts.Seed && opts.Config == "" {
 				return usagef("emulators up: --seed needs -c FILE (what to seed is the config's source and target)")
 			}
+			if len(opts.DDL) > 0 && opts.Config == "" {
+				return usagef("emulators up: --ddl needs -c FILE (the DDL runs in the config's Spanner database)")
+			}
 			return runEmulatorsUp(cmd.Context(), opts)
 		},
 	}
@@ -150,6 +163,7 @@ func newCmdEmulatorsUp(f *factory) *cobra.Command {
 	fl.IntVar(&spannerPort, "spanner-port", 0, "the Spanner emulator's port (0: a free port)")
 	fl.IntVar(&datastorePort, "datastore-port", 0, "the Datastore emulator's port (0: a free port)")
 	fl.StringVar(&opts.StateDir, "state", "", "directory of the state file (default: $XDG_RUNTIME_DIR, else the temporary directory)")
+	fl.StringArrayVar(&opts.DDL, "ddl", nil, "with -c: run this file's GoogleSQL DDL (statements separated by ;) in the config's Spanner database, the source's else the target's; what exists is kept (repeatable)")
 	fl.BoolVar(&opts.Seed, "seed", false, "with -c: load the bundled samples into the config's source (a Spanner table, a Datastore kind) and create a Spanner target table rekey cannot derive from its source")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("state")
@@ -272,6 +286,16 @@ func runEmulatorsUp(ctx context.Context, o *EmulatorsUpOptions) error {
 		os.Setenv(emulator.EnvSpannerHost, spanner.Host)
 		os.Setenv(emulator.EnvDatastoreHost, datastore.Host)
 		err := prepareStores(ctx, cfg, o.IO.err, o.Seed)
+		if err == nil && len(o.DDL) > 0 {
+			var e endpointRole
+			if e, err = ddlEndpoint(cfg); err == nil {
+				for _, f := range o.DDL {
+					if err = applyDDLFile(ctx, e, f, o.IO.err); err != nil {
+						break
+					}
+				}
+			}
+		}
 		if err == nil && o.Seed {
 			err = seedStores(ctx, cfg, o.IO.err)
 		}

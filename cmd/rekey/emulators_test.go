@@ -304,8 +304,20 @@ rewrite:
 		t.Errorf("put into the Datastore emulator: %v", err)
 	}
 
-	// A second up reuses both and finds the database there.
-	out2, errs2 := cliInShell(t, "emulators", "up", "-c", cfg, "--state", state)
+	// A second up reuses both and finds the database there; its --ddl
+	// creates one's own table in the config's Spanner database (here the
+	// target's: the source is Datastore).
+	ddl := filepath.Join(dir, "schema.sql")
+	if err := os.WriteFile(ddl, []byte("-- mine\nCREATE TABLE Customers (CustomerId INT64 NOT NULL, Name STRING(MAX)) PRIMARY KEY (CustomerId);\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2, errs2 := cliInShell(t, "emulators", "up", "-c", cfg, "--state", state, "--ddl", ddl)
+	if want := "rekey: target: ran 1 statement of " + ddl + " in projects/try-local/instances/local/databases/customers"; !strings.Contains(errs2, want) {
+		t.Errorf("up --ddl: stderr lacks %q:\n%s", want, errs2)
+	}
+	if ddlText, err := admin.GetDatabaseDdl(ctx, &databasepb.GetDatabaseDdlRequest{Database: "projects/try-local/instances/local/databases/customers"}); err != nil || len(ddlText.Statements) != 1 || !strings.Contains(ddlText.Statements[0], "CREATE TABLE Customers") {
+		t.Errorf("the database's DDL after up --ddl: %v, %v", ddlText, err)
+	}
 	if out2 != out {
 		t.Errorf("second up exports\n%s\nwant\n%s", out2, out)
 	}
