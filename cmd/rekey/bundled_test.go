@@ -79,14 +79,7 @@ func TestBundledConfigsRun(t *testing.T) {
 			if out, errs, code := rekey(t, "", "validate", "-c", file); code != 0 {
 				t.Fatalf("validate: exit %d\n%s%s", code, out, errs)
 			}
-			cfg, err := loadConfig(file, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			isolate(t, cfg)
-			if cfg, err = loadConfig(file, io.Discard); err != nil {
-				t.Fatal(err)
-			}
+			cfg := isolatedConfig(t, file)
 			var notes bytes.Buffer
 			if err := prepareStores(ctx, cfg, &notes, true); err != nil {
 				t.Fatalf("emulators up: %v\n%s", err, notes.String())
@@ -164,6 +157,20 @@ func targetRecords(ctx context.Context, t *testing.T, cfg *config.Config) int64 
 	}
 	t.Fatalf("target type %s: not counted", tgt.Type)
 	return 0
+}
+
+// isolatedConfig loads the config file with its stores isolated.
+func isolatedConfig(t *testing.T, file string) *config.Config {
+	t.Helper()
+	cfg, err := loadConfig(file, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isolate(t, cfg)
+	if cfg, err = loadConfig(file, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // isolate points cfg's stores at a fresh Spanner database and fresh

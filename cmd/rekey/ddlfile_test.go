@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -58,14 +57,7 @@ func TestImportAsItIs(t *testing.T) {
 	defer cancel()
 	t.Chdir("../..")
 	const file, ddl = "configs/import-jsonl-to-spanner.yaml", "configs/samples/user_access_logs.sql"
-	cfg, err := loadConfig(file, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	isolate(t, cfg)
-	if cfg, err = loadConfig(file, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	cfg := isolatedConfig(t, file)
 	var notes bytes.Buffer
 	if err := prepareStores(ctx, cfg, &notes, false); err != nil {
 		t.Fatal(err)
