@@ -276,12 +276,23 @@ func concurrentCutover(t *testing.T, f fixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, res, err := operator.Repair(ctx, cfg, operator.RepairOptions{Migration: f.migration, Cohorts: cohorts, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "operator"}, pipeline.Runner{Runner: "prism"})
+		r, err := operator.RepairTallied(ctx, cfg, operator.RepairOptions{Migration: f.migration, Cohorts: cohorts, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "operator"}, pipeline.Runner{Runner: "prism"})
 		if err != nil {
 			t.Fatalf("repair in read_new of %d repair-log entries (the first: %v): %v", len(entries), entries[0], err)
 		}
 		repaired = len(entries)
-		t.Logf("repair in read_new of %d repair-log entries (the first: %v): %s", len(entries), entries[0], res.Counters)
+		t.Logf("repair in read_new of %d repair-log entries (the first: %v): %s; tally %+v", len(entries), entries[0], r.Result.Counters, r.Sides)
+		// Under the application's traffic, every difference the repair
+		// found is repaired, settled on recheck or left: the tally is of
+		// the read_new side (new authoritative) and adds up.
+		if len(r.Sides) != 1 || r.Sides[0].Authoritative != "new" {
+			t.Errorf("repair tally %+v, want the one side of new, authoritative in read_new", r.Sides)
+		}
+		for _, s := range r.Sides {
+			if s.Found() != s.Repaired()+s.Settled+s.Left() {
+				t.Errorf("repair tally %+v: %d found, %d repaired + %d settled + %d left", s, s.Found(), s.Repaired(), s.Settled, s.Left())
+			}
+		}
 	}
 	time.Sleep(300 * time.Millisecond)
 	move(phases.DualWrite)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -159,11 +160,17 @@ func TestVerify(t *testing.T) {
 				// new missed: the soak, seed 2).
 				cfg := *e.cfg
 				cfg.Cohort.Skew = time.Hour
-				_, res, err := operator.Repair(ctx, &cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
+				r, err := operator.RepairTallied(ctx, &cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "early.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 				if err != nil {
 					t.Fatal(err)
 				}
+				res := r.Result
 				early = res.Counters
+				// From old's side: new lacked the deleted record, held
+				// one old lacks, the changed and the logged ones
+				// differed; the logged one was left (its mark is after
+				// the repair's start).
+				checkRepairTally(t, r.Sides, operator.RepairSide{Authoritative: "old", Lacks: 1, Extra: 1, Differ: 2, Tried: 4, Skipped: 1})
 				if c := res.Counters[operator.RepairLogCleared]; c != 0 {
 					t.Errorf("a repair within the skew margin of a logged write cleared %d entries, want 0", c)
 				}
@@ -181,9 +188,15 @@ func TestVerify(t *testing.T) {
 
 			// Repair puts it all right; a verify after it is clean, and
 			// marks.
-			_, res, err := operator.Repair(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
+			r, err := operator.RepairTallied(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: cohortRunner})
 			if err != nil {
 				t.Fatal(err)
+			}
+			res := r.Result
+			if logged != "" {
+				checkRepairTally(t, r.Sides, operator.RepairSide{Authoritative: "old", Differ: 1, Tried: 1})
+			} else {
+				checkRepairTally(t, r.Sides, operator.RepairSide{Authoritative: "old", Lacks: 1, Extra: 1, Differ: 1, Tried: 3})
 			}
 			t.Logf("repair: %s (before it, within the margin: %v)", res.Counters, early)
 			wantWritten, wantCleared := int64(2), int64(0)
@@ -214,5 +227,23 @@ func TestVerify(t *testing.T) {
 				t.Errorf("new still holds %s, which old does not", logID(extra, 2))
 			}
 		})
+	}
+}
+
+// checkRepairTally checks a repair's tally: one side, as want (but its
+// cohorts and settled differences: none here, as no write is in flight),
+// found = repaired + settled + left.
+func checkRepairTally(t *testing.T, sides []operator.RepairSide, want operator.RepairSide) {
+	t.Helper()
+	if len(sides) != 1 {
+		t.Fatalf("repair tally %+v, want one side", sides)
+	}
+	got := sides[0]
+	got.Cohorts = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("repair tally %+v, want %+v", got, want)
+	}
+	if got.Found() != got.Repaired()+got.Settled+got.Left() {
+		t.Errorf("repair tally %+v: %d found, %d repaired + %d settled + %d left", got, got.Found(), got.Repaired(), got.Settled, got.Left())
 	}
 }

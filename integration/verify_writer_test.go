@@ -173,3 +173,37 @@ func TestVerifyManyFindings(t *testing.T) {
 		t.Errorf("the keys file %s.keys is left: %v", report, err)
 	}
 }
+
+// TestRepairWriteBetweenReads: a repair reads each difference again
+// before it acts, as verify does: a record the application writes between
+// the job's reads and the recheck's (the tap writes it through the
+// library before each read of new by key) is settled on recheck, neither
+// written nor left, while a real difference beside it is repaired; the
+// tally adds up (found = repaired + settled + left). Without the recheck
+// the repair tried to write both.
+func TestRepairWriteBetweenReads(t *testing.T) {
+	ctx := context.Background()
+	e, users, rs := backfilledSpanner(t, "rwb-user", 4)
+	hot, changed := users[0], users[1]
+	e.changeNew(t, hot, 0, "stale", false) // the job's reads see a difference
+	e.changeNew(t, changed, 1, "changed", false)
+	var writes atomic.Int64
+	e.tap.OnRead("LogsV2", func() {
+		n := writes.Add(1)
+		if err := e.app.Write(ctx, e.rec(hot, 0, fmt.Sprintf("write-%d", n))); err != nil {
+			t.Errorf("the application's write %d: %v", n, err)
+		}
+	})
+	r, err := operator.RepairTallied(ctx, e.cfg, operator.RepairOptions{Migration: e.migration, Cohorts: rs, ReportPath: filepath.Join(t.TempDir(), "repair.jsonl"), Who: "test-repair"}, pipeline.Runner{Runner: "prism"})
+	e.tap.OnRead("LogsV2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes.Load() == 0 {
+		t.Fatal("no read of new by key: the differences were not read again")
+	}
+	checkRepairTally(t, r.Sides, operator.RepairSide{Authoritative: "old", Differ: 1, Settled: 1, Tried: 1})
+	if got := e.newPages(t)[logID(changed, 1)]; got != "seed" {
+		t.Errorf("new %s = %q after the repair, want %q", logID(changed, 1), got, "seed")
+	}
+}

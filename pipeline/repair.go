@@ -23,11 +23,12 @@ import (
 // records. An entry logged after it touched its mark after it too, so
 // the repair left its record alone: the entry stays for the next repair.
 
-// repairs adds the repair's writes and deletes to the verify graph on
-// joined (see Verify.Repair) and returns their dead letters.
-func repairs(s beam.Scope, j *migration.Job, v operator.VerifyJob, side staged.Side, joined beam.PCollection) ([]beam.PCollection, error) {
+// repairs adds the repair's writes and deletes to the verify graph, of
+// what the comparison picked (staged.RepairCompareFn, after its recheck:
+// a write in flight that settled is not repaired), and returns their
+// dead letters.
+func repairs(s beam.Scope, j *migration.Job, v operator.VerifyJob, side staged.Side, picked beam.PCollection) ([]beam.PCollection, error) {
 	s = s.Scope("repair")
-	picked := beam.ParDo(s, &staged.RepairPickFn{Side: side, ReadNew: v.RepairReadNew, Pending: v.RepairPending, Spec: j.Spec.Text(), Source: j.Source}, joined)
 	writes, deletes := beam.ParDo2(s, &staged.RepairPutFn{}, picked)
 	w := newWrites(j, newRun())
 	w.backfill = v.Repair

@@ -61,21 +61,24 @@ func verifyGraph(v operator.VerifyJob) Graph {
 		deads = append(deads, newDeads...)
 		actual := beam.ParDo(s.Scope("new"), &staged.NewSideFn{Side: side, Spec: spec}, newBatches)
 		joined := beam.CoGroupByKey(s, expected, actual)
-		cmp := &staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Source}
-		if v.Repair == nil {
-			var src *spannerdb.Table
-			if j.Spanner != nil {
-				src = j.Spanner.Source
-			}
-			cmp.Recheck = staged.NewRecheck(j.Source, j.Target, src, j.Spec)
-			cmp.Routed = v.Routed
+		var src *spannerdb.Table
+		if j.Spanner != nil {
+			src = j.Spanner.Source
 		}
-		tallies, keys := beam.ParDo2(s, cmp, joined)
+		cmp := staged.CompareFn{Side: side, Examples: v.Examples, Spec: spec, Source: j.Source, Recheck: staged.NewRecheck(j.Source, j.Target, src, j.Spec)}
+		var tallies, keys, fixes beam.PCollection
+		if v.Repair == nil {
+			cmp.Routed = v.Routed
+			tallies, keys = beam.ParDo2(s, &cmp, joined)
+		} else {
+			cmp.Repair = &staged.RepairPick{Buckets: j.Cohort.Buckets, ReadNew: v.RepairReadNew, Pending: v.RepairPending}
+			tallies, keys, fixes = beam.ParDo3(s, &staged.RepairCompareFn{CompareFn: cmp}, joined)
+		}
 		perCohort := beam.CombinePerKey(s, &staged.CohortTallyFn{Examples: v.Examples}, tallies)
 		sink.Lines(s.Scope("report"), v.ReportPath, beam.ParDo(s, &staged.ReportLineFn{}, perCohort))
 		sink.Lines(s.Scope("keys"), keysPath(v.ReportPath), keys)
 		if v.Repair != nil {
-			repairDead, err := repairs(s, j, v, side, joined)
+			repairDead, err := repairs(s, j, v, side, fixes)
 			if err != nil {
 				return err
 			}

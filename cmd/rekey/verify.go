@@ -41,9 +41,16 @@ const repairLong = `Puts right what verify finds, for cohorts in which old is au
 (dual_write to shadow): a record missing in new or different there is copied
 from old through the rewrite, a record extra in new is deleted from new, each
 unless the application wrote or deleted it after the repair began (it is then
-newer than what the repair read). It runs verify's Beam job with the repairs,
-prints what it found (so what it repaired) and clears the cohorts' repair-log
-entries logged before it began. A verify after it is clean.`
+newer than what the repair read). In read_new (new authoritative) it puts
+right what the repair log names: old is made as new holds the records whose
+writes it missed, and records whose writes new missed while old was
+authoritative are copied from old. It runs verify's Beam job with the
+repairs (each difference read again first: one old and new agree on then was
+a write in flight, settled on recheck, and is left alone), clears the
+cohorts' repair-log entries logged before it began, and prints per side what
+it found, from the authoritative store's side, and how each difference ended:
+found = repaired + settled on recheck + left (with why). A verify after it
+is clean.`
 
 func newCmdVerify(f *factory, repair bool) *cobra.Command {
 	opts := &RunOptions{IO: f.IO}
@@ -118,8 +125,11 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 	var report []operator.VerifyCohort
 	var res *migration.Result
 	var a *phases.Audit
+	var sides []operator.RepairSide
 	if repair {
-		report, res, err = operator.Repair(ctx, cfg, operator.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
+		var r operator.RepairOutcome
+		r, err = operator.RepairTallied(ctx, cfg, operator.RepairOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Who: operatorName()}, runner)
+		report, res, sides = r.Report, r.Result, r.Sides
 	} else {
 		report, res, a, err = operator.Verify(ctx, cfg, operator.VerifyOptions{Migration: opts.Migration, Cohorts: rs, Examples: o.Examples, ReportPath: o.Report, Mark: o.Mark, Who: operatorName()}, runner)
 	}
@@ -140,8 +150,7 @@ func runVerify(ctx context.Context, opts *RunOptions, o *VerifyOptions, repair b
 		return err
 	}
 	if repair {
-		fmt.Fprintf(opts.IO.out, "rekey: repaired: %d written, %d deleted, %d left as the application wrote them since; %d repair-log entries cleared; run verify to check\n",
-			res.Counters[operator.RepairWritten], res.Counters[operator.RepairDeleted], res.Counters[migration.BackfillSkipped], res.Counters[operator.RepairLogCleared])
+		printRepair(opts.IO, sides, res.Counters[operator.RepairLogCleared])
 		return nil
 	}
 	for _, v := range report {
@@ -239,4 +248,40 @@ func printVerify(io stdio, report []operator.VerifyCohort, examples int) {
 	if more := total.Findings() + total.RepairLog - shown; more > 0 && shown > 0 {
 		fmt.Fprintf(io.out, "  … and %d more (every key is in the report)\n", more)
 	}
+}
+
+// printRepair writes a repair's tally for a person: per side (the cohorts
+// where old is authoritative, then those in read_new) its differences
+// from the authoritative store's side, then found = repaired + settled +
+// left, each left one with why; then the repair-log entries cleared.
+func printRepair(io stdio, sides []operator.RepairSide, cleared int64) {
+	for _, s := range sides {
+		auth, other := s.Authoritative, "new"
+		how := "new is repaired from old"
+		if auth == "new" {
+			other, how = "old", "read_new: old is repaired through the repair log"
+		}
+		fmt.Fprintf(io.out, "rekey: cohorts %s (%s is authoritative; %s): %s lacked %d of %s's records, held %d that %s lacks, %d differed; %d more settled on recheck (writes in flight)\n",
+			cohort.Format(s.Cohorts), auth, how, other, s.Lacks, auth, s.Extra, auth, s.Differ, s.Settled)
+		repaired := fmt.Sprintf("%d repaired", s.Repaired())
+		if s.RepairedOld > 0 {
+			repaired += fmt.Sprintf(" (%d in old from the repair log)", s.RepairedOld)
+		}
+		if s.Skipped < 0 {
+			repaired = fmt.Sprintf("%d repaired or left as the application wrote them since (%d left so, of both sides' writes and deletes)", s.Repaired(), s.SkippedBoth)
+		}
+		var why []string
+		if s.Skipped > 0 {
+			why = append(why, fmt.Sprintf("%d written or deleted by the application since the repair began", s.Skipped))
+		}
+		if s.Unlogged > 0 {
+			why = append(why, fmt.Sprintf("%d not in the repair log as of the repair's start (old's differences; new is authoritative)", s.Unlogged))
+		}
+		left := fmt.Sprintf("%d left", s.Left())
+		if len(why) > 0 {
+			left += ": " + strings.Join(why, ", ")
+		}
+		fmt.Fprintf(io.out, "rekey:   %d found = %s + %d settled on recheck + %s\n", s.Found(), repaired, s.Settled, left)
+	}
+	fmt.Fprintf(io.out, "rekey: %d repair-log entries cleared; run verify to check\n", cleared)
 }

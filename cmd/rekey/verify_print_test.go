@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rekeyio/rekey/cohort"
 	"github.com/rekeyio/rekey/cutover/operator"
 )
 
@@ -44,5 +45,30 @@ func TestPrintVerifyBounded(t *testing.T) {
 	}
 	if n := strings.Count(s, "  cohort "); n != 5 {
 		t.Errorf("%d examples printed, want 5:\n%s", n, s)
+	}
+}
+
+// TestPrintRepair: a repair's report words each side's differences from
+// its authoritative store, counts writes in flight as settled on recheck,
+// and adds each side up (found = repaired + settled + left, with why a
+// difference was left).
+func TestPrintRepair(t *testing.T) {
+	sides := []operator.RepairSide{
+		{Authoritative: "old", Cohorts: []cohort.Range{{First: 0, Last: 49}}, Lacks: 1, Settled: 8, Tried: 1},
+		{Authoritative: "new", Cohorts: []cohort.Range{{First: 50, Last: 99}}, Lacks: 6, Extra: 2, Differ: 26, RepairedOld: 28, Unlogged: 4, Tried: 2, Skipped: 1},
+	}
+	var out bytes.Buffer
+	printRepair(stdio{out: &out}, sides, 265)
+	s := out.String()
+	for _, want := range []string{
+		"rekey: cohorts 0-49 (old is authoritative; new is repaired from old): new lacked 1 of old's records, held 0 that old lacks, 0 differed; 8 more settled on recheck (writes in flight)\n",
+		"rekey:   9 found = 1 repaired + 8 settled on recheck + 0 left\n",
+		"rekey: cohorts 50-99 (new is authoritative; read_new: old is repaired through the repair log): old lacked 6 of new's records, held 2 that new lacks, 26 differed; 0 more settled on recheck (writes in flight)\n",
+		"rekey:   34 found = 29 repaired (28 in old from the repair log) + 0 settled on recheck + 5 left: 1 written or deleted by the application since the repair began, 4 not in the repair log as of the repair's start (old's differences; new is authoritative)\n",
+		"rekey: 265 repair-log entries cleared; run verify to check\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
 	}
 }

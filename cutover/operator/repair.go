@@ -47,23 +47,48 @@ var repairable = []phases.Phase{phases.DualWrite, phases.Backfilled, phases.Veri
 // copy would go the other way, which is the reverse backfill's). It runs
 // the verify job with its repairs (see above), then clears the cohorts'
 // repair-log entries logged before it began. It returns the report of
-// what it found, each finding written or deleted unless the application
-// touched the record meanwhile (counted as backfill_skipped).
+// what it found (each difference read again first, as verify does: one
+// settled on recheck is left alone), each finding written or deleted
+// unless the application touched the record meanwhile (counted as
+// backfill_skipped); RepairTallied adds how each ended (RepairSide).
 func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs) ([]VerifyCohort, *migration.Result, error) {
+	r, err := RepairTallied(ctx, cfg, o, jobs)
+	return r.Report, r.Result, err
+}
+
+// RepairOutcome is what a repair found and did: the report (as verify's,
+// of what the repair found), the job's result, and the tally of each
+// side (RepairSide: the cohorts where old is authoritative, then those
+// where new is; only those the repair covered).
+type RepairOutcome struct {
+	Report []VerifyCohort
+	Result *migration.Result
+	Sides  []RepairSide
+}
+
+// RepairTallied is Repair, returning its tally too.
+func RepairTallied(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs) (RepairOutcome, error) {
+	var out RepairOutcome
+	var err error
+	out.Report, out.Result, out.Sides, err = repair(ctx, cfg, o, jobs)
+	return out, err
+}
+
+func repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs) ([]VerifyCohort, *migration.Result, []RepairSide, error) {
 	if o.Migration == "" || len(o.Cohorts) == 0 || o.ReportPath == "" {
-		return nil, nil, &migration.ConfigError{Err: errors.New("repair needs the migration's name, the cohorts and a report path")}
+		return nil, nil, nil, &migration.ConfigError{Err: errors.New("repair needs the migration's name, the cohorts and a report path")}
 	}
 	if err := migration.Reach(ctx, cfg); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st, closeStore, err := OpenStore(ctx, cfg.Target, false)
 	if err != nil {
-		return nil, nil, fmt.Errorf("phase store: %w", err)
+		return nil, nil, nil, fmt.Errorf("phase store: %w", err)
 	}
 	defer closeStore()
 	m, err := st.Load(ctx, o.Migration)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var refused []string
 	readNew := map[int]bool{} // cohorts in read_new: only what new missed is repaired
@@ -84,7 +109,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 		}
 	}
 	if len(refused) > 0 {
-		return nil, nil, fmt.Errorf("repair copies old to new while old is authoritative (dual_write to shadow), and in read_new what the repair log says new missed: cohorts %s", strings.Join(refused, "; cohorts "))
+		return nil, nil, nil, fmt.Errorf("repair copies old to new while old is authoritative (dual_write to shadow), and in read_new what the repair log says new missed: cohorts %s", strings.Join(refused, "; cohorts "))
 	}
 	// The repair's start, less the skew margin for clocks: a mark at or
 	// after it is the application's and newer than the repair's reads.
@@ -105,7 +130,7 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	}
 	entries, err := RepairsOf(ctx, st, o.Migration)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// In read_new new is authoritative: only the records whose writes new
 	// missed while old was (the entries saying so) are copied from old.
@@ -128,12 +153,12 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 		readNewRanges = append(readNewRanges, cohort.Range{First: c, Last: c})
 	}
 	v := VerifyOptions{Migration: o.Migration, Cohorts: o.Cohorts, Examples: o.Examples, ReportPath: o.ReportPath}
-	report, res, _, err := runVerifyWith(ctx, cfg, st, v, jobs, VerifyJob{Repair: &b, RepairReadNew: cohort.Format(cohort.Merge(readNewRanges)), RepairPending: pending}, entries)
+	report, res, _, keys, err := runVerifyWith(ctx, cfg, st, v, jobs, VerifyJob{Repair: &b, RepairReadNew: cohort.Format(cohort.Merge(readNewRanges)), RepairPending: pending}, entries)
 	if err != nil {
-		return report, res, err
+		return report, res, nil, err
 	}
 	if d := res.Counters[migration.DeadLettered]; d > 0 {
-		return report, res, fmt.Errorf("%d records were dead-lettered; the repair log is kept", d)
+		return report, res, nil, fmt.Errorf("%d records were dead-lettered; the repair log is kept", d)
 	}
 	// Writes old missed while new was authoritative: in read_new, old is
 	// made as new holds them (cutover.RepairOld); elsewhere they stay in
@@ -148,10 +173,10 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	if len(missedOld) > 0 {
 		job, err := migration.Resolve(ctx, cfg)
 		if err != nil {
-			return report, res, err
+			return report, res, nil, err
 		}
 		if repairedOld, err = repairOld(ctx, job, o.Migration, missedOld); err != nil {
-			return report, res, fmt.Errorf("repairing in old %d writes it missed (%d done): %w", len(missedOld), len(repairedOld), err)
+			return report, res, nil, fmt.Errorf("repairing in old %d writes it missed (%d done): %w", len(missedOld), len(repairedOld), err)
 		}
 	}
 	var done []phases.RepairEntry
@@ -170,11 +195,11 @@ func Repair(ctx context.Context, cfg *config.Config, o RepairOptions, jobs Jobs)
 	res.Counters[RepairOldWritten] = int64(len(repairedOld))
 	if l, ok := st.(phases.RepairLog); ok {
 		if err := l.ClearRepairs(ctx, o.Migration, done); err != nil {
-			return report, res, fmt.Errorf("the repair ran, but clearing %d repair-log entries failed: %w", len(done), err)
+			return report, res, nil, fmt.Errorf("the repair ran, but clearing %d repair-log entries failed: %w", len(done), err)
 		}
 	}
 	res.Counters[RepairLogCleared] = int64(len(done))
-	return report, res, nil
+	return report, res, TallyRepair(report, keys, readNew, repairedOld, res.Counters[migration.BackfillSkipped]), nil
 }
 
 // repairOld opens the application library of job (old's client from the

@@ -72,6 +72,10 @@ type VerifyCohort struct {
 	// are routed around (as Routed).
 	RepairLog       int `json:"repair_log"`
 	RepairLogRouted int `json:"repair_log_routed_around"`
+	// RepairTried counts, in a repair, the findings it wrote or deleted
+	// in new (each unless the application touched the record since the
+	// repair began; see Repair).
+	RepairTried int `json:"repair_tried,omitempty"`
 	// Examples holds up to the job's Examples keys per finding: old keys
 	// for missing and mismatched records (with how they differ), new keys
 	// for extra ones, the logged keys and operations of the repair log.
@@ -124,6 +128,7 @@ func (v *VerifyCohort) addCounts(o VerifyCohort) {
 	v.Routed += o.Routed
 	v.RepairLog += o.RepairLog
 	v.RepairLogRouted += o.RepairLogRouted
+	v.RepairTried += o.RepairTried
 }
 
 // TotalOf sums the counts of cohorts' report lines (Cohort -1, no keys).
@@ -165,7 +170,19 @@ type KeyLine struct {
 	Cohort  int    `json:"cohort"`
 	Finding string `json:"finding"`
 	Key     string `json:"key"`
+	// OldKey and Repair (a repair's findings): the record's old key ("" if
+	// it has none) and what the job did, RepairTried or RepairLeft.
+	OldKey string `json:"old_key,omitempty"`
+	Repair string `json:"repair,omitempty"`
 }
+
+// KeyLine.Repair's values: the repair wrote or deleted the record in new
+// (conditionally), or left it (new is authoritative and the repair log
+// does not say new missed it).
+const (
+	RepairTried = "tried"
+	RepairLeft  = "left"
+)
 
 // Counters of a verify job.
 const (
@@ -242,7 +259,8 @@ func Verify(ctx context.Context, cfg *config.Config, o VerifyOptions, jobs Jobs)
 		return nil, nil, nil, err
 	}
 	routed, routedEntries := routedAround(m, entries)
-	return runVerifyWith(ctx, cfg, st, o, jobs, VerifyJob{Routed: routed, RoutedEntries: routedEntries}, entries)
+	report, res, a, _, err := runVerifyWith(ctx, cfg, st, o, jobs, VerifyJob{Routed: routed, RoutedEntries: routedEntries}, entries)
+	return report, res, a, err
 }
 
 // routedAround returns the old keys with a repair-log entry (of entries,
@@ -279,22 +297,23 @@ func routedAround(m *phases.Map, entries []phases.RepairEntry) (keys, ids map[st
 
 // runVerifyWith is Verify on the phase store st, with the repair-log
 // entries read before, and the repair of v (Repair, RepairReadNew,
-// RepairPending) when v.Repair is set.
-func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o VerifyOptions, jobs Jobs, v VerifyJob, entries []phases.RepairEntry) ([]VerifyCohort, *migration.Result, *phases.Audit, error) {
+// RepairPending) when v.Repair is set. It also returns the job's
+// differing keys (of the cohorts of o).
+func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o VerifyOptions, jobs Jobs, v VerifyJob, entries []phases.RepairEntry) ([]VerifyCohort, *migration.Result, *phases.Audit, []KeyLine, error) {
 	if o.Examples <= 0 {
 		o.Examples = 5
 	}
 	j, err := migration.Resolve(ctx, cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if err := CheckVerify(j); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	v.Cohorts, v.Examples, v.ReportPath = o.Cohorts, o.Examples, o.ReportPath
 	found, res, err := jobs.Verify(ctx, j, v)
 	if err != nil {
-		return nil, res, nil, err
+		return nil, res, nil, nil, err
 	}
 	by := map[int]*VerifyCohort{}
 	for _, r := range cohort.Merge(o.Cohorts) {
@@ -307,11 +326,13 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o V
 			p.Merge(v, o.Examples)
 		}
 	}
+	var keys []KeyLine
 	for _, k := range found.Keys {
 		p := by[k.Cohort]
 		if p == nil {
 			continue
 		}
+		keys = append(keys, k)
 		switch k.Finding {
 		case "missing_in_new":
 			p.Keys.Missing = append(p.Keys.Missing, k.Key)
@@ -349,13 +370,13 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o V
 		out = append(out, string(b))
 	}
 	if err := jobs.WriteReport(ctx, o.ReportPath, out); err != nil {
-		return report, res, nil, fmt.Errorf("writing the verify report %s: %w", o.ReportPath, err)
+		return report, res, nil, keys, fmt.Errorf("writing the verify report %s: %w", o.ReportPath, err)
 	}
 	if !o.Mark {
-		return report, res, nil, nil
+		return report, res, nil, keys, nil
 	}
 	if !clean {
-		return report, res, nil, fmt.Errorf("%w: cohorts stay where they are (see %s)", ErrNotClean, o.ReportPath)
+		return report, res, nil, keys, fmt.Errorf("%w: cohorts stay where they are (see %s)", ErrNotClean, o.ReportPath)
 	}
 	why := fmt.Sprintf("verify: %d records match", res.Counters[VerifyMatching])
 	if n := res.Counters[VerifyRouted]; n > 0 {
@@ -364,9 +385,9 @@ func runVerifyWith(ctx context.Context, cfg *config.Config, st phases.Store, o V
 	_, a, err := st.Move(ctx, phases.Move{Migration: o.Migration, Buckets: cfg.Cohort.Buckets, Cohorts: o.Cohorts, To: phases.Verified, Who: o.Who,
 		Why: why, Rules: phases.RulesFor(cfg)})
 	if err != nil {
-		return report, res, nil, err
+		return report, res, nil, keys, err
 	}
-	return report, res, &a, nil
+	return report, res, &a, keys, nil
 }
 
 // ErrNotClean is Verify's error when asked to mark cohorts whose

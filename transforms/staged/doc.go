@@ -8,8 +8,9 @@
 //     (matching, missing, extra, mismatched, routed around) and reads
 //     findings again before they count (recheck.go), CohortTallyFn and
 //     ReportLineFn fold the tallies into one report line per cohort;
-//   - repair: RepairPickFn picks what to write or delete from a verify's
-//     join, RepairPutFn splits it, RepairDeleteFn deletes extra records
+//   - repair: RepairCompareFn is CompareFn with a third output, what
+//     RepairPick puts right of the differences left after the recheck;
+//     RepairPutFn splits it, RepairDeleteFn deletes extra records
 //     conditionally on the touched marks, CountWrites counts the writes;
 //   - reverse backfill: InvertFn turns new records back into old ones;
 //   - phase-aware load: LoadFn writes each record through the application

@@ -2,6 +2,7 @@ package staged
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"cloud.google.com/go/datastore"
@@ -16,7 +17,6 @@ import (
 	"github.com/rekeyio/rekey/internal/store/spannerdb"
 	"github.com/rekeyio/rekey/migration/config"
 	"github.com/rekeyio/rekey/record"
-	"github.com/rekeyio/rekey/rekeyer"
 	"github.com/rekeyio/rekey/transforms"
 )
 
@@ -26,91 +26,80 @@ var (
 )
 
 func init() {
-	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(record.Batch), error](&RepairPickFn{})
 	register.DoFn3x1[record.Batch, func(record.Batch), func(record.Batch), error](&RepairPutFn{})
 	register.DoFn3x1[context.Context, record.Batch, func(string), error](&RepairDeleteFn{})
 	register.DoFn2x1[context.Context, record.Batch, record.Batch](&CountWritesFn{})
 }
 
-// RepairPickFn emits, for one new key, the record to write (missing or
-// different in new) to its first output and the record to delete (extra
-// in new) to its second, each as a one-record batch. In the cohorts of
-// ReadNew only the records of Pending (old keys, as the repair log names
-// them) are repaired.
-type RepairPickFn struct {
-	Side    Side            `json:"side"`
+// RepairPick says what a repair puts right (CompareFn.Repair): every
+// difference left after the recheck, except, in the cohorts of ReadNew
+// (new authoritative), those not in Pending (old keys whose writes the
+// repair log says new missed while old was authoritative).
+type RepairPick struct {
+	Buckets int             `json:"buckets"`
 	ReadNew string          `json:"read_new,omitempty"`
 	Pending map[string]bool `json:"pending,omitempty"`
-	Spec    rekeyer.Text    `json:"spec"`
-	Source  config.Endpoint `json:"source"`
 
 	readNew map[int]bool
-	rk      *rekeyer.Rekeyer
 }
 
-func (f *RepairPickFn) Setup() error {
-	f.readNew = map[int]bool{}
-	if f.ReadNew != "" {
-		rs, err := cohort.Parse(f.ReadNew, f.Side.Sel.Buckets)
-		if err != nil {
-			return err
-		}
-		for _, r := range rs {
-			for c := r.First; c <= r.Last; c++ {
-				f.readNew[c] = true
-			}
-		}
+func (p *RepairPick) setup() error {
+	p.readNew = map[int]bool{}
+	if p.ReadNew == "" {
+		return nil
 	}
-	var err error
-	f.rk, err = f.Spec.Build()
-	return err
-}
-
-func (f *RepairPickFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, write func(record.Batch)) error {
-	jd, err := joinedItems(f.Side, key, olds, news)
+	rs, err := cohort.Parse(p.ReadNew, p.Buckets)
 	if err != nil {
 		return err
 	}
-	want, got := jd.want, jd.got
-	if f.readNew[jd.cohort] {
-		oldKey := jd.oldKey
-		if want == nil && got != nil { // its old key by the inverse rewrite
-			inv := *got
-			inv.Fields = append([]record.Field(nil), got.Fields...)
-			if f.rk.Invert(&inv) != nil {
-				return nil
-			}
-			if inv.Key != nil {
-				inv.Key.Namespace, inv.Key.Database = f.Source.Namespace, f.Source.Database
-			}
-			if oldKey, err = f.Side.oldKey(&inv); err != nil {
-				return nil
-			}
-		}
-		if !f.Pending[oldKey] {
-			return nil
-		}
-	}
-	switch {
-	case want == nil:
-		if got != nil {
-			write(record.Batch{Recs: []record.Record{*got, {}}}) // a delete: the record, then an empty marker
-		}
-	case got == nil:
-		write(record.Batch{Recs: []record.Record{*want}})
-	default:
-		d, err := f.Side.differ(got, want)
-		if err != nil {
-			return err
-		}
-		if d != "" {
-			write(record.Batch{Recs: []record.Record{*want}})
+	for _, r := range rs {
+		for c := r.First; c <= r.Last; c++ {
+			p.readNew[c] = true
 		}
 	}
 	return nil
 }
 
-// RepairPutFn splits RepairPickFn's output into writes and deletes.
+// pick returns the one-record batch that puts a difference right in new
+// (jd; oldKey its old key's text): the record to write (missing or
+// different in new), or the record to delete (extra in new) followed by
+// an empty marker; false when the repair leaves it.
+func (p *RepairPick) pick(jd joined, oldKey string) (record.Batch, bool) {
+	if p.readNew[jd.cohort] && !p.Pending[oldKey] {
+		return record.Batch{}, false
+	}
+	if jd.want == nil {
+		return record.Batch{Recs: []record.Record{*jd.got, {}}}, true
+	}
+	return record.Batch{Recs: []record.Record{*jd.want}}, true
+}
+
+// RepairCompareFn is a repair's CompareFn (Repair set): it judges and
+// rechecks each key as verify does, and emits to its third output what
+// RepairPick puts right.
+type RepairCompareFn struct {
+	CompareFn
+}
+
+func (f *RepairCompareFn) Setup(ctx context.Context) error {
+	if f.Repair == nil {
+		return errors.New("repair: no RepairPick")
+	}
+	if err := f.Repair.setup(); err != nil {
+		return err
+	}
+	return f.CompareFn.Setup(ctx)
+}
+
+func (f *RepairCompareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string), keys func(string), fix func(record.Batch)) error {
+	return f.process(ctx, key, olds, news, compareOut{emit: emit, keys: keys, fix: fix})
+}
+
+func (f *RepairCompareFn) FinishBundle(ctx context.Context, emit func(int, string), keys func(string), fix func(record.Batch)) error {
+	return f.flush(ctx, compareOut{emit: emit, keys: keys, fix: fix})
+}
+
+// RepairPutFn splits RepairCompareFn's third output into writes and deletes.
 type RepairPutFn struct{}
 
 func (RepairPutFn) ProcessElement(b record.Batch, writes, deletes func(record.Batch)) error {

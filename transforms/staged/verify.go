@@ -37,6 +37,7 @@ func init() {
 	register.DoFn4x1[context.Context, record.Batch, func(string, []byte), func(string), error](&ExpectFn{})
 	register.DoFn3x1[context.Context, record.Batch, func(string, []byte), error](&NewSideFn{})
 	register.DoFn6x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), func(string), error](&CompareFn{})
+	register.DoFn7x1[context.Context, string, func(*[]byte) bool, func(*[]byte) bool, func(int, string), func(string), func(record.Batch), error](&RepairCompareFn{})
 	register.Combiner3[string, string, string](&CohortTallyFn{})
 	register.DoFn2x1[int, string, string](&ReportLineFn{})
 	register.Emitter2[string, []byte]()
@@ -307,6 +308,10 @@ type CompareFn struct {
 	// Routed are the old keys of the records the library routes around
 	// (Verify.Routed).
 	Routed map[string]bool `json:"routed,omitempty"`
+	// Repair, if set, makes the job a repair's (RepairCompareFn): each
+	// finding left after the recheck is also put right, or left, as
+	// Repair says.
+	Repair *RepairPick `json:"repair,omitempty"`
 
 	rc      *rechecker
 	rk      *rekeyer.Rekeyer
@@ -389,7 +394,20 @@ func (v Side) differ(got, want *record.Record) (string, error) {
 	return record.Diff(&g, &w), nil
 }
 
+// compareOut are CompareFn's outputs: the tallies, the differing keys
+// and, in a repair, the records to write or delete (RepairCompareFn).
+type compareOut struct {
+	emit func(int, string)
+	keys func(string)
+	fix  func(record.Batch)
+}
+
 func (f *CompareFn) ProcessElement(ctx context.Context, key string, olds, news func(*[]byte) bool, emit func(int, string), keys func(string)) error {
+	return f.process(ctx, key, olds, news, compareOut{emit: emit, keys: keys})
+}
+
+// process judges one new key (ProcessElement).
+func (f *CompareFn) process(ctx context.Context, key string, olds, news func(*[]byte) bool, out compareOut) error {
 	jd, err := joinedItems(f.Side, key, olds, news)
 	if err != nil {
 		return err
@@ -403,7 +421,7 @@ func (f *CompareFn) ProcessElement(ctx context.Context, key string, olds, news f
 		finding = d != ""
 	}
 	if finding && jd.cohort >= 0 && len(f.Routed) > 0 && f.Routed[f.oldKeyOf(jd)] {
-		return f.judge(ctx, key, jd, true, emit, keys)
+		return f.judge(ctx, key, jd, true, out)
 	}
 	if finding && f.rc != nil && jd.cohort >= 0 {
 		if len(f.pending) == 0 {
@@ -411,20 +429,20 @@ func (f *CompareFn) ProcessElement(ctx context.Context, key string, olds, news f
 		}
 		f.pending = append(f.pending, f.rc.item(key, jd))
 		if len(f.pending) >= recheckBatch {
-			return f.flush(ctx, emit, keys)
+			return f.flush(ctx, out)
 		}
 		return nil
 	}
-	return f.judge(ctx, key, jd, false, emit, keys)
+	return f.judge(ctx, key, jd, false, out)
 }
 
 // FinishBundle reads the bundle's last findings again and judges them.
 func (f *CompareFn) FinishBundle(ctx context.Context, emit func(int, string), keys func(string)) error {
-	return f.flush(ctx, emit, keys)
+	return f.flush(ctx, compareOut{emit: emit, keys: keys})
 }
 
 // flush reads the pending findings again (one batch) and judges them.
-func (f *CompareFn) flush(ctx context.Context, emit func(int, string), keys func(string)) error {
+func (f *CompareFn) flush(ctx context.Context, out compareOut) error {
 	items := f.pending
 	f.pending = nil
 	if len(items) == 0 {
@@ -442,10 +460,10 @@ func (f *CompareFn) flush(ctx context.Context, emit func(int, string), keys func
 			if err != nil {
 				return err
 			}
-			emit(t.Cohort, string(line))
+			out.emit(t.Cohort, string(line))
 			continue
 		}
-		if err := f.judge(ctx, it.key, it.jd, false, emit, keys); err != nil {
+		if err := f.judge(ctx, it.key, it.jd, false, out); err != nil {
 			return err
 		}
 	}
@@ -474,8 +492,9 @@ func (f *CompareFn) oldKeyOf(jd joined) string {
 }
 
 // judge counts one new key (routed: its record is routed around) and
-// emits its tally and, when it differs, its key.
-func (f *CompareFn) judge(ctx context.Context, key string, jd joined, routed bool, emit func(int, string), keys func(string)) error {
+// emits its tally and, when it differs, its key; in a repair, a
+// difference is put right or left (RepairPick).
+func (f *CompareFn) judge(ctx context.Context, key string, jd joined, routed bool, out compareOut) error {
 	c, oldKey, want, got := jd.cohort, jd.oldKey, jd.want, jd.got
 	var t operator.VerifyCohort
 	var kind, text string
@@ -521,17 +540,26 @@ func (f *CompareFn) judge(ctx context.Context, key string, jd joined, routed boo
 		verifyMismatched.Inc(ctx, 1)
 	}
 	t.Cohort = c
+	kl := operator.KeyLine{Cohort: c, Finding: kind, Key: text}
+	if f.Repair != nil && kind != "" && !routed {
+		kl.OldKey = f.oldKeyOf(jd)
+		kl.Repair = operator.RepairLeft
+		if b, ok := f.Repair.pick(jd, kl.OldKey); ok {
+			out.fix(b)
+			t.RepairTried, kl.Repair = 1, operator.RepairTried
+		}
+	}
 	line, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	emit(c, string(line))
+	out.emit(c, string(line))
 	if kind != "" {
-		kl, err := json.Marshal(operator.KeyLine{Cohort: c, Finding: kind, Key: text})
+		line, err := json.Marshal(kl)
 		if err != nil {
 			return err
 		}
-		keys(string(kl))
+		out.keys(string(line))
 	}
 	return nil
 }
