@@ -125,11 +125,17 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 	if in.Datastore {
 		in.TargetKey = "Datastore key of kind " + in.Table
 	}
-	if len(j.SourceKey.Columns) > 0 {
-		in.SourceColumn = j.SourceKey.Columns[0].Name
+	for _, c := range j.SourceKey.Columns {
+		in.SourceKeyColumns = append(in.SourceKeyColumns, c.Name)
 	}
-	if len(j.TargetKey.Columns) > 0 {
-		in.TargetColumn = j.TargetKey.Columns[0].Name
+	for _, c := range j.TargetKey.Columns {
+		in.TargetKeyColumns = append(in.TargetKeyColumns, c.Name)
+	}
+	if len(in.SourceKeyColumns) > 0 {
+		in.SourceColumn = in.SourceKeyColumns[0]
+	}
+	if len(in.TargetKeyColumns) > 0 {
+		in.TargetColumn = in.TargetKeyColumns[0]
 	}
 	if st, err := rewrite.New(j.Strategy); err == nil {
 		if sh, ok := st.(*rewrite.Shard); ok {

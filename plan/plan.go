@@ -55,8 +55,10 @@ type Input struct {
 	Datastore, SourceDatastore bool
 	// Table is the target table or kind; SourceTable the source's.
 	Table, SourceTable string
-	// SourceColumn and TargetColumn are the first key columns (Spanner).
-	SourceColumn, TargetColumn string
+	// SourceColumn and TargetColumn are the first key columns (Spanner);
+	// SourceKeyColumns and TargetKeyColumns all of them, in key order.
+	SourceColumn, TargetColumn         string
+	SourceKeyColumns, TargetKeyColumns []string
 	// ShardColumn is the shard column the rewrite puts first ("" if
 	// none): few values by design, so not a low-cardinality finding.
 	ShardColumn string
@@ -147,8 +149,11 @@ func Build(in Input) (*Plan, error) {
 	}
 	p.Scale = float64(p.Rows) / float64(n)
 	fraction := float64(n) / float64(p.Rows)
-	p.Findings = Analyze(sideOf(set, true, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction))
+	source := sideOf(set, true, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction)
+	source.Key = in.SourceKeyColumns
+	p.Findings = Analyze(source)
 	target := sideOf(set, false, in.Table, in.TargetColumn, in.Datastore, fraction)
+	target.Key = in.TargetKeyColumns
 	target.ShardColumn = in.ShardColumn
 	p.Remaining = Analyze(target)
 	if err := set.Err(); err != nil {

@@ -10,7 +10,9 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Severity orders findings: Info < Warning < Error.
@@ -98,7 +100,7 @@ var catalogue = map[string]Rule{
 	TimestampFirst: {ID: TimestampFirst, Severity: Error,
 		Rule:       "A timestamp or sequence as the first key column makes every insert land at the end of the table.",
 		Source:     "cloud.google.com/spanner/docs/schema-design (swap the order of keys)",
-		Fix:        "Move the monotonic column out of first place, e.g. (LastAccess, UserId) → (UserId, LastAccess), or put a shard column first.",
+		Fix:        "Move the monotonic column out of first place (after another key column), or put a shard column first.",
 		Strategies: []string{"swap", "shard", "hashprefix"}},
 	SequentialNames: {ID: SequentialNames, Severity: Warning,
 		Rule:       "Names like Customer1, Customer2, … share a prefix and grow in order: new keys crowd into one range.",
@@ -200,6 +202,28 @@ func New(id, subject, evidence string) Finding {
 	r := Get(id)
 	return Finding{Rule: id, Severity: r.Severity, Subject: subject, Evidence: evidence,
 		Text: r.Rule, Source: r.Source, Fix: r.Fix, Strategies: r.Strategies}
+}
+
+// NewForKey is New for a key of the given columns (first column first):
+// where the rule's fix reorders the key (TimestampFirst), the fix names
+// these columns, e.g. "(EventTime, EventId) → (EventId, EventTime)".
+func NewForKey(id, subject, evidence string, columns []string) Finding {
+	f := New(id, subject, evidence)
+	if id == TimestampFirst && len(columns) > 0 {
+		f.Fix = timestampFirstFix(columns)
+	}
+	return f
+}
+
+// timestampFirstFix is TimestampFirst's fix for a key of these columns.
+func timestampFirstFix(columns []string) string {
+	key := func(cs ...string) string { return "(" + strings.Join(cs, ", ") + ")" }
+	sharded := key(append([]string{"ShardId"}, columns...)...)
+	if len(columns) == 1 {
+		return fmt.Sprintf("%s is the whole key: put a shard column before it, %s → %s, or a hash prefix.", columns[0], key(columns...), sharded)
+	}
+	swapped := append(slices.Clone(columns[1:]), columns[0])
+	return fmt.Sprintf("Move %s out of first place, e.g. %s → %s, or put a shard column first, %s.", columns[0], key(columns...), key(swapped...), sharded)
 }
 
 // Sort orders findings by severity (worst first), then subject and rule.
