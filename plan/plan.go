@@ -105,12 +105,16 @@ type Plan struct {
 
 // Run is one simulated load.
 type Run struct {
-	Name             string        `json:"name"`
-	Order            string        `json:"order"`
-	Duration         time.Duration `json:"duration_ns"`
-	Finished         bool          `json:"finished"`
-	Splits           int           `json:"splits"`
+	Name     string        `json:"name"`
+	Order    string        `json:"order"`
+	Duration time.Duration `json:"duration_ns"`
+	Finished bool          `json:"finished"`
+	Splits   int           `json:"splits"`
+	// BusiestNodeShare is the busiest node's share of the writes at each
+	// moment (sim.Result.BusiestNodeShare), BusiestNodeOfRun its share of
+	// all the run's writes.
 	BusiestNodeShare float64       `json:"busiest_node_share"`
+	BusiestNodeOfRun float64       `json:"busiest_node_share_of_run"`
 	HotspotScore     float64       `json:"hotspot_score"`
 	TimeToFullSpeed  time.Duration `json:"time_to_full_speed_ns"`
 	ReachedFullSpeed bool          `json:"reached_full_speed"`
@@ -321,7 +325,7 @@ func simulate(name, order string, ws sim.Writes, p sim.Params) (Run, error) {
 		return Run{}, err
 	}
 	return Run{Name: name, Order: order, Duration: r.Duration, Finished: r.Finished, Splits: r.Splits,
-		BusiestNodeShare: r.BusiestNodeShare, HotspotScore: r.HotspotScore,
+		BusiestNodeShare: r.BusiestNodeShare, BusiestNodeOfRun: r.BusiestNodeOfRun, HotspotScore: r.HotspotScore,
 		TimeToFullSpeed: r.TimeToFullSpeed, ReachedFullSpeed: r.ReachedFullSpeed, Result: r}, nil
 }
 

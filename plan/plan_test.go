@@ -80,6 +80,13 @@ func TestBuild(t *testing.T) {
 		t.Errorf("before: score %.2f in %s; after: score %.2f in %s; want before ≥ 2.5 (3 nodes), after near 1 and faster",
 			b.HotspotScore, b.Duration, a.HotspotScore, a.Duration)
 	}
+	// The busiest node's share is per moment: it falls with the score
+	// (over the whole run, a hotspot moving from node to node shares the
+	// writes about evenly, and that share rose after the rewrite).
+	if b.BusiestNodeShare < 0.8 || a.BusiestNodeShare >= b.BusiestNodeShare || a.BusiestNodeShare > 0.5 {
+		t.Errorf("busiest node's share before %.2f, after %.2f (of the run: %.2f, %.2f); want ≈ 1 before, near 1/3 after",
+			b.BusiestNodeShare, a.BusiestNodeShare, b.BusiestNodeOfRun, a.BusiestNodeOfRun)
+	}
 	if !strings.Contains(b.Order, "Created") || !strings.Contains(a.Order, "planned write order") {
 		t.Errorf("orders %q and %q: want the creation order before, the planned order after", b.Order, a.Order)
 	}
@@ -243,7 +250,7 @@ func TestWrite(t *testing.T) {
 	if strings.Contains(string(html), "http://") || strings.Contains(string(html), "https://") {
 		t.Error("report.html links to the network; it must open offline")
 	}
-	for _, want := range []string{"Events", "EventsV2", "bitreverse", rules.MonotonicKey, "Created"} {
+	for _, want := range []string{"Events", "EventsV2", "bitreverse", rules.MonotonicKey, "Created", "share of the writes at each moment", "Hotspot score: that share over an even one", "To full speed: "} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("report.html does not mention %q", want)
 		}
@@ -271,14 +278,18 @@ func TestWrite(t *testing.T) {
 		len(doc.Findings) != len(p.Findings) || doc.Findings[0].Rule != rules.MonotonicKey || doc.Findings[0].Severity != "error" {
 		t.Errorf("plan.json: before %v, after %v, sampled %d, findings %v", doc.Before["name"], doc.After["name"], doc.Sampled, doc.Findings)
 	}
-	if _, ok := doc.Before["hotspot_score"].(float64); !ok {
-		t.Errorf("plan.json: before has no hotspot_score: %v", doc.Before)
+	for _, field := range []string{"hotspot_score", "busiest_node_share", "busiest_node_share_of_run"} {
+		if _, ok := doc.Before[field].(float64); !ok {
+			t.Errorf("plan.json: before has no %s: %v", field, doc.Before)
+		}
 	}
 
 	var sum strings.Builder
 	p.Summary(&sum, f)
 	s := sum.String()
-	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", "source keys: " + detect.Count(int64(len(p.Findings)), "finding"), "rewritten keys: no findings", "3,000 records of 3,000,000"} {
+	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", "source keys: " + detect.Count(int64(len(p.Findings)), "finding"), "rewritten keys: no findings", "3,000 records of 3,000,000",
+		"\n      busiest node: the busiest node's share of the writes at each moment, averaged over the load (33% = even over the 3 nodes, 100% = all on one)\n",
+		"\n      hotspot score: that share over an even one: 1 = even over the nodes, 3 = all on one\n", "\n      load time: ", "\n      splits: ", "\n      to full speed: "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary does not say %q:\n%s", want, s)
 		}
