@@ -139,7 +139,7 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 	}
 	if st, err := rewrite.New(j.Strategy); err == nil {
 		if sh, ok := st.(*rewrite.Shard); ok {
-			in.ShardColumn = sh.Name
+			in.ShardColumn, in.Shards, in.SignedShards = sh.Name, sh.N, sh.Mode != "abs"
 		}
 	}
 	if req.Rows > run.Read {

@@ -61,7 +61,11 @@ type Input struct {
 	SourceKeyColumns, TargetKeyColumns []string
 	// ShardColumn is the shard column the rewrite puts first ("" if
 	// none): few values by design, so not a low-cardinality finding.
-	ShardColumn string
+	// Shards is its n, SignedShards true for the signed form (2n−1
+	// values, -(n-1)..n-1).
+	ShardColumn  string
+	Shards       int64
+	SignedShards bool
 	// SourceKey, TargetKey and Strategy are shown as given.
 	SourceKey, TargetKey, Strategy string
 	// Method says how the sample was taken; Rows is the number of
@@ -181,6 +185,8 @@ func Build(in Input) (*Plan, error) {
 		return nil, err
 	}
 	p.After.PreSplits = len(params.PreSplits)
+	p.Remaining = append(p.Remaining, shardFindings(set, in, p.After.Result.Params.Nodes)...)
+	rules.Sort(p.Remaining)
 
 	// The texts the report shows: samples, the heatmaps' and the
 	// histogram's labels, and the first key of each order (labelScope).

@@ -402,3 +402,78 @@ func TestBuildFromFiles(t *testing.T) {
 		}
 	}
 }
+
+// buildSharded plans 4,000 records whose new key is (ShardId, Id), the
+// shard strategy's n and mode, on 3 nodes.
+func buildSharded(t *testing.T, n int64, mode string) *plan.Plan {
+	t.Helper()
+	sh := &rewrite.Shard{N: n, Mode: mode}
+	var stream keys.Stream
+	for i := range 4000 {
+		k := spanner{rewrite.Int64(int64(i + 1))}.old()
+		nk := spanner{rewrite.Int64(sh.Of(fmt.Append(nil, i+1))), rewrite.Int64(int64(i + 1))}.new()
+		k.New, k.NewText, k.NewParts = nk.New, nk.NewText, nk.NewParts
+		stream = append(stream, k)
+	}
+	slices.SortFunc(stream, func(x, y keys.Key) int { return bytes.Compare(x.New, y.New) })
+	p, err := plan.Build(plan.Input{
+		Streams: []keys.Stream{stream}, Table: "EventsV2", SourceTable: "Events", SourceColumn: "Id", TargetColumn: "ShardId",
+		ShardColumn: "ShardId", Shards: n, SignedShards: mode == "signed", Sim: sim.SpannerDefaults(3),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The shard column's values are checked against the nodes: 8 shards on
+// 3 nodes leave one node 3 of them (it read as a busiest node's share
+// higher after the rewrite than before); the signed form's 2n−1 values
+// give shard 0 twice the rows of the others (n = 16: 31 values).
+func TestShardFindings(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		mode  string
+		want  []string
+		words []string
+	}{
+		{8, "abs", []string{rules.ShardsUneven}, []string{"8 values of ShardId over 3 nodes: placed whole, the busiest node holds 3 of them"}},
+		{16, "signed", []string{rules.SignedShards}, []string{"n = 16 in mode signed gives 31 values of ShardId (-15..15) in 4,000 sampled keys; 0 holds 6."}},
+		{8, "signed", []string{rules.SignedShards, rules.ShardsUneven}, []string{"gives 15 values", "15 values of ShardId over 3 nodes"}},
+		{9, "abs", nil, nil},
+		{3, "abs", nil, nil},
+	} {
+		p := buildSharded(t, tc.n, tc.mode)
+		var got []string
+		text := findingsText(p.Remaining)
+		for _, f := range p.Remaining {
+			got = append(got, f.Rule)
+		}
+		slices.Sort(got)
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("n = %d %s: findings\n%s want %v", tc.n, tc.mode, text, tc.want)
+		}
+		for _, w := range tc.words {
+			if !strings.Contains(text, w) {
+				t.Errorf("n = %d %s: findings\n%s do not say %q", tc.n, tc.mode, text, w)
+			}
+		}
+		if f := findingOf(p.Remaining, rules.SignedShards); f != nil {
+			var zero, other float64
+			if _, err := fmt.Sscanf(f.Evidence[strings.Index(f.Evidence, "; 0 holds"):], "; 0 holds %f%% of them, each other value %f%%", &zero, &other); err != nil || zero < 1.7*other || zero > 2.3*other {
+				t.Errorf("n = %d %s: %q: want shard 0 about twice the others (%v)", tc.n, tc.mode, f.Evidence, err)
+			}
+		}
+	}
+}
+
+func findingOf(fs []rules.Finding, rule string) *rules.Finding {
+	for i := range fs {
+		if fs[i].Rule == rule {
+			return &fs[i]
+		}
+	}
+	return nil
+}

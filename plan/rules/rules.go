@@ -89,6 +89,8 @@ const (
 	NewestFirstAsc      = "timestamp-key-without-desc"
 	ShardsAboveNodes    = "shards-far-above-nodes"
 	MonotonicProperty   = "monotonic-indexed-property"
+	ShardsUneven        = "shards-uneven-over-nodes"
+	SignedShards        = "signed-shards"
 )
 
 var catalogue = map[string]Rule{
@@ -151,6 +153,16 @@ var catalogue = map[string]Rule{
 		Rule:   "A shard count far above the node count buys nothing and makes every read fan out over more shards; N ≈ the expected number of nodes.",
 		Source: "cloud.google.com/spanner/docs/schema-design (hash a key and spread writes across N shards)",
 		Fix:    "Choose a shard count near the node count you expect (e.g. 10 for 10 nodes)."},
+	ShardsUneven: {ID: ShardsUneven, Severity: Warning,
+		Rule:       "Each shard is a range of the key space and its writes go to its own end while the rest of the key grows: a node takes the load of the shards it holds, so shards that do not divide evenly over the nodes leave one node with more of them.",
+		Source:     "cloud.google.com/spanner/docs/schema-design (hash a key and spread writes across N shards)",
+		Fix:        "Choose a shard count that is a multiple of the node count (e.g. 6 or 9 for 3 nodes; with mode signed count 2N values, shard 0 twice).",
+		Strategies: []string{"shard"}},
+	SignedShards: {ID: SignedShards, Severity: Warning,
+		Rule:       "MOD(FARM_FINGERPRINT(x), N) keeps the sign of the hash: it takes 2N−1 values, −(N−1)..N−1, and 0 gets the rows of both signs, about twice the share of each other value.",
+		Source:     "cloud.google.com/spanner/docs/reference/standard-sql/mathematical_functions (MOD)",
+		Fix:        "Use the shard strategy's mode abs, ABS(MOD(FARM_FINGERPRINT(x), N)): N values 0..N−1, each with an equal share.",
+		Strategies: []string{"shard"}},
 	MonotonicProperty: {ID: MonotonicProperty, Severity: Warning,
 		Rule:   "An indexed, monotonically increasing property caps a kind at about 500 writes/s: every write updates the index's last range.",
 		Source: "cloud.google.com/datastore/docs/best-practices (indexes on monotonically increasing values)",
