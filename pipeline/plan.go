@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -62,6 +63,8 @@ type PlanRun struct {
 	Rows int64
 	// KeysDir is the directory in PlanOptions.KeysDir holding the keys.
 	KeysDir string
+	// Elapsed is the time the pipeline ran (every attempt).
+	Elapsed time.Duration
 	// BatchRows is the rows of a planned batch of the sample (the
 	// configured rows times the fraction sampled).
 	BatchRows int
@@ -118,6 +121,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 			fraction = 0 // set from what was read: below
 		}
 	}
+	r.counts = countsPlan
 	var err error
 	for attempt := 0; ; attempt++ {
 		var res *migration.Result
@@ -132,6 +136,7 @@ func RunPlan(ctx context.Context, j *migration.Job, r Runner, o PlanOptions) (*P
 		}
 		pr.Result = res
 		if res != nil {
+			pr.Elapsed += res.Elapsed
 			c := res.Counters
 			pr.Read, pr.Sampled, pr.Planned, pr.DeadLettered = c["read"], c["sampled"], c["planned"], c["dead_lettered"]
 		}

@@ -82,6 +82,9 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 	if err := nameFiles(ctx, j, set); err != nil {
 		return nil, plan.Files{}, err
 	}
+	if r.Progress != nil {
+		fmt.Fprintln(r.Progress, run.readLine(set.Len()))
+	}
 	in.Keys = set
 	p, err := plan.Build(in)
 	if err != nil {
@@ -89,6 +92,24 @@ func Plan(ctx context.Context, cfg *config.Config, req PlanRequest, r Runner) (*
 	}
 	files, err := p.Write(req.Out)
 	return p, files, err
+}
+
+// readLine closes the plan pipeline's progress with what it read: the
+// last progress line can be older than the run's end (off a terminal, a
+// line every 10 seconds: one second in, "0 read"). sampled is the number
+// of keys the plan sink recorded, which the records read are at least
+// (a runner may lose counter updates).
+func (run *PlanRun) readLine(sampled int) string {
+	read := max(run.Read, run.Sampled, int64(sampled))
+	line := fmt.Sprintf("rekey: plan: %s read", detect.Count(read, "record"))
+	if int64(sampled) < read {
+		line += fmt.Sprintf(", %s sampled", detect.Thousands(int64(sampled)))
+	}
+	line += fmt.Sprintf(", %s dead-lettered", detect.Thousands(run.DeadLettered))
+	if run.Elapsed > 0 {
+		line += ", in " + run.Elapsed.Round(time.Second).String()
+	}
+	return line + "; nothing written to the target; analysing and simulating the load"
 }
 
 // analysisGC is the GC percentage of the analysis (Go's default: 100).
@@ -125,15 +146,21 @@ func planInput(j *migration.Job, run *PlanRun, req PlanRequest) (plan.Input, err
 	if in.Datastore {
 		in.TargetKey = "Datastore key of kind " + in.Table
 	}
-	if len(j.SourceKey.Columns) > 0 {
-		in.SourceColumn = j.SourceKey.Columns[0].Name
+	for _, c := range j.SourceKey.Columns {
+		in.SourceKeyColumns = append(in.SourceKeyColumns, c.Name)
 	}
-	if len(j.TargetKey.Columns) > 0 {
-		in.TargetColumn = j.TargetKey.Columns[0].Name
+	for _, c := range j.TargetKey.Columns {
+		in.TargetKeyColumns = append(in.TargetKeyColumns, c.Name)
+	}
+	if len(in.SourceKeyColumns) > 0 {
+		in.SourceColumn = in.SourceKeyColumns[0]
+	}
+	if len(in.TargetKeyColumns) > 0 {
+		in.TargetColumn = in.TargetKeyColumns[0]
 	}
 	if st, err := rewrite.New(j.Strategy); err == nil {
 		if sh, ok := st.(*rewrite.Shard); ok {
-			in.ShardColumn = sh.Name
+			in.ShardColumn, in.Shards, in.SignedShards = sh.Name, sh.N, sh.Mode != "abs"
 		}
 	}
 	if req.Rows > run.Read {

@@ -62,7 +62,8 @@ type progressCounts int
 const (
 	countsWritten  progressCounts = iota // records written (or deleted)
 	countsCompared                       // a verify or a repair: records compared (operator.VerifyCompared)
-	countsRead                           // a dry run or a plan, which write nothing: records read
+	countsRead                           // a dry run, which writes nothing: records read
+	countsPlan                           // a plan: records read, as a dry run's
 )
 
 // Name is the Beam runner's name.
@@ -322,6 +323,8 @@ func snapshot(c migration.Counters, el time.Duration, counts progressCounts) pro
 		s.Done, s.Verb = c[operator.VerifyCompared], "compared"
 	case counts == countsRead:
 		s.ReadOnly = true
+	case counts == countsPlan:
+		s.ReadOnly, s.Why = true, "a plan"
 	case c[migration.Deleted] > 0: // a cohort cleanup
 		s.Done, s.Verb = c[migration.Deleted], "deleted"
 	}

@@ -29,3 +29,27 @@ func TestVerifyProgressCountsCompared(t *testing.T) {
 		t.Errorf("dry-run progress %q", line)
 	}
 }
+
+// A plan's progress says it is a plan, and its pipeline ends with what
+// it read, at least the keys it recorded: a plan of 50,000 records
+// ended with "0 read, 0 dead-lettered, nothing written (a dry run)", the
+// one line printed a second in.
+func TestPlanProgressSaysWhatItRead(t *testing.T) {
+	c := migration.Counters{migration.Read: 0}
+	if line := progress.Line(snapshot(c, time.Second, countsPlan), nil); !strings.Contains(line, "nothing written (a plan)") {
+		t.Errorf("plan progress %q", line)
+	}
+	for _, tc := range []struct {
+		run     PlanRun
+		sampled int
+		want    string
+	}{
+		{PlanRun{Read: 50000, Sampled: 50000, Elapsed: 14200 * time.Millisecond}, 50000, "rekey: plan: 50,000 records read, 0 dead-lettered, in 14s; nothing written to the target"},
+		{PlanRun{}, 50000, "rekey: plan: 50,000 records read, 0 dead-lettered; nothing written"}, // counts lost: the keys say
+		{PlanRun{Read: 2000, Sampled: 1000, DeadLettered: 3}, 997, "rekey: plan: 2,000 records read, 997 sampled, 3 dead-lettered"},
+	} {
+		if got := tc.run.readLine(tc.sampled); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%+v, %d sampled: %q, want it to start %q", tc.run, tc.sampled, got, tc.want)
+		}
+	}
+}

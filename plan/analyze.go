@@ -43,8 +43,11 @@ type Side struct {
 	ShardColumn string
 	// Fraction is the share of the source's records sampled (1 for all).
 	Fraction float64
-	keys     *keys.Set
-	old      bool
+	// Key names the key's columns, first first (none for Datastore), for
+	// the fixes that reorder them.
+	Key  []string
+	keys *keys.Set
+	old  bool
 }
 
 // OldSide and NewSide view sampled keys as the source's or the target's.
@@ -108,7 +111,7 @@ func Analyze(s Side) []rules.Finding {
 		return nil
 	}
 	var out []rules.Finding
-	add := func(id, subject, evidence string) { out = append(out, rules.New(id, subject, evidence)) }
+	add := func(id, subject, evidence string) { out = append(out, rules.NewForKey(id, subject, evidence, s.Key)) }
 	sampled := fmt.Sprintf("%s sampled keys", detect.Thousands(int64(n)))
 	// Both signs of a monotonic key (time and a counter) make one finding.
 	var monotonic []string

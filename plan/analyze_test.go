@@ -269,6 +269,20 @@ func TestAnalyzeTimestampSpan(t *testing.T) {
 	}
 }
 
+// The timestamp-first finding's fix names the side's key columns.
+func TestAnalyzeTimestampFirstFixNamesTheKey(t *testing.T) {
+	ks := times(10, func(i int) keys.Key {
+		return spanner{rewrite.Timestamp(epoch.Add(time.Duration(i) * time.Second)), rewrite.String(fmt.Sprint(i))}.old()
+	})
+	side := plan.OldSide(ks, "Events", "EventTime", false, 1)
+	side.Key = []string{"EventTime", "EventId"}
+	fs := plan.Analyze(side)
+	want := "(EventTime, EventId) → (EventId, EventTime)"
+	if len(fs) != 1 || fs[0].Rule != rules.TimestampFirst || !strings.Contains(fs[0].Fix, want) {
+		t.Errorf("findings:\n%s want one %s whose fix says %q", findingsText(fs), rules.TimestampFirst, want)
+	}
+}
+
 func TestAnalyzeNoKeys(t *testing.T) {
 	if fs := plan.Analyze(plan.OldSide(nil, "T", "Id", false, 1)); fs != nil {
 		t.Errorf("findings of no keys: %v", fs)

@@ -55,11 +55,17 @@ type Input struct {
 	Datastore, SourceDatastore bool
 	// Table is the target table or kind; SourceTable the source's.
 	Table, SourceTable string
-	// SourceColumn and TargetColumn are the first key columns (Spanner).
-	SourceColumn, TargetColumn string
+	// SourceColumn and TargetColumn are the first key columns (Spanner);
+	// SourceKeyColumns and TargetKeyColumns all of them, in key order.
+	SourceColumn, TargetColumn         string
+	SourceKeyColumns, TargetKeyColumns []string
 	// ShardColumn is the shard column the rewrite puts first ("" if
 	// none): few values by design, so not a low-cardinality finding.
-	ShardColumn string
+	// Shards is its n, SignedShards true for the signed form (2n−1
+	// values, -(n-1)..n-1).
+	ShardColumn  string
+	Shards       int64
+	SignedShards bool
 	// SourceKey, TargetKey and Strategy are shown as given.
 	SourceKey, TargetKey, Strategy string
 	// Method says how the sample was taken; Rows is the number of
@@ -103,12 +109,16 @@ type Plan struct {
 
 // Run is one simulated load.
 type Run struct {
-	Name             string        `json:"name"`
-	Order            string        `json:"order"`
-	Duration         time.Duration `json:"duration_ns"`
-	Finished         bool          `json:"finished"`
-	Splits           int           `json:"splits"`
+	Name     string        `json:"name"`
+	Order    string        `json:"order"`
+	Duration time.Duration `json:"duration_ns"`
+	Finished bool          `json:"finished"`
+	Splits   int           `json:"splits"`
+	// BusiestNodeShare is the busiest node's share of the writes at each
+	// moment (sim.Result.BusiestNodeShare), BusiestNodeOfRun its share of
+	// all the run's writes.
 	BusiestNodeShare float64       `json:"busiest_node_share"`
+	BusiestNodeOfRun float64       `json:"busiest_node_share_of_run"`
 	HotspotScore     float64       `json:"hotspot_score"`
 	TimeToFullSpeed  time.Duration `json:"time_to_full_speed_ns"`
 	ReachedFullSpeed bool          `json:"reached_full_speed"`
@@ -147,8 +157,11 @@ func Build(in Input) (*Plan, error) {
 	}
 	p.Scale = float64(p.Rows) / float64(n)
 	fraction := float64(n) / float64(p.Rows)
-	p.Findings = Analyze(sideOf(set, true, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction))
+	source := sideOf(set, true, in.SourceTable, in.SourceColumn, in.SourceDatastore, fraction)
+	source.Key = in.SourceKeyColumns
+	p.Findings = Analyze(source)
 	target := sideOf(set, false, in.Table, in.TargetColumn, in.Datastore, fraction)
+	target.Key = in.TargetKeyColumns
 	target.ShardColumn = in.ShardColumn
 	p.Remaining = Analyze(target)
 	if err := set.Err(); err != nil {
@@ -172,6 +185,8 @@ func Build(in Input) (*Plan, error) {
 		return nil, err
 	}
 	p.After.PreSplits = len(params.PreSplits)
+	p.Remaining = append(p.Remaining, shardFindings(set, in, p.After.Result.Params.Nodes)...)
+	rules.Sort(p.Remaining)
 
 	// The texts the report shows: samples, the heatmaps' and the
 	// histogram's labels, and the first key of each order (labelScope).
@@ -316,7 +331,7 @@ func simulate(name, order string, ws sim.Writes, p sim.Params) (Run, error) {
 		return Run{}, err
 	}
 	return Run{Name: name, Order: order, Duration: r.Duration, Finished: r.Finished, Splits: r.Splits,
-		BusiestNodeShare: r.BusiestNodeShare, HotspotScore: r.HotspotScore,
+		BusiestNodeShare: r.BusiestNodeShare, BusiestNodeOfRun: r.BusiestNodeOfRun, HotspotScore: r.HotspotScore,
 		TimeToFullSpeed: r.TimeToFullSpeed, ReachedFullSpeed: r.ReachedFullSpeed, Result: r}, nil
 }
 

@@ -80,6 +80,13 @@ func TestBuild(t *testing.T) {
 		t.Errorf("before: score %.2f in %s; after: score %.2f in %s; want before ≥ 2.5 (3 nodes), after near 1 and faster",
 			b.HotspotScore, b.Duration, a.HotspotScore, a.Duration)
 	}
+	// The busiest node's share is per moment: it falls with the score
+	// (over the whole run, a hotspot moving from node to node shares the
+	// writes about evenly, and that share rose after the rewrite).
+	if b.BusiestNodeShare < 0.8 || a.BusiestNodeShare >= b.BusiestNodeShare || a.BusiestNodeShare > 0.5 {
+		t.Errorf("busiest node's share before %.2f, after %.2f (of the run: %.2f, %.2f); want ≈ 1 before, near 1/3 after",
+			b.BusiestNodeShare, a.BusiestNodeShare, b.BusiestNodeOfRun, a.BusiestNodeOfRun)
+	}
 	if !strings.Contains(b.Order, "Created") || !strings.Contains(a.Order, "planned write order") {
 		t.Errorf("orders %q and %q: want the creation order before, the planned order after", b.Order, a.Order)
 	}
@@ -243,7 +250,7 @@ func TestWrite(t *testing.T) {
 	if strings.Contains(string(html), "http://") || strings.Contains(string(html), "https://") {
 		t.Error("report.html links to the network; it must open offline")
 	}
-	for _, want := range []string{"Events", "EventsV2", "bitreverse", rules.MonotonicKey, "Created"} {
+	for _, want := range []string{"Events", "EventsV2", "bitreverse", rules.MonotonicKey, "Created", "share of the writes at each moment", "Hotspot score: that share over an even one", "To full speed: "} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("report.html does not mention %q", want)
 		}
@@ -271,14 +278,18 @@ func TestWrite(t *testing.T) {
 		len(doc.Findings) != len(p.Findings) || doc.Findings[0].Rule != rules.MonotonicKey || doc.Findings[0].Severity != "error" {
 		t.Errorf("plan.json: before %v, after %v, sampled %d, findings %v", doc.Before["name"], doc.After["name"], doc.Sampled, doc.Findings)
 	}
-	if _, ok := doc.Before["hotspot_score"].(float64); !ok {
-		t.Errorf("plan.json: before has no hotspot_score: %v", doc.Before)
+	for _, field := range []string{"hotspot_score", "busiest_node_share", "busiest_node_share_of_run"} {
+		if _, ok := doc.Before[field].(float64); !ok {
+			t.Errorf("plan.json: before has no %s: %v", field, doc.Before)
+		}
 	}
 
 	var sum strings.Builder
 	p.Summary(&sum, f)
 	s := sum.String()
-	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", "source keys: " + detect.Count(int64(len(p.Findings)), "finding"), "rewritten keys: no findings", "3,000 records of 3,000,000"} {
+	for _, want := range []string{"report: " + f.HTML, "\n    before ", "\n    after ", "as fast", "source keys: " + detect.Count(int64(len(p.Findings)), "finding"), "rewritten keys: no findings", "3,000 records of 3,000,000",
+		"\n      busiest node: the busiest node's share of the writes at each moment, averaged over the load (33% = even over the 3 nodes, 100% = all on one)\n",
+		"\n      hotspot score: that share over an even one: 1 = even over the nodes, 3 = all on one\n", "\n      load time: ", "\n      splits: ", "\n      to full speed: "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary does not say %q:\n%s", want, s)
 		}
@@ -390,4 +401,79 @@ func TestBuildFromFiles(t *testing.T) {
 			t.Errorf("%s of the keys from files differs from that of the keys in memory", name)
 		}
 	}
+}
+
+// buildSharded plans 4,000 records whose new key is (ShardId, Id), the
+// shard strategy's n and mode, on 3 nodes.
+func buildSharded(t *testing.T, n int64, mode string) *plan.Plan {
+	t.Helper()
+	sh := &rewrite.Shard{N: n, Mode: mode}
+	var stream keys.Stream
+	for i := range 4000 {
+		k := spanner{rewrite.Int64(int64(i + 1))}.old()
+		nk := spanner{rewrite.Int64(sh.Of(fmt.Append(nil, i+1))), rewrite.Int64(int64(i + 1))}.new()
+		k.New, k.NewText, k.NewParts = nk.New, nk.NewText, nk.NewParts
+		stream = append(stream, k)
+	}
+	slices.SortFunc(stream, func(x, y keys.Key) int { return bytes.Compare(x.New, y.New) })
+	p, err := plan.Build(plan.Input{
+		Streams: []keys.Stream{stream}, Table: "EventsV2", SourceTable: "Events", SourceColumn: "Id", TargetColumn: "ShardId",
+		ShardColumn: "ShardId", Shards: n, SignedShards: mode == "signed", Sim: sim.SpannerDefaults(3),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The shard column's values are checked against the nodes: 8 shards on
+// 3 nodes leave one node 3 of them (it read as a busiest node's share
+// higher after the rewrite than before); the signed form's 2n−1 values
+// give shard 0 twice the rows of the others (n = 16: 31 values).
+func TestShardFindings(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		mode  string
+		want  []string
+		words []string
+	}{
+		{8, "abs", []string{rules.ShardsUneven}, []string{"8 values of ShardId over 3 nodes: placed whole, the busiest node holds 3 of them"}},
+		{16, "signed", []string{rules.SignedShards}, []string{"n = 16 in mode signed gives 31 values of ShardId (-15..15) in 4,000 sampled keys; 0 holds 6."}},
+		{8, "signed", []string{rules.SignedShards, rules.ShardsUneven}, []string{"gives 15 values", "15 values of ShardId over 3 nodes"}},
+		{9, "abs", nil, nil},
+		{3, "abs", nil, nil},
+	} {
+		p := buildSharded(t, tc.n, tc.mode)
+		var got []string
+		text := findingsText(p.Remaining)
+		for _, f := range p.Remaining {
+			got = append(got, f.Rule)
+		}
+		slices.Sort(got)
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("n = %d %s: findings\n%s want %v", tc.n, tc.mode, text, tc.want)
+		}
+		for _, w := range tc.words {
+			if !strings.Contains(text, w) {
+				t.Errorf("n = %d %s: findings\n%s do not say %q", tc.n, tc.mode, text, w)
+			}
+		}
+		if f := findingOf(p.Remaining, rules.SignedShards); f != nil {
+			var zero, other float64
+			if _, err := fmt.Sscanf(f.Evidence[strings.Index(f.Evidence, "; 0 holds"):], "; 0 holds %f%% of them, each other value %f%%", &zero, &other); err != nil || zero < 1.7*other || zero > 2.3*other {
+				t.Errorf("n = %d %s: %q: want shard 0 about twice the others (%v)", tc.n, tc.mode, f.Evidence, err)
+			}
+		}
+	}
+}
+
+func findingOf(fs []rules.Finding, rule string) *rules.Finding {
+	for i := range fs {
+		if fs[i].Rule == rule {
+			return &fs[i]
+		}
+	}
+	return nil
 }

@@ -59,7 +59,7 @@ func (p *Plan) Write(dir string) (Files, error) {
 		return f, err
 	}
 	var html bytes.Buffer
-	if err := reportTemplate.Execute(&html, reportData{Plan: p, Pics: inline, Params: p.params()}); err != nil {
+	if err := reportTemplate.Execute(&html, reportData{Plan: p, Pics: inline, Params: p.params(), LoadColumns: p.loadColumns()}); err != nil {
 		return f, fmt.Errorf("plan report: %w", err)
 	}
 	return f, os.WriteFile(f.HTML, html.Bytes(), 0o644)
@@ -194,8 +194,9 @@ func (p *Plan) params() []Param {
 
 type reportData struct {
 	*Plan
-	Pics   map[string]template.URL
-	Params []Param
+	Pics        map[string]template.URL
+	Params      []Param
+	LoadColumns []column
 }
 
 func shortDuration(d time.Duration) string {
@@ -217,6 +218,24 @@ func (p *Plan) NodeNoun() string {
 		return "server"
 	}
 	return "node"
+}
+
+// column is a column of the simulated load's table and what it means.
+type column struct{ Name, Means string }
+
+// loadColumns are the columns of the simulated load's table (the
+// terminal's names; the report's are longer) with what each means, as
+// both say under the table.
+func (p *Plan) loadColumns() []column {
+	nodes, noun := p.After.Result.Params.Nodes, p.NodeNoun()
+	return []column{
+		{"load time", "until the last write is done (> T: not done when the simulation stopped at T)"},
+		{"busiest " + noun, fmt.Sprintf("the busiest %s's share of the writes at each moment, averaged over the load (%.0f%% = even over the %s, 100%% = all on one)",
+			noun, 100/float64(max(nodes, 1)), detect.Count(int64(nodes), noun))},
+		{"hotspot score", fmt.Sprintf("that share over an even one: 1 = even over the %ss, %d = all on one", noun, nodes)},
+		{"splits", "key ranges of the table at the end of the load"},
+		{"to full speed", fmt.Sprintf("until the writes first reach 90%% of what the %ss can take (or the ramp-up offers)", noun)},
+	}
 }
 
 // alikeHint explains a load as fast before as after (ratio within 5%):
@@ -246,7 +265,8 @@ func (p *Plan) Summary(w io.Writer, f Files) {
 	printFindings(w, "rewritten keys", p.Remaining)
 	nodes := p.After.Result.Params.Nodes
 	fmt.Fprintf(w, "  simulated load of %s, %s:\n", detect.Count(p.Rows, "write"), detect.Count(int64(nodes), p.NodeNoun()))
-	fmt.Fprintf(w, "    %-7s %12s %14s %14s %8s %16s\n", "", "load time", "busiest "+p.NodeNoun(), "hotspot score", "splits", "to full speed")
+	cols := p.loadColumns()
+	fmt.Fprintf(w, "    %-7s %12s %14s %14s %8s %16s\n", "", cols[0].Name, cols[1].Name, cols[2].Name, cols[3].Name, cols[4].Name)
 	for _, r := range []Run{p.Before, p.After} {
 		fs := shortDuration(r.TimeToFullSpeed)
 		if !r.ReachedFullSpeed {
@@ -258,9 +278,12 @@ func (p *Plan) Summary(w io.Writer, f Files) {
 		}
 		fmt.Fprintf(w, "    %-7s %12s %13.0f%% %14.2f %8d %16s\n", r.Name, d, 100*r.BusiestNodeShare, r.HotspotScore, r.Splits, fs)
 	}
+	for _, c := range cols {
+		fmt.Fprintf(w, "      %s: %s\n", c.Name, c.Means)
+	}
 	if p.After.Duration > 0 {
 		ratio := p.Before.Duration.Seconds() / p.After.Duration.Seconds()
-		fmt.Fprintf(w, "    the rewritten load is %.1fx as fast (hotspot score 1 = even over the %ss, %d = all on one)\n", ratio, p.NodeNoun(), nodes)
+		fmt.Fprintf(w, "    the rewritten load is %.1fx as fast\n", ratio)
 		if hint := p.alikeHint(ratio); hint != "" {
 			fmt.Fprintf(w, "    %s\n", hint)
 		}
@@ -290,6 +313,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"stamp": func(t time.Time) string { return t.Format(time.RFC3339) },
 	"list":  func(rs ...Run) []Run { return rs },
 	"int64": func(n int) int64 { return int64(n) },
+	"cap":   func(s string) string { return strings.ToUpper(s[:1]) + s[1:] },
 }).Parse(reportHTML))
 
 const reportHTML = `<!DOCTYPE html>
@@ -307,10 +331,11 @@ img{max-width:100%;border:1px solid #ccd}.muted{color:#667}
 <p>Sample: {{n (int64 .Sampled)}} records standing for {{n .Rows}} ({{.Input.Method}}).{{if .Input.DeadLettered}} {{.Input.DeadLettered}} records were refused (dead letters).{{end}} Written {{stamp .Created}}; nothing was written to the target.</p>
 
 <h2>Simulated load</h2>
-<table><tr><th></th><th>write order</th><th>load time</th><th>busiest {{.NodeNoun}}'s share</th><th>hotspot score</th><th>splits at the end</th><th>time to full speed</th></tr>
+<table><tr><th></th><th>write order</th>{{range .LoadColumns}}<th title="{{.Means}}">{{.Name}}</th>{{end}}</tr>
 {{range $r := (list .Before .After)}}<tr><td>{{$r.Name}}</td><td>{{$r.Order}}</td><td>{{if not $r.Finished}}&gt; {{end}}{{dur $r.Duration}}</td><td>{{pct $r.BusiestNodeShare}}</td><td>{{f2 $r.HotspotScore}}</td><td>{{$r.Splits}}</td><td>{{if $r.ReachedFullSpeed}}{{dur $r.TimeToFullSpeed}}{{else}}never{{end}}</td></tr>
 {{end}}</table>
-<p>The rewritten load is {{fast .Before.Duration .After.Duration}}× as fast. Hotspot score: the busiest {{.NodeNoun}}'s writes over the mean {{.NodeNoun}}'s, averaged over time (1 = even, the {{.NodeNoun}} count = all writes on one {{.NodeNoun}}).</p>
+<p class="muted">Write order: the order the simulated loader writes the keys in.{{range .LoadColumns}} {{cap .Name}}: {{.Means}}.{{end}}</p>
+<p>The rewritten load is {{fast .Before.Duration .After.Duration}}× as fast.</p>
 <img alt="heatmaps before and after" src="{{index .Pics "heatmap.png"}}">
 <p class="muted">Key Visualizer style: time on x, key ranges on y in key order (each labelled with its first key), colour from dark (cold) to white (hottest), one scale for both; bars along the bottom and right edges are totals per time bucket and per range.</p>
 <img alt="write rate over time" src="{{index .Pics "rate.png"}}">

@@ -118,6 +118,11 @@ dead_letter: "%%s/dead.jsonl"`, filepath.Join(dir, "events.jsonl"), emulator.Spa
 			t.Errorf("stdout does not say %q:\n%s", want, out)
 		}
 	}
+	// The pipeline's progress ends with what the plan read, whatever the
+	// last progress line said.
+	if want := "rekey: plan: 2,000 records read, 1,000 sampled, 0 dead-lettered"; !strings.Contains(errs, want) || strings.Contains(errs, "(a dry run)") {
+		t.Errorf("stderr does not say %q (or calls the plan a dry run):\n%s", want, errs)
+	}
 	entries, err := os.ReadDir(report)
 	if err != nil {
 		t.Fatal(err)

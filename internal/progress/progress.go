@@ -33,7 +33,10 @@ type Snapshot struct {
 	// through with a record once it has read it, and its rate is the
 	// read rate.
 	ReadOnly bool
-	Elapsed  time.Duration
+	// Why says why a read-only run writes nothing: "a dry run" (the
+	// default) or "a plan".
+	Why     string
+	Elapsed time.Duration
 }
 
 func (s Snapshot) verb() string {
@@ -181,8 +184,12 @@ func Line(s Snapshot, t *Total) string {
 		}
 	}
 	if s.ReadOnly {
-		return fmt.Sprintf("%s%d read, %d dead-lettered, nothing written (a dry run), %.0f records read/s%s, %s elapsed",
-			head, s.Read, s.Dead, rate, tail, s.Elapsed.Truncate(time.Second))
+		why := s.Why
+		if why == "" {
+			why = "a dry run"
+		}
+		return fmt.Sprintf("%s%d read, %d dead-lettered, nothing written (%s), %.0f records read/s%s, %s elapsed",
+			head, s.Read, s.Dead, why, rate, tail, s.Elapsed.Truncate(time.Second))
 	}
 	return fmt.Sprintf("%s%d read, %d %s, %d dead-lettered, %.0f records/s%s, %s elapsed",
 		head, s.Read, s.Done, s.verb(), s.Dead, rate, tail, s.Elapsed.Truncate(time.Second))

@@ -191,6 +191,29 @@ func TestSideBySideSameScale(t *testing.T) {
 	}
 }
 
+// Row labels as long as a plan's keys — a shard, a timestamp and an id —
+// are drawn whole beside the other heatmap (they were cut at 22
+// characters: "(2026-01-01T00:00:00…"); longer ones are cut, and the cells
+// keep nearly half of the panel.
+func TestSideBySideRowLabelsWhole(t *testing.T) {
+	key := `(-7, 2026-01-01T00:00:08.731Z, "ev-000000")`
+	h := Heatmap{Cells: grid(2, 60, func(r, c int) float64 { return 1 }), RowLabels: []string{key, key}}
+	half := (sideW - legendW - margin) / 2
+	panel := image.Rect(margin+half+margin, titleArea, margin+2*half, heatmapH-margin)
+	l := h.layout(panel)
+	if chars := (l.labelW - 8) / charW; truncate(key, chars) != key {
+		t.Errorf("a row label of %d characters is drawn as %q", len(key), truncate(key, chars))
+	}
+	h.RowLabels = labels(2, strings.Repeat("x", 100)+"%d")
+	if l := h.layout(panel); l.heat.Dx() < panel.Dx()*45/100 {
+		t.Errorf("labels of 100 characters leave the cells %d of %d pixels", l.heat.Dx(), panel.Dx())
+	}
+	img := render(t, "side-labels.png", func(buf io.Writer) error {
+		return SideBySide(buf, "labels", Heatmap{Cells: h.Cells, RowLabels: []string{key, key}}, h)
+	})
+	wantSize(t, img, sideW, heatmapH)
+}
+
 func TestHeatmapErrors(t *testing.T) {
 	for _, tc := range []struct {
 		h    Heatmap

@@ -16,7 +16,7 @@ import (
 type Heatmap struct {
 	Title     string
 	Cells     [][]float64 // [row][col], ≥ 0
-	RowLabels []string    // one per row (the range's start key) or none; long ones are cut with …
+	RowLabels []string    // one per row (the range's start key) or none; those longer than 45% of the panel are cut with …
 	ColLabels []string    // one per column or none, drawn under the column's left edge; "" for none
 	Max       float64     // the value drawn white (0: the largest cell)
 	Unit      string      // of the cells, e.g. "writes/s"
@@ -175,7 +175,10 @@ const (
 	barLen      = 56 // of the longest edge bar
 	barGap      = 6
 	xLabelH     = 18
-	maxLabel    = 22 // characters of a row label
+	// maxLabelShare is the most of a panel's width its row labels take:
+	// a key of a shard, a timestamp and a string id (44 characters) is
+	// shown whole beside the other heatmap, longer ones are cut with '…'.
+	maxLabelShare = 0.45
 )
 
 func (h Heatmap) layout(p image.Rectangle) heatLayout {
@@ -183,7 +186,8 @@ func (h Heatmap) layout(p image.Rectangle) heatLayout {
 	for _, s := range h.RowLabels {
 		chars = max(chars, len([]rune(s)))
 	}
-	l := heatLayout{panel: p, labelW: min(chars, maxLabel)*charW + 8, rightW: barGap + barLen + 4}
+	most := max(int(maxLabelShare*float64(p.Dx()))-8, len("total")*charW) / charW
+	l := heatLayout{panel: p, labelW: min(chars, most)*charW + 8, rightW: barGap + barLen + 4}
 	l.heat = image.Rect(p.Min.X+l.labelW, p.Min.Y+panelTitleH, p.Max.X-l.rightW, p.Max.Y-barGap-barLen-xLabelH)
 	l.bottom = image.Rect(l.heat.Min.X, l.heat.Max.Y+barGap, l.heat.Max.X, l.heat.Max.Y+barGap+barLen)
 	l.right = image.Rect(l.heat.Max.X+barGap, l.heat.Min.Y, l.heat.Max.X+barGap+barLen, l.heat.Max.Y)

@@ -172,7 +172,11 @@ func checkFirstKeyColumn(t *spannerdb.Table) []rules.Finding {
 	if rule == "" {
 		return nil
 	}
-	return []rules.Finding{rules.New(rule, t.Name+"."+c.Name, fmt.Sprintf("first key column of %s %s: %s", t.Name, t.Key, why))}
+	var columns []string
+	for _, kc := range t.Key.Columns {
+		columns = append(columns, kc.Name)
+	}
+	return []rules.Finding{rules.NewForKey(rule, t.Name+"."+c.Name, fmt.Sprintf("first key column of %s %s: %s", t.Name, t.Key, why), columns)}
 }
 
 func checkIndex(s *spannerdb.Schema, ix spannerdb.Index) []rules.Finding {

@@ -122,6 +122,9 @@ func TestSpannerEvidence(t *testing.T) {
 		if f.Fix == "" || f.Source == "" {
 			t.Errorf("%s: no fix or source", f.Rule)
 		}
+		if f.Rule == rules.TimestampFirst && !strings.Contains(f.Fix, "(At, X) → (X, At)") {
+			t.Errorf("%s: fix %q does not name T's key columns", f.Rule, f.Fix)
+		}
 	}
 	if fs[0].Severity != rules.Error || fs[len(fs)-1].Severity != rules.Info {
 		t.Errorf("not sorted worst first: %v … %v", fs[0].Severity, fs[len(fs)-1].Severity)

@@ -10,7 +10,9 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Severity orders findings: Info < Warning < Error.
@@ -87,6 +89,8 @@ const (
 	NewestFirstAsc      = "timestamp-key-without-desc"
 	ShardsAboveNodes    = "shards-far-above-nodes"
 	MonotonicProperty   = "monotonic-indexed-property"
+	ShardsUneven        = "shards-uneven-over-nodes"
+	SignedShards        = "signed-shards"
 )
 
 var catalogue = map[string]Rule{
@@ -98,7 +102,7 @@ var catalogue = map[string]Rule{
 	TimestampFirst: {ID: TimestampFirst, Severity: Error,
 		Rule:       "A timestamp or sequence as the first key column makes every insert land at the end of the table.",
 		Source:     "cloud.google.com/spanner/docs/schema-design (swap the order of keys)",
-		Fix:        "Move the monotonic column out of first place, e.g. (LastAccess, UserId) → (UserId, LastAccess), or put a shard column first.",
+		Fix:        "Move the monotonic column out of first place (after another key column), or put a shard column first.",
 		Strategies: []string{"swap", "shard", "hashprefix"}},
 	SequentialNames: {ID: SequentialNames, Severity: Warning,
 		Rule:       "Names like Customer1, Customer2, … share a prefix and grow in order: new keys crowd into one range.",
@@ -149,6 +153,16 @@ var catalogue = map[string]Rule{
 		Rule:   "A shard count far above the node count buys nothing and makes every read fan out over more shards; N ≈ the expected number of nodes.",
 		Source: "cloud.google.com/spanner/docs/schema-design (hash a key and spread writes across N shards)",
 		Fix:    "Choose a shard count near the node count you expect (e.g. 10 for 10 nodes)."},
+	ShardsUneven: {ID: ShardsUneven, Severity: Warning,
+		Rule:       "Each shard is a range of the key space and its writes go to its own end while the rest of the key grows: a node takes the load of the shards it holds, so shards that do not divide evenly over the nodes leave one node with more of them.",
+		Source:     "cloud.google.com/spanner/docs/schema-design (hash a key and spread writes across N shards)",
+		Fix:        "Choose a shard count that is a multiple of the node count (e.g. 6 or 9 for 3 nodes; with mode signed count 2N values, shard 0 twice).",
+		Strategies: []string{"shard"}},
+	SignedShards: {ID: SignedShards, Severity: Warning,
+		Rule:       "MOD(FARM_FINGERPRINT(x), N) keeps the sign of the hash: it takes 2N−1 values, −(N−1)..N−1, and 0 gets the rows of both signs, about twice the share of each other value.",
+		Source:     "cloud.google.com/spanner/docs/reference/standard-sql/mathematical_functions (MOD)",
+		Fix:        "Use the shard strategy's mode abs, ABS(MOD(FARM_FINGERPRINT(x), N)): N values 0..N−1, each with an equal share.",
+		Strategies: []string{"shard"}},
 	MonotonicProperty: {ID: MonotonicProperty, Severity: Warning,
 		Rule:   "An indexed, monotonically increasing property caps a kind at about 500 writes/s: every write updates the index's last range.",
 		Source: "cloud.google.com/datastore/docs/best-practices (indexes on monotonically increasing values)",
@@ -200,6 +214,28 @@ func New(id, subject, evidence string) Finding {
 	r := Get(id)
 	return Finding{Rule: id, Severity: r.Severity, Subject: subject, Evidence: evidence,
 		Text: r.Rule, Source: r.Source, Fix: r.Fix, Strategies: r.Strategies}
+}
+
+// NewForKey is New for a key of the given columns (first column first):
+// where the rule's fix reorders the key (TimestampFirst), the fix names
+// these columns, e.g. "(EventTime, EventId) → (EventId, EventTime)".
+func NewForKey(id, subject, evidence string, columns []string) Finding {
+	f := New(id, subject, evidence)
+	if id == TimestampFirst && len(columns) > 0 {
+		f.Fix = timestampFirstFix(columns)
+	}
+	return f
+}
+
+// timestampFirstFix is TimestampFirst's fix for a key of these columns.
+func timestampFirstFix(columns []string) string {
+	key := func(cs ...string) string { return "(" + strings.Join(cs, ", ") + ")" }
+	sharded := key(append([]string{"ShardId"}, columns...)...)
+	if len(columns) == 1 {
+		return fmt.Sprintf("%s is the whole key: put a shard column before it, %s → %s, or a hash prefix.", columns[0], key(columns...), sharded)
+	}
+	swapped := append(slices.Clone(columns[1:]), columns[0])
+	return fmt.Sprintf("Move %s out of first place, e.g. %s → %s, or put a shard column first, %s.", columns[0], key(columns...), key(swapped...), sharded)
 }
 
 // Sort orders findings by severity (worst first), then subject and rule.

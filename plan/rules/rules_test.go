@@ -21,3 +21,24 @@ func TestSourcesArePublic(t *testing.T) {
 		}
 	}
 }
+
+// The timestamp-first fix names the key's own columns, not an example's
+// (it said "(LastAccess, UserId) → (UserId, LastAccess)" for a key of
+// (EventTime, EventId)).
+func TestNewForKeyNamesTheColumns(t *testing.T) {
+	f := NewForKey(TimestampFirst, "Events.EventTime", "a timestamp", []string{"EventTime", "EventId"})
+	if want := "(EventTime, EventId) → (EventId, EventTime)"; !strings.Contains(f.Fix, want) || strings.Contains(f.Fix, "LastAccess") {
+		t.Errorf("fix %q: want it to say %q", f.Fix, want)
+	}
+	if f := NewForKey(TimestampFirst, "Events.At", "a timestamp", []string{"At"}); !strings.Contains(f.Fix, "(At) → (ShardId, At)") {
+		t.Errorf("fix for a one-column key %q", f.Fix)
+	}
+	if f := NewForKey(MonotonicKey, "Events.Id", "a sequence", []string{"Id"}); f.Fix != Get(MonotonicKey).Fix {
+		t.Errorf("fix of %s %q: want the rule's", MonotonicKey, f.Fix)
+	}
+	for _, r := range All() {
+		if strings.Contains(r.Fix, "LastAccess") {
+			t.Errorf("rule %s's fix names a sample's column: %q", r.ID, r.Fix)
+		}
+	}
+}

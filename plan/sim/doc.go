@@ -94,15 +94,19 @@
 //
 // # Measures
 //
-// Result.BusiestNodeShare is the share of all writes taken by the busiest
-// server over the whole run (1/Nodes is even, 1 is all on one).
-// Result.HotspotScore looks at each time bucket of Result.Series instead:
-// it is Nodes × Σ(busiest server's writes in the bucket) / Σ(all writes),
-// the write-weighted mean of busiest/mean per bucket; 1 is even, Nodes is
-// every bucket on one server. A hotspot that moves from server to server
-// (sequential keys with load splits) has a share near 1/Nodes but a score
-// near Nodes. Buckets with few sampled writes read slightly above 1 for
-// an even load (the busiest of a few random draws).
+// Result.BusiestNodeShare is the busiest server's share of the writes at
+// each moment: in each time bucket of Result.Series, the writes of the
+// server that took the most over all the bucket's writes, averaged over
+// the buckets weighted by their writes (1/Nodes is even, 1 is every
+// bucket on one server). Result.HotspotScore is the same against an even
+// share, Nodes × BusiestNodeShare: the write-weighted mean of busiest/mean
+// per bucket, 1 even, Nodes all on one. Result.BusiestNodeOfRun is the
+// busiest server's share of all the run's writes instead: a hotspot that
+// moves from server to server (sequential keys with load splits) has a
+// BusiestNodeOfRun near 1/Nodes but a BusiestNodeShare near 1, which is
+// why the report shows the latter. Buckets with few sampled writes read
+// slightly above even for an even load (the busiest of a few random
+// draws).
 // Result.TimeToFullSpeed is the end of the first step whose achieved rate
 // reached 90% of min(offered rate, Nodes × NodeWrites).
 package sim

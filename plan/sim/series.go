@@ -72,8 +72,9 @@ func (s *series) ticks(step time.Duration) []Tick {
 	return out
 }
 
-// hotspot is Nodes × Σ busiest node per bucket / Σ all.
-func (s *series) hotspot() float64 {
+// busiestShare is Σ busiest node per bucket / Σ all: the busiest node's
+// share of each bucket's writes, weighted by them.
+func (s *series) busiestShare() float64 {
 	busiest, total := 0.0, 0.0
 	for _, b := range s.buckets {
 		top := 0.0
@@ -86,5 +87,5 @@ func (s *series) hotspot() float64 {
 	if total == 0 {
 		return 0
 	}
-	return float64(s.nodes) * busiest / total
+	return busiest / total
 }

@@ -17,8 +17,12 @@ type Result struct {
 	Finished         bool
 	Writes           int64   // real writes simulated (len(writes)×Scale)
 	Splits           int     // splits at the end
-	BusiestNodeShare float64 // share of all writes taken by the busiest node (1/Nodes = even)
-	HotspotScore     float64 // Nodes × Σ busiest node's writes per Series bucket / all writes: 1 even, Nodes all on one
+	BusiestNodeShare float64 // the busiest node's share of each Series bucket's writes, weighted by them: 1/Nodes even, 1 all on one
+	HotspotScore     float64 // Nodes × BusiestNodeShare: 1 even, Nodes all on one
+	// BusiestNodeOfRun is the share of all writes of the run taken by the
+	// node that took the most (a hotspot moving from node to node has a
+	// share near 1/Nodes).
+	BusiestNodeOfRun float64
 	TimeToFullSpeed  time.Duration
 	ReachedFullSpeed bool   // false: TimeToFullSpeed is Duration, full speed was never reached
 	Series           []Tick // the run in at most MaxSeries time buckets, for charts
@@ -458,8 +462,9 @@ func (s *state) result() Result {
 		busiest = max(busiest, nd.total)
 	}
 	if total > 0 {
-		res.BusiestNodeShare = busiest / total
-		res.HotspotScore = s.series.hotspot()
+		res.BusiestNodeOfRun = busiest / total
+		res.BusiestNodeShare = s.series.busiestShare()
+		res.HotspotScore = float64(p.Nodes) * res.BusiestNodeShare
 	}
 	return res
 }

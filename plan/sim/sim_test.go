@@ -90,6 +90,17 @@ func TestLoadSplitsHelpShuffledNotSequential(t *testing.T) {
 	if before.HotspotScore < 2.5 {
 		t.Errorf("sequential: hotspot score %.2f, want ≈ 3 (one node at a time)", before.HotspotScore)
 	}
+	// The busiest node's share is per moment: a hotspot moving from node
+	// to node holds nearly every moment's writes, however evenly the
+	// run's writes end up over the nodes (that share read 36% before and
+	// 40% after, as if the rewrite made things worse).
+	if before.BusiestNodeShare < 0.8 || before.BusiestNodeShare <= after.BusiestNodeShare || before.BusiestNodeOfRun > 0.5 {
+		t.Errorf("sequential: busiest node's share %.2f per moment, %.2f of the run; shuffled %.2f: want ≈ 1, ≈ 1/3 and below the first",
+			before.BusiestNodeShare, before.BusiestNodeOfRun, after.BusiestNodeShare)
+	}
+	if !near(before.HotspotScore, 3*before.BusiestNodeShare, 1e-9) {
+		t.Errorf("hotspot score %.3f, busiest share %.3f: want the score 3× the share", before.HotspotScore, before.BusiestNodeShare)
+	}
 	if n := onOneNode(before.Series); n < len(before.Series)*3/4 {
 		t.Errorf("sequential: %d of %d buckets on one node, want most", n, len(before.Series))
 	}
