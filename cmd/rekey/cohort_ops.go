@@ -235,7 +235,10 @@ cohorts there already count, and the next cohorts in order that may move
 there move until at least P% are; if P% are there already, nothing moves.
 The share at --to or beyond may at most double in one step
 (--max-growth), a first step takes at most 1%, and a step waits --dwell
-after the last move to --to. The move is one transaction at the phase
+after the last move to --to. --cohorts is held to the same growth, with
+--max-growth 10 unless given (the operator guide's 1%, 10%, 50%, 100%):
+a first step of at most 1% of the users, each later one at most ten
+times the share at --to or beyond; --force moves anyway. The move is one transaction at the phase
 store with its audit record.
 
 Before it moves anything, advance checks that the migration is ready for
@@ -310,6 +313,11 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 					return usagef("--cohorts: %v", err)
 				}
 			}
+			if o.MaxGrowth == 0 {
+				o.MaxGrowth = defaultGrowth(o)
+			} else if o.MaxGrowth < 1 {
+				return usagef("--max-growth: want 1 or more, got %g", o.MaxGrowth)
+			}
 			return runCohortMove(cmd.Context(), o, st, phases.RulesFor(cfg), buckets, asked, p, rollback)
 		},
 	}
@@ -320,7 +328,7 @@ func newCmdCohortMove(f *factory, rollback bool) *cobra.Command {
 	cmd.Flags().BoolVar(&o.Force, "force", false, "skip the rules (said so in the audit)")
 	if !rollback {
 		cmd.Flags().Float64Var(&o.Percent, "percent", 0, "move the next cohorts in order so that this share of the users (0-100) is at --to or beyond")
-		cmd.Flags().Float64Var(&o.MaxGrowth, "max-growth", 2, "with --percent: the most the share at --to or beyond may grow by in one step (2: double)")
+		cmd.Flags().Float64Var(&o.MaxGrowth, "max-growth", 0, "the most the share at --to or beyond may grow by in one step (default: 2, double, with --percent; 10 with --cohorts, the guide's 1%, 10%, 50%, 100%)")
 		cmd.Flags().DurationVar(&o.Dwell, "dwell", 10*time.Minute, "with --percent: the least time since the last move to --to")
 		cmd.Use = "advance -c FILE --migration NAME (--cohorts LIST | --percent P) --to PHASE"
 	}
@@ -383,6 +391,9 @@ func runCohortMove(ctx context.Context, o *CohortOpsOptions, st phases.Store, ru
 		} else {
 			plan, err = cohortsToMove(m, asked, to, rollback, o.Force)
 		}
+		if err == nil && !rollback && o.Percent == 0 && !o.Force {
+			err = growthGuard(m, buckets, to, plan.move, o.MaxGrowth)
+		}
 		if err != nil {
 			return err
 		}
@@ -409,6 +420,49 @@ func runCohortMove(ctx context.Context, o *CohortOpsOptions, st phases.Store, ru
 		printStatus(o.IO, m2, buckets)
 		return nil
 	}
+}
+
+// defaultGrowth is --max-growth's default: 2 (double) for --percent's
+// automatic steps, 10 for a list of cohorts (the operator guide's 1%,
+// 10%, 50%, 100%).
+func defaultGrowth(o *CohortOpsOptions) float64 {
+	if o.Percent != 0 {
+		return 2
+	}
+	return 10
+}
+
+// growthGuard refuses an advance --cohorts that would grow the share of
+// the users at to or beyond too fast: new-key traffic grows gradually (a
+// burst onto a fresh key range is a hotspot itself, and a fault in the
+// new path reaches fewer users), as --percent's steps do: a first step of
+// at most 1% (or one cohort), each later one at most maxGrowth times the
+// share there already. --force moves anyway (said so in the audit).
+func growthGuard(m *phases.Map, buckets int, to phases.Phase, move []cohort.Range, maxGrowth float64) error {
+	n := 0
+	for _, r := range move {
+		for _, seg := range m.Segments(r) {
+			if phases.Check(seg.Range, seg.Phase, to, time.Time{}, time.Now(), phases.Rules{DualWriteHold: time.Nanosecond}) != nil {
+				return nil // the store refuses the move by the phase rules, and says why
+			}
+		}
+		n += r.Len()
+	}
+	if n == 0 {
+		return nil
+	}
+	at, _ := atOrBeyond(m, buckets, to)
+	after := at + n
+	first := max(int(math.Ceil(float64(buckets)/100-1e-9)), 1)
+	switch {
+	case at == 0 && after > first:
+		return fmt.Errorf("%w: cohorts %s would put %s of the users at %s at once, and none are there yet: a first step moves at most 1%% (%s, e.g. --cohorts %s or --percent 1); --force to move anyway (said so in the audit)",
+			phases.ErrIllegal, cohort.Format(move), pct(after, buckets), to, plural(first, "cohort"), cohort.Format([]cohort.Range{{First: 0, Last: first - 1}}))
+	case at > 0 && float64(after) > float64(at)*maxGrowth+1e-9:
+		return fmt.Errorf("%w: cohorts %s would take the users at %s or beyond from %s to %s in one step, more than %g times as many (--max-growth): at most %d more cohorts now; --force to move anyway (said so in the audit)",
+			phases.ErrIllegal, cohort.Format(move), to, pct(at, buckets), pct(after, buckets), maxGrowth, int(float64(at)*maxGrowth+1e-9)-at)
+	}
+	return nil
 }
 
 // pct is n cohorts' share of buckets, as a percentage.

@@ -29,8 +29,17 @@ cohort: {user: Id, buckets: 100}
 		err := run(context.Background(), append(args, "-c", cfg, "--migration", "m"), strings.NewReader(""), &out, &errw)
 		return out.String() + errw.String(), err
 	}
-	if out, err := rekey("cohort", "advance", "--cohorts", "0-9,20", "--to", "dual_write", "--why", "first ten"); err != nil || !strings.Contains(out, "moved cohorts 0-9,20 from old to dual_write (version 1)") {
+	// A first step of 11% is refused (at most 1%: one cohort of 100)
+	// unless forced.
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9,20", "--to", "dual_write", "--why", "first ten"); err == nil || !strings.Contains(err.Error(), "cohorts 0-9,20 would put 11.00% of the users at dual_write at once, and none are there yet: a first step moves at most 1% (1 cohort, e.g. --cohorts 0 or --percent 1); --force") || strings.Contains(out, "moved") {
+		t.Fatalf("advance of 11%% at once: %v\n[%s]", err, out)
+	}
+	if out, err := rekey("cohort", "advance", "--cohorts", "0-9,20", "--to", "dual_write", "--why", "first ten", "--force"); err != nil || !strings.Contains(out, "moved cohorts 0-9,20 from old to dual_write (version 1)") {
 		t.Fatalf("advance: %v\n[%s]", err, out)
+	}
+	// Each later step at most --max-growth times the share there.
+	if out, err := rekey("cohort", "advance", "--cohorts", "30-99", "--to", "dual_write", "--max-growth", "2"); err == nil || !strings.Contains(err.Error(), "would take the users at dual_write or beyond from 11.00% to 81.00% in one step, more than 2 times as many (--max-growth): at most 11 more cohorts now") || strings.Contains(out, "moved") {
+		t.Errorf("advance growing 7x with --max-growth 2: %v\n%s", err, out)
 	}
 	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "read_new"); err == nil || !strings.Contains(out+err.Error(), "read_new needs verified or shadow") {
 		t.Errorf("advance past the rules: %v\n%s", err, out)

@@ -106,7 +106,7 @@ func TestCohortStatusBeforeFirstMove(t *testing.T) {
 func TestCohortAdvanceRefusedUntilPrepared(t *testing.T) {
 	cfgs, c := phaseStoreConfigs(t, ", buckets: 100")
 	rekey := cohortCLI(cfgs["spanner"])
-	out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write")
+	out, err := rekey("cohort", "advance", "--cohorts", "0", "--to", "dual_write")
 	for _, want := range []string{"not ready", "table RekeyCutover", "table RekeyRepair", "table RekeyTouched", "the application library does not open", "table T not found", "rekey cohort prepare -c CONFIG --migration m"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("advance before prepare: %v; want it refused saying %q\n%s", err, want, out)
@@ -122,16 +122,16 @@ func TestCohortAdvanceRefusedUntilPrepared(t *testing.T) {
 	if out, err = rekey("cohort", "prepare"); err != nil || strings.Contains(out, "created the phase store") || !strings.Contains(out, "migration m is ready") {
 		t.Errorf("prepare again: %v\n%s", err, out)
 	}
-	if out, err := rekey("cohort", "advance", "--cohorts", "0-9", "--to", "dual_write"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from old to dual_write (version 1)") {
+	if out, err := rekey("cohort", "advance", "--cohorts", "0", "--to", "dual_write"); err != nil || !strings.Contains(out, "moved cohorts 0 from old to dual_write (version 1)") {
 		t.Fatalf("advance after prepare: %v\n%s", err, out)
 	}
 	if err := spannerDDL(context.Background(), c.DatabaseName(), []string{"DROP TABLE T"}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := rekey("cohort", "advance", "--cohorts", "10-19", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "the application library does not open") || strings.Contains(out, "moved") {
+	if out, err := rekey("cohort", "advance", "--cohorts", "1", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "the application library does not open") || strings.Contains(out, "moved") {
 		t.Errorf("advance without the new table: %v\n%s", err, out)
 	}
-	if out, err := rekey("cohort", "rollback", "--cohorts", "0-9", "--to", "old"); err != nil || !strings.Contains(out, "moved cohorts 0-9 from dual_write to old") {
+	if out, err := rekey("cohort", "rollback", "--cohorts", "0", "--to", "old"); err != nil || !strings.Contains(out, "moved cohorts 0 from dual_write to old") {
 		t.Errorf("rollback without the new table: %v\n%s", err, out)
 	}
 	// The Datastore migration needs nothing created; prepare says it is ready.
@@ -162,6 +162,10 @@ func TestCohortWalkThroughWithPercent(t *testing.T) {
 				return out
 			}
 			step("moved cohorts 0-99 from old to dual_write", "advance", "--percent", "1", "--to", "dual_write")
+			// From 1% to 100% in one step is refused: at most 10 times as many.
+			if out, err := rekey("cohort", "advance", "--cohorts", "100-9999", "--to", "dual_write"); err == nil || !strings.Contains(err.Error(), "from 1.00% to 100.00% in one step, more than 10 times as many (--max-growth): at most 900 more cohorts now; --force") {
+				t.Errorf("from 1%% to 100%% at once: %v\n%s", err, out)
+			}
 			// The walk-through's first line, after --percent 1 did it.
 			step("cohorts 0-99 are at dual_write already: nothing to move", "advance", "--cohorts", "0-99", "--to", "dual_write")
 			for _, to := range []string{"backfilled", "verified", "shadow", "read_new", "new_only", "done"} {
