@@ -241,26 +241,36 @@ func TestEmulatorsSeedNeedsAConfig(t *testing.T) {
 
 // A run whose counts do not add up says so on prism and universal (the
 // job server dropped some), and nothing when they add up, on direct, or
-// for a cohort backfill (which leaves records out by design).
+// for a cohort backfill (which leaves records out by design). A dry run
+// writes nothing by design: its records are counted as they would be
+// written (migration.WouldWrite), and add up with none written.
 func TestCountsNote(t *testing.T) {
 	short := migration.Counters{migration.Read: 1000, migration.Written: 430}
-	if note := countsNote("prism", false, short); !strings.Contains(note, "read 1000, written + dead-lettered 430") {
+	if note := countsNote("prism", false, false, short); !strings.Contains(note, "read 1000, written + dead-lettered 430") {
 		t.Errorf("prism, short: %q", note)
 	}
-	if note := countsNote("universal", false, short); note == "" {
+	if note := countsNote("universal", false, false, short); note == "" {
 		t.Error("universal, short: no note")
+	}
+	dryShort := migration.Counters{migration.Read: 50000, migration.WouldWrite + "Users": 30000, migration.DeadLettered: 10}
+	if note := countsNote("prism", false, true, dryShort); !strings.Contains(note, "read 50000, would be written + dead-lettered 30010") {
+		t.Errorf("prism, dry run, short: %q", note)
 	}
 	for _, c := range []struct {
 		runner  string
 		cohorts bool
+		dryRun  bool
 		counts  migration.Counters
 	}{
-		{"prism", false, migration.Counters{migration.Read: 1000, migration.Written: 990, migration.DeadLettered: 10}},
-		{"direct", false, short},
-		{"prism", true, short},
+		{"prism", false, false, migration.Counters{migration.Read: 1000, migration.Written: 990, migration.DeadLettered: 10}},
+		{"direct", false, false, short},
+		{"prism", true, false, short},
+		// A dry run: nothing written, every record would be.
+		{"prism", false, true, migration.Counters{migration.Read: 50000, migration.WouldWrite + "Users": 49990, migration.DeadLettered: 10}},
+		{"universal", false, true, migration.Counters{migration.Read: 50000, migration.WouldWrite + "Users": 20000, migration.WouldWrite + "Orders": 30000}},
 	} {
-		if note := countsNote(c.runner, c.cohorts, c.counts); note != "" {
-			t.Errorf("%s cohorts=%v %v: %q, want none", c.runner, c.cohorts, c.counts, note)
+		if note := countsNote(c.runner, c.cohorts, c.dryRun, c.counts); note != "" {
+			t.Errorf("%s cohorts=%v dry=%v %v: %q, want none", c.runner, c.cohorts, c.dryRun, c.counts, note)
 		}
 	}
 }

@@ -305,7 +305,7 @@ func runMigration(ctx context.Context, o *RunOptions, io stdio) (err error) {
 	}
 	if res != nil {
 		// A stopped run's counts do not add up: records were in flight.
-		if note := countsNote(o.Runner, o.Cohorts != "", res.Counters); note != "" && ctx.Err() == nil {
+		if note := countsNote(o.Runner, o.Cohorts != "", b.dryRun, res.Counters); note != "" && ctx.Err() == nil {
 			fmt.Fprintln(io.out, note)
 		}
 		if n := res.Counters[migration.ReferencesUnmapped]; n > 0 {
@@ -412,7 +412,9 @@ func printDryRun(w io.Writer, job *migration.Job, res *migration.Result, prefix,
 }
 
 // countsNote says, for a run whose counts do not add up (every record
-// read is written or dead-lettered), that the counts are short and
+// read is written or dead-lettered; in a dry run, which writes nothing
+// by design, every record read would be written or is dead-lettered:
+// the migration.WouldWrite counters), that the counts are short and
 // why, or "" when they add up. On prism, Beam's job server keeps one
 // payload per metric when bundles of one stage finish before it has
 // learned the metric's id from the worker, and the other bundles' counts
@@ -420,15 +422,24 @@ func printDryRun(w io.Writer, job *migration.Job, res *migration.Result, prefix,
 // were processed, only their counts were lost. Cohort backfills leave
 // records out by design (cohort_other, backfill_skipped) and are not
 // checked.
-func countsNote(runner string, cohorts bool, c migration.Counters) string {
+func countsNote(runner string, cohorts, dryRun bool, c migration.Counters) string {
 	if cohorts || (runner != "prism" && runner != "universal") {
 		return ""
 	}
-	accounted := c[migration.Written] + c[migration.DeadLettered]
+	written, what := c[migration.Written], "written"
+	if dryRun {
+		written, what = 0, "would be written"
+		for name, n := range c {
+			if strings.HasPrefix(name, migration.WouldWrite) {
+				written += n
+			}
+		}
+	}
+	accounted := written + c[migration.DeadLettered]
 	if c[migration.Read] == accounted {
 		return ""
 	}
-	return fmt.Sprintf("rekey: note: the counts do not add up (read %d, written + dead-lettered %d): the %s job server drops the counts of bundles of one step that finish at the same moment early in a job (Beam's prism, jobservices/metrics.go); the records themselves are not affected. Count the target to be sure, or run again with --runner direct for exact counts", c[migration.Read], accounted, runner)
+	return fmt.Sprintf("rekey: note: the counts do not add up (read %d, %s + dead-lettered %d): the %s job server drops the counts of bundles of one step that finish at the same moment early in a job (Beam's prism, jobservices/metrics.go); the records themselves are not affected. Count the target to be sure, or run again with --runner direct for exact counts", c[migration.Read], what, accounted, runner)
 }
 
 // checkWorkerPaths refuses local paths (the config's and the command's
