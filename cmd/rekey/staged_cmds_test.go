@@ -41,7 +41,7 @@ func TestStagedJobFlags(t *testing.T) {
 func TestVerifyDefaultReport(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
 	got := defaultReport("verify", "logs/v2 x", at)
-	if want := filepath.Join(os.TempDir(), "rekey", "logs_v2_x-verify-20261202T103000.000Z.jsonl"); got != want {
+	if want := filepath.Join(os.TempDir(), "rekey-reports", "logs_v2_x-verify-20261202T103000.000Z.jsonl"); got != want {
 		t.Errorf("defaultReport: %s, want %s", got, want)
 	}
 	if st, err := os.Stat(filepath.Dir(got)); err != nil || !st.IsDir() {
@@ -53,7 +53,7 @@ func TestVerifyDefaultReport(t *testing.T) {
 			t.Errorf("%s --runner dataflow without --report: exit %d, %s", name, code, errs)
 		}
 		help, _, _ := rekey(t, "", name, "--help")
-		if !strings.Contains(help, "default: a new file under "+filepath.Join(os.TempDir(), "rekey")) || strings.Contains(help, "rekey-"+name+".jsonl") {
+		if !strings.Contains(help, "default: a new file under "+filepath.Join(os.TempDir(), "rekey-reports")) || strings.Contains(help, "rekey-"+name+".jsonl") {
 			t.Errorf("%s --help does not say where the report goes:\n%s", name, help)
 		}
 	}

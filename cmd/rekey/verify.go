@@ -70,7 +70,7 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Migration, "migration", "", "the migration's name in the phase store")
 	fl.StringVar(&opts.Cohorts, "cohorts", "", "cohorts and ranges, e.g. 0-99,500")
-	fl.StringVar(&o.Report, "report", "", "where to write the report (JSON Lines, one line per cohort; local or gs://; default: a new file under "+filepath.Join(os.TempDir(), "rekey")+", named in the output; required with --runner dataflow)")
+	fl.StringVar(&o.Report, "report", "", "where to write the report (JSON Lines, one line per cohort; local or gs://; default: a new file under "+filepath.Join(os.TempDir(), "rekey-reports")+", named in the output; required with --runner dataflow)")
 	fl.IntVar(&o.Examples, "examples", 5, "example keys printed in all (the report keeps this many per finding and cohort, and every differing key)")
 	if !repair {
 		fl.BoolVar(&o.Mark, "mark", false, "move the cohorts to verified if every one is clean")
@@ -99,7 +99,7 @@ func newCmdVerify(f *factory, repair bool) *cobra.Command {
 // rekey/MIGRATION-NAME-TIME.jsonl, never in the working folder (the
 // output names it). A folder it cannot make is left to the write to say.
 func defaultReport(name, migration string, now time.Time) string {
-	dir := filepath.Join(os.TempDir(), "rekey")
+	dir := filepath.Join(os.TempDir(), "rekey-reports")
 	_ = os.MkdirAll(dir, 0o755)
 	safe := strings.Map(func(r rune) rune {
 		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
