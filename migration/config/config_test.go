@@ -283,8 +283,13 @@ rewrite:
 				`rewrite.steps[0].params.bogus: unknown parameter (known: column, elements, hash, n, sep)`,
 				`rewrite.steps[0].params.hash: must be one of md5, farm, got "sha1"`,
 				`rewrite.steps[1].params.g: must be 1..4611686018427387904, got 0`,
-				`rewrite.steps[2].strategy: unknown strategy "nope" (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`,
+				`rewrite.steps[2].strategy: unknown strategy "nope"; did you mean none? (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`,
 			},
+		},
+		{
+			name: "misspelt strategy",
+			yaml: spannerPair + "rewrite: {strategy: hashprefx}\n",
+			want: []string{`rewrite.strategy: unknown strategy "hashprefx"; did you mean hashprefix? (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`},
 		},
 		{
 			name: "bad key schema and projection",

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+
+	"github.com/rekeyio/rekey/internal/suggest"
 )
 
 // EnvPrefix prefixes the environment variables NewViper reads:
@@ -357,7 +359,7 @@ func unknownKey(parent, key string) error {
 	}
 	msg := "unknown key"
 	if known := sectionKeys(parent); len(known) > 0 {
-		if s := closest(key, known); s != "" {
+		if s := suggest.Closest(key, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		msg += " (known: " + strings.Join(known, ", ") + ")"
@@ -403,35 +405,4 @@ func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
-}
-
-// closest returns the candidate within edit distance 2 of s, if any.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
