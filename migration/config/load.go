@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,11 +51,43 @@ func NewViper(file string) (*viper.Viper, error) {
 		v.SetConfigFile(file)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", file, err)
+			return nil, fmt.Errorf("read config %s: %w", file, yamlLineFixed(err))
 		}
 	}
 	registerKeys(v)
 	return v, nil
+}
+
+// yamlParserProblems are the YAML library's parser errors (not its
+// scanner's): for them it reports the 0-based line of the problem, or of
+// the collection it was in, where its scanner errors give 1-based lines.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected <document start>",
+	"did not find expected key",
+	"did not find expected node content",
+}
+
+var yamlLineRE = regexp.MustCompile(`yaml: line (\d+): (.*)$`)
+
+// yamlLineFixed returns err with the line of a YAML parser error made
+// 1-based, like the editor's and every other line rekey reports.
+func yamlLineFixed(err error) error {
+	m := yamlLineRE.FindStringSubmatchIndex(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := err.Error()
+	if !slices.Contains(yamlParserProblems, msg[m[4]:m[5]]) {
+		return err
+	}
+	n, convErr := strconv.Atoi(msg[m[2]:m[3]])
+	if convErr != nil {
+		return err
+	}
+	return errors.New(msg[:m[2]] + strconv.Itoa(n+1) + msg[m[3]:])
 }
 
 // LoadFile reads a config file with its REKEY_* environment overrides
