@@ -337,7 +337,12 @@ func (j *Job) Scatters() bool {
 // Describe is the one-line summary `rekey run` prints before a run.
 func (j *Job) Describe() string {
 	src, tgt := j.Source, j.Target
-	return fmt.Sprintf("%s %s -> %s %s with %s", src.Type, src.Name(), tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
+	from := src.Type + " " + src.Name()
+	if j.RedriveFrom != "" {
+		// A redrive reads the dead letters, not the source.
+		from = fmt.Sprintf("the dead letters in %s (of %s)", j.RedriveFrom, from)
+	}
+	return fmt.Sprintf("%s -> %s %s with %s", from, tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
 }
 
 // referenceSpec is the rewrite of the kind a references_to entry points
