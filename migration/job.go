@@ -107,6 +107,9 @@ type Job struct {
 	// reads are bounded by offlineTimeout, an unreadable target is noted
 	// (TargetUnread) instead of failing.
 	offline bool
+	// keysOnly resolves only the rewrite of keys (ResolveKeys): a Spanner
+	// source's key is source.key when given, and no target is read.
+	keysOnly bool
 }
 
 // SpannerSchemas are the Spanner tables a job involves.
@@ -164,9 +167,21 @@ func ResolveOffline(ctx context.Context, cfg *config.Config) (*Job, error) {
 	return resolve(ctx, cfg, true)
 }
 
+// ResolveKeys resolves a job for rewriting keys alone (`rekey rewrite
+// -c`): a Spanner source's key is source.key when the config gives it, so
+// no store is contacted; without it the key is read from source.schema or
+// the source database. No target is read.
+func ResolveKeys(ctx context.Context, cfg *config.Config) (*Job, error) {
+	return resolveAs(ctx, cfg, true, true)
+}
+
 func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error) {
+	return resolveAs(ctx, cfg, offline, false)
+}
+
+func resolveAs(ctx context.Context, cfg *config.Config, offline, keysOnly bool) (*Job, error) {
 	j := FromConfig(cfg)
-	j.offline = offline
+	j.offline, j.keysOnly = offline, keysOnly
 	src, tgt := cfg.Source, cfg.Target
 	j.Spec = rekeyer.Spec{
 		Strategy:        cfg.Rewrite.Step(),
@@ -183,8 +198,11 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 
 	// The key schema of the main table.
 	switch {
-	case kindOf(src.Type).spannerDB():
+	case kindOf(src.Type).spannerDB() && !(keysOnly && src.Key != ""):
 		if err := j.resolveSpannerSource(ctx); err != nil {
+			if keysOnly && src.Schema == "" && !IsConfigError(err) {
+				return nil, fmt.Errorf("the rewrite needs the source table's key, which the config does not give (source.key) and the source database did not answer with: %w", err)
+			}
 			return nil, err
 		}
 	case src.Key != "":
@@ -243,7 +261,7 @@ func resolve(ctx context.Context, cfg *config.Config, offline bool) (*Job, error
 		for name := range j.Spec.Children {
 			j.Children[name], _ = rk.ChildOut(name)
 		}
-		if holdsRows(tgt.Type) {
+		if holdsRows(tgt.Type) && !keysOnly {
 			if err := j.resolveSpannerTarget(ctx); err != nil {
 				return nil, err
 			}
@@ -337,7 +355,12 @@ func (j *Job) Scatters() bool {
 // Describe is the one-line summary `rekey run` prints before a run.
 func (j *Job) Describe() string {
 	src, tgt := j.Source, j.Target
-	return fmt.Sprintf("%s %s -> %s %s with %s", src.Type, src.Name(), tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
+	from := src.Type + " " + src.Name()
+	if j.RedriveFrom != "" {
+		// A redrive reads the dead letters, not the source.
+		from = fmt.Sprintf("the dead letters in %s (of %s)", j.RedriveFrom, from)
+	}
+	return fmt.Sprintf("%s -> %s %s with %s", from, tgt.Type, tgt.Name(), j.Spec.Strategy.Strategy)
 }
 
 // referenceSpec is the rewrite of the kind a references_to entry points

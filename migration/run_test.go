@@ -61,7 +61,7 @@ func TestRunIsResolvePrepareRedriveRun(t *testing.T) {
 	if j.Spec.SourceStore != record.Spanner || j.Spec.Key != "Id STRING(MAX)" || j.Spec.Table != "Logs" {
 		t.Errorf("spec %+v", j.Spec)
 	}
-	want := []Note{Redriving{From: "dead.jsonl"}, Starting{What: "jsonl Logs -> jsonl out.jsonl with hashprefix", Runner: "fake"}, WritePlan{Text: "writes as they come"}}
+	want := []Note{Redriving{From: "dead.jsonl"}, Starting{What: "the dead letters in dead.jsonl (of jsonl Logs) -> jsonl out.jsonl with hashprefix", Runner: "fake"}, WritePlan{Text: "writes as they come"}}
 	if !reflect.DeepEqual(notes, want) {
 		t.Errorf("notes %#v, want %#v", notes, want)
 	}

@@ -380,6 +380,13 @@ func TestParamErrors(t *testing.T) {
 			t.Errorf("chain error %v does not contain %q", err, want)
 		}
 	}
+	_, err = rewrite.New(rewrite.StepConfig{Strategy: "chain", Steps: []rewrite.StepConfig{{Strategy: "HashPrefx"}}})
+	if want := `steps[0].strategy: unknown strategy "HashPrefx"; did you mean hashprefix? (known: `; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("misspelt strategy: %v does not contain %q", err, want)
+	}
+	if _, err := rewrite.New(rewrite.StepConfig{Strategy: "frobnicate"}); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("nothing near \"frobnicate\": %v", err)
+	}
 	_, err = rewrite.New(rewrite.StepConfig{Strategy: "hashprefix", Params: rewrite.Params{"n": 20, "hash": "farm"}})
 	if err == nil || !strings.Contains(err.Error(), "params.n: must be 1..16, got 20") {
 		t.Errorf("farm n=20: %v", err)

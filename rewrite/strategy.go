@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rekeyio/rekey/internal/suggest"
 )
 
 // Info describes a strategy.
@@ -150,7 +152,11 @@ func newAt(prefix string, c StepConfig) (Strategy, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, &ParamError{Path: prefix + "strategy", Msg: fmt.Sprintf("unknown strategy %q (known: %s)", c.Strategy, strings.Join(names, ", "))}
+		msg := fmt.Sprintf("unknown strategy %q", c.Strategy)
+		if s := suggest.Closest(strings.ToLower(c.Strategy), names); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
+		return nil, &ParamError{Path: prefix + "strategy", Msg: fmt.Sprintf("%s (known: %s)", msg, strings.Join(names, ", "))}
 	}
 	if len(c.Steps) > 0 && f.info.Name != "chain" {
 		return nil, &ParamError{Path: prefix + "steps", Msg: "only the chain strategy takes steps"}

@@ -50,3 +50,20 @@ func TestEveryNoteHasItsLine(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// A redrive's counters say written=1 rewritten=0 for a record refused
+// while writing: a line under them says why.
+func TestRedriveCountsNote(t *testing.T) {
+	redrive := &migration.Job{RedriveFrom: "dead.jsonl"}
+	c := migration.Counters{migration.Read: 1, migration.Written: 1}
+	if got := redriveCountsNote(redrive, c); !strings.Contains(got, "those refused while writing had their new keys already") {
+		t.Errorf("redrive note %q", got)
+	}
+	if got := redriveCountsNote(&migration.Job{}, c); got != "" {
+		t.Errorf("run note %q", got)
+	}
+	c[migration.Rewritten] = 1
+	if got := redriveCountsNote(redrive, c); got != "" {
+		t.Errorf("note %q when every record written was rewritten", got)
+	}
+}

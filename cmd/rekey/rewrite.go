@@ -43,7 +43,9 @@ line in the same notation:
 Each line goes through the rewrite 'rekey run' applies to a record with that
 key, so a key is refused (and rewritten) exactly as the pipeline would.
 With -c FILE the rewrite, the source key schema and the stores are the
-config's (chains, ancestors, kind and namespace renames included).
+config's (chains, ancestors, kind and namespace renames included); a
+Spanner source's key is its source.key, so no store is asked, or else
+source.schema's or the source database's.
 
 Each input line gives one output line (an empty line for an empty one), so
 input and output can be pasted side by side. A line that cannot be read or
@@ -149,16 +151,15 @@ func (o *RewriteOptions) spec() (rekeyer.Spec, error) {
 	return sp, nil
 }
 
-// configSpec is the rewrite of a migration config, resolved as `rekey
-// plan` resolves it (a Spanner source's key from source.schema or the
-// database; a target that cannot be read is not needed), and the source's
-// Datastore namespace.
+// configSpec is the rewrite of a migration config (a Spanner source's key
+// from source.key, source.schema or the database; no target is read), and
+// the source's Datastore namespace.
 func configSpec(ctx context.Context, file string, warn io.Writer) (rekeyer.Spec, string, error) {
 	cfg, err := loadConfig(file, warn)
 	if err != nil {
 		return rekeyer.Spec{}, "", err
 	}
-	job, err := migration.ResolveOffline(ctx, cfg)
+	job, err := migration.ResolveKeys(ctx, cfg)
 	if migration.IsConfigError(err) {
 		return rekeyer.Spec{}, "", usagef("%s: %w", file, err)
 	}

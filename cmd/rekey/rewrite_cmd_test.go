@@ -320,3 +320,27 @@ func TestRewriteLineTooLong(t *testing.T) {
 		t.Errorf("exit %d, stdout %.80q, stderr %.300q; want line 1 mapped and line 2 named as too long", code, out, errs)
 	}
 }
+
+// A Spanner source whose config gives source.key is rewritten offline
+// (README step 1, before any store is up): the key is the config's, no
+// store is asked. Without source.key the error says what the rewrite
+// needs.
+func TestRewriteWithAConfigFromSpannerOffline(t *testing.T) {
+	t.Setenv("SPANNER_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	key := `["2024-01-31T12:00:00Z","u1"]`
+	got := rewriteCLI(t, []string{key}, "-c", "../../configs/spanner-to-spanner.yaml")
+	want := rewriteCLI(t, []string{key}, "--strategy", "swap", "--param", "order=UserId", "--key", "LastAccess TIMESTAMP, UserId STRING(MAX)")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || got[0] == key {
+		t.Errorf("-c: %v, flags: %v", got, want)
+	}
+	noKey := writeTestConfig(t, `
+source: {type: spanner, project: p, instance: inst, database: db, table: Logs}
+target: {type: spanner, project: p, instance: inst, database: db, table: Logs2}
+rewrite: {strategy: hashprefix}
+`)
+	_, errs, code := rekey(t, key+"\n", "rewrite", "-c", noKey)
+	if code == exitOK || !strings.Contains(errs, "the rewrite needs the source table's key, which the config does not give (source.key) and the source database did not answer with") {
+		t.Errorf("without source.key: exit %d, %s", code, errs)
+	}
+}

@@ -357,6 +357,16 @@ func nothingRead(job *migration.Job) string {
 	return fmt.Sprintf("rekey: the source holds 0 records (%s %s): nothing to migrate", src.Type, name)
 }
 
+// redriveCountsNote explains a redrive's counters when it wrote more
+// than it rewrote: records refused while writing held their new keys
+// already, and are written without being rewritten again.
+func redriveCountsNote(job *migration.Job, c migration.Counters) string {
+	if job == nil || job.RedriveFrom == "" || c[migration.Written] <= c[migration.Rewritten] {
+		return ""
+	}
+	return "rekey: rewritten counts the records this redrive rewrote (refused while reading or rewriting); those refused while writing had their new keys already and were written as they were"
+}
+
 // printRun says what a run did (what a dry run found, its counters, where
 // its dead letters are) and reports whether the caller should stop there
 // and return the error it gives: a config error (as a usage error) or a
@@ -377,6 +387,9 @@ func printRun(io stdio, o *RunOptions, job *migration.Job, res *migration.Result
 	}
 	if res != nil {
 		fmt.Fprintf(io.out, "rekey: %s in %s\n", res.Counters, res.Elapsed.Round(1e6))
+		if note := redriveCountsNote(job, res.Counters); note != "" {
+			fmt.Fprintln(io.out, note)
+		}
 		if res.Counters[migration.DeadLettered] > 0 {
 			fmt.Fprintf(io.out, "rekey: %d records dead-lettered to %s\n", res.Counters[migration.DeadLettered], job.DeadLetterPath)
 		}

@@ -61,7 +61,11 @@ func runValidate(ctx context.Context, o *ValidateOptions) error {
 			return fmt.Errorf("%s: %w", o.Config, err)
 		}
 	}
-	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy)
+	unchecked := "; not checked against the stores: add --connect"
+	if o.Connect {
+		unchecked = ""
+	}
+	fmt.Fprintf(o.IO.out, "%s: ok (%s -> %s, rewrite %s%s)\n", o.Config, cfg.Source.Type, cfg.Target.Type, cfg.Rewrite.Strategy, unchecked)
 	return nil
 }
 

@@ -283,8 +283,13 @@ rewrite:
 				`rewrite.steps[0].params.bogus: unknown parameter (known: column, elements, hash, n, sep)`,
 				`rewrite.steps[0].params.hash: must be one of md5, farm, got "sha1"`,
 				`rewrite.steps[1].params.g: must be 1..4611686018427387904, got 0`,
-				`rewrite.steps[2].strategy: unknown strategy "nope" (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`,
+				`rewrite.steps[2].strategy: unknown strategy "nope"; did you mean none? (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`,
 			},
+		},
+		{
+			name: "misspelt strategy",
+			yaml: spannerPair + "rewrite: {strategy: hashprefx}\n",
+			want: []string{`rewrite.strategy: unknown strategy "hashprefx"; did you mean hashprefix? (known: bitreverse, bucket, chain, generation, hashprefix, none, reverse, shard, swap, uuid)`},
 		},
 		{
 			name: "bad key schema and projection",
@@ -995,5 +1000,23 @@ rewrite: {strategy: shard, params: {n: 10, columns: [UserId]}}
 `)
 	if err := ok.Validate(); err != nil {
 		t.Errorf("a rewrite that fits the DDL's key: %v", err)
+	}
+}
+
+// A YAML syntax error names the line of the problem: the YAML library
+// counts its parser's lines from 0.
+func TestYAMLSyntaxErrorLine(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"source:\n  type: spanner\n table: A\n", "yaml: line 3: did not find expected key"},
+		{"source:\n  type: spanner\ntarget:\n  columns: [A\n  type: spanner\n", "yaml: line 4: did not find expected ',' or ']'"},
+		{"a: 1\nb: \"x\nc: 2\n", "yaml: line 2: found unexpected end of stream"},
+	} {
+		f := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(f, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadFile(f); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
 	}
 }

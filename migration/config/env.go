@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/viper"
+
+	"github.com/rekeyio/rekey/internal/suggest"
 )
 
 // NonConfigEnv are the REKEY_* environment variables rekey and its tests
@@ -82,7 +84,7 @@ func envMessage(name string, names []string, known map[string]string) string {
 		param := strings.ToLower(strings.TrimPrefix(name, EnvPrefix+"_REWRITE_PARAMS_"))
 		return msg + fmt.Sprintf(": the environment overrides only the rewrite parameters the file names; add rewrite.params.%s to the file", param)
 	}
-	if s := closest(name, names); s != "" {
+	if s := suggest.Closest(name, names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %s (%s)?)", known[s], s)
 	}
 	return msg

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rekeyio/rekey/internal/suggest"
 )
 
 // Origin says where a setting's value came from. The layers override one
@@ -95,7 +97,7 @@ func ApplySets(v *viper.Viper, flag string, sets []string) (map[string]string, e
 			continue
 		case !slices.Contains(known, k) && !strings.HasPrefix(k, "rewrite.params."):
 			msg := fmt.Sprintf("%s %s: %s is not a config key that holds a value", flag, s, k)
-			if c := closest(k, known); c != "" {
+			if c := suggest.Closest(k, known); c != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", c)
 			}
 			errs = append(errs, errors.New(msg))

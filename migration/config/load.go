@@ -6,12 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+
+	"github.com/rekeyio/rekey/internal/suggest"
 )
 
 // EnvPrefix prefixes the environment variables NewViper reads:
@@ -47,11 +51,43 @@ func NewViper(file string) (*viper.Viper, error) {
 		v.SetConfigFile(file)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", file, err)
+			return nil, fmt.Errorf("read config %s: %w", file, yamlLineFixed(err))
 		}
 	}
 	registerKeys(v)
 	return v, nil
+}
+
+// yamlParserProblems are the YAML library's parser errors (not its
+// scanner's): for them it reports the 0-based line of the problem, or of
+// the collection it was in, where its scanner errors give 1-based lines.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected <document start>",
+	"did not find expected key",
+	"did not find expected node content",
+}
+
+var yamlLineRE = regexp.MustCompile(`yaml: line (\d+): (.*)$`)
+
+// yamlLineFixed returns err with the line of a YAML parser error made
+// 1-based, like the editor's and every other line rekey reports.
+func yamlLineFixed(err error) error {
+	m := yamlLineRE.FindStringSubmatchIndex(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := err.Error()
+	if !slices.Contains(yamlParserProblems, msg[m[4]:m[5]]) {
+		return err
+	}
+	n, convErr := strconv.Atoi(msg[m[2]:m[3]])
+	if convErr != nil {
+		return err
+	}
+	return errors.New(msg[:m[2]] + strconv.Itoa(n+1) + msg[m[3]:])
 }
 
 // LoadFile reads a config file with its REKEY_* environment overrides
@@ -357,7 +393,7 @@ func unknownKey(parent, key string) error {
 	}
 	msg := "unknown key"
 	if known := sectionKeys(parent); len(known) > 0 {
-		if s := closest(key, known); s != "" {
+		if s := suggest.Closest(key, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		msg += " (known: " + strings.Join(known, ", ") + ")"
@@ -403,35 +439,4 @@ func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
-}
-
-// closest returns the candidate within edit distance 2 of s, if any.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
